@@ -1,0 +1,1 @@
+"""Teacher and admin endpoints."""

@@ -1,0 +1,52 @@
+"""make_app(): the route table, the one place to see every URL."""
+import logging
+import time
+
+from tornado import web
+
+from . import metrics
+from .admin.handlers import StatusHandler
+from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
+from .health import HealthzHandler, MetricsHandler, ReadyzHandler
+from .web import NotFoundHandler, WorkerHeaders
+
+access_log = logging.getLogger("server.access")
+
+ROUTES = [
+    (r"/healthz", HealthzHandler),
+    (r"/readyz", ReadyzHandler),
+    (r"/metrics", MetricsHandler),
+    (r"/api/login", LoginHandler),
+    (r"/api/logout", LogoutHandler),
+    (r"/api/me", MeHandler),
+    (r"/api/password", PasswordHandler),
+    (r"/api/status", StatusHandler),
+]
+ROUTE_OF = {handler: pattern for pattern, handler in ROUTES}
+
+
+def log_request(handler):
+    """Count and time every request by route; log failures."""
+    status = handler.get_status()
+    seconds = time.perf_counter() - handler._started if hasattr(handler, "_started") else 0.0
+    route = ROUTE_OF.get(type(handler), "other")
+    metrics.observe_request(route, handler.request.method, status, seconds)
+    level = logging.ERROR if status >= 500 else logging.INFO if status >= 400 else logging.DEBUG
+    if access_log.isEnabledFor(level):
+        access_log.log(level, "%d %s %s (%s) %.1fms", status, handler.request.method,
+                       handler.request.uri, handler.request.remote_ip, seconds * 1000)
+
+
+def make_app(ctx):
+    app = web.Application(
+        ROUTES,
+        ctx=ctx,
+        cookie_secret=ctx.cookie_secret,
+        xsrf_cookies=True,
+        xsrf_cookie_kwargs={"samesite": "Lax"},
+        default_handler_class=NotFoundHandler,
+        log_function=log_request,
+        compress_response=True,
+    )
+    app.add_transform(WorkerHeaders)
+    return app

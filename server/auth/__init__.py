@@ -1,0 +1,1 @@
+"""Accounts, passwords, sessions and login throttling."""

@@ -1,0 +1,193 @@
+"""Every setting of the server: its environment variable, type, default,
+allowed values and a one-line help.
+
+This is the only module that reads the environment for settings. A bad value
+stops start-up with one line naming the variable, the value and what is
+allowed (`ConfigError`), so that an operator never runs a half-configured
+server.
+"""
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ConfigError(ValueError):
+    """A setting has a value the server cannot use."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]  # raises ValueError with "what is allowed"
+    default: str  # as it would be written in the environment
+    help: str
+    secret: bool = False
+
+    def shown(self, value):
+        """`value` as it may be printed: secrets masked (a URL keeps all but its password)."""
+        if not self.secret or not value:
+            return value
+        if self.name == "DATABASE_URL":
+            return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1********@", value)
+        return "********"
+
+
+def _int(lo, hi, note=""):
+    def parse(text):
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise ValueError(f"expected a whole number from {lo} to {hi}{note}")
+        return value
+    parse.allowed = f"{lo}..{hi}{note}"
+    return parse
+
+
+def _choice(*options):
+    def parse(text):
+        value = text.strip().upper()
+        if value not in options:
+            raise ValueError("expected one of " + ", ".join(options))
+        return value
+    parse.allowed = "|".join(options)
+    return parse
+
+
+def _bool(text):
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+_bool.allowed = "0|1"
+
+
+def _text(text):
+    return text
+
+
+_text.allowed = "text"
+
+
+def _path(text):
+    if not text.strip():
+        raise ValueError("expected a folder path")
+    return os.path.abspath(os.path.expanduser(text.strip()))
+
+
+_path.allowed = "path"
+
+
+def _optional_path(text):
+    return _path(text) if text.strip() else ""
+
+
+_optional_path.allowed = "path or empty"
+
+
+def _host(text):
+    value = text.strip()
+    if not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", value):
+        raise ValueError("expected a host name or IP address such as 0.0.0.0 or 127.0.0.1")
+    return value
+
+
+_host.allowed = "host"
+
+
+def _database_url(text):
+    value = text.strip()
+    if value and not re.match(r"^postgres(ql)?://", value):
+        raise ValueError("expected empty (embedded PostgreSQL) or postgresql://user:password@host:port/dbname")
+    return value
+
+
+_database_url.allowed = "postgresql://…"
+
+
+def _secret(text):
+    if text and len(text) < 32:
+        raise ValueError("expected at least 32 characters (or unset to generate one)")
+    return text
+
+
+_secret.allowed = "32+ characters"
+
+HOUR = 3600
+SETTINGS = [
+    Setting("HOST", _host, "0.0.0.0", "address to listen on"),
+    Setting("PORT", _int(0, 65535, ", 0 = any free port"), "8888", "TCP port to listen on"),
+    Setting("TORNADO_PROCESSES", _int(0, 256, ", 0 = one per CPU"), "1",
+            "worker processes sharing the listening socket"),
+    Setting("DATABASE_URL", _database_url, "",
+            "PostgreSQL to use; empty starts a private one under DATA_DIR", secret=True),
+    Setting("DATA_DIR", _path, "data", "folder for the embedded database, secrets and run-time files"),
+    Setting("STORAGE_ROOT", _optional_path, "", "folder holding users' files (an EFS mount in production); "
+            "empty means DATA_DIR/storage"),
+    Setting("COOKIE_SECRET", _secret, "", "key that signs cookies; empty generates one in DATA_DIR "
+            "(set it when several instances serve one class)", secret=True),
+    Setting("DB_POOL_MAX", _int(1, 1000), "20", "database connections of all workers together"),
+    Setting("LOG_LEVEL", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging threshold"),
+    Setting("ADMIN_PASSWORD", _text, "", "password of the first admin account; empty prints a random one",
+            secret=True),
+    Setting("DEMO", _bool, "0", "also create a demo teacher and students on an empty database"),
+    Setting("SESSION_TTL", _int(5, 30 * 24 * HOUR), str(8 * HOUR),
+            "seconds a session lives without being used (renewed while in use)"),
+    Setting("TRUST_PROXY", _bool, "0", "trust X-Forwarded-For/-Proto from a load balancer in front"),
+    Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),
+    Setting("LOGIN_FAILURES_PER_USER", _int(1, 1000), "5",
+            "failed logins for one username within the window before it is throttled"),
+    Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "100",
+            "failed logins from one client address within the window (a class may share one address)"),
+    Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300", "seconds over which failed logins count"),
+    Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
+            "password-hashing threads per worker (each hash uses 19 MiB)"),
+    Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
+            "seconds a worker may spend finishing requests after SIGTERM"),
+]
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+class Config:
+    """The effective settings, as attributes named after the variables."""
+
+    def __init__(self, values):
+        self.__dict__.update(values)
+
+    def masked(self):
+        """(name, value) pairs for display, with secrets hidden."""
+        return [(s.name, s.shown(getattr(self, s.name))) for s in SETTINGS]
+
+    @property
+    def process_count(self):
+        return self.TORNADO_PROCESSES or os.cpu_count() or 1
+
+
+def load(environ=None):
+    """Read every setting from `environ` (default: os.environ)."""
+    environ = os.environ if environ is None else environ
+    values = {}
+    for s in SETTINGS:
+        raw = environ.get(s.name, s.default)
+        try:
+            values[s.name] = s.parse(raw)
+        except ValueError as e:
+            raise ConfigError(f"{s.name}={s.shown(raw)!r} is not valid: {e}") from None
+    if not values["STORAGE_ROOT"]:
+        values["STORAGE_ROOT"] = os.path.join(values["DATA_DIR"], "storage")
+    return Config(values)
+
+
+def help_text():
+    lines = ["Settings (environment variables):", ""]
+    for s in SETTINGS:
+        default = s.default if s.default else "(empty)"
+        lines.append(f"  {s.name:<27} {s.help}")
+        lines.append(f"  {'':<27} default {default}; allowed {s.parse.allowed}")
+    return "\n".join(lines)

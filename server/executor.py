@@ -1,0 +1,54 @@
+"""A thread pool with a bounded backlog, for work that must stay off the IOLoop.
+
+`concurrent.futures.ThreadPoolExecutor` queues without limit; under a burst
+that turns into unbounded memory and unbounded waiting. Here at most
+`max_pending` calls may be waiting or running; one more is refused with
+`Busy` at once, which handlers turn into a 503 the client can retry.
+"""
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+class Busy(Exception):
+    """The executor's backlog is full."""
+
+    def __init__(self, name):
+        super().__init__(f"the {name} queue is full")
+        self.name = name
+
+
+class BoundedExecutor:
+    def __init__(self, name, threads, max_pending):
+        self.name = name
+        self.threads = threads
+        self.max_pending = max_pending
+        self.pending = 0
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+
+    async def run(self, fn, *args, timing=None):
+        """Run `fn(*args)` in a thread. When `timing` (a dict) is given, add
+        the seconds spent waiting for a thread and running to it, under
+        `<name>_wait` and `<name>`."""
+        if self.pending >= self.max_pending:
+            raise Busy(self.name)
+        self.pending += 1
+        queued = time.perf_counter()
+        started = None
+
+        def call():
+            nonlocal started
+            started = time.perf_counter()
+            return fn(*args)
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+        finally:
+            self.pending -= 1
+            if timing is not None and started is not None:
+                done = time.perf_counter()
+                timing[self.name + "_wait"] = timing.get(self.name + "_wait", 0) + started - queued
+                timing[self.name] = timing.get(self.name, 0) + done - started
+
+    def shutdown(self):
+        self._pool.shutdown(wait=False, cancel_futures=True)

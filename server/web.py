@@ -1,0 +1,225 @@
+"""What every handler shares: JSON errors, bounded JSON bodies, the session
+cookie, XSRF, roles, and the headers every response carries.
+
+Handlers stay thin: parse (`json_body`, `field`), authorize (`require_user`),
+call a service, answer (`write_json`). Anything that goes wrong becomes
+`{"error": code, "message": sentence}` with the right status, and no stack
+trace ever reaches a client.
+"""
+import json
+import logging
+import os
+import time
+
+from tornado import web
+from tornado.web import OutputTransform
+
+from .auth import sessions
+from .auth.accounts import Refused
+from .executor import Busy
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "pyclassroom_session"
+
+
+class ApiError(web.HTTPError):
+    def __init__(self, status, code, message, retry_after=None):
+        super().__init__(status, log_message=code)
+        self.code, self.message, self.retry_after = code, message, retry_after
+
+
+STATUS_CODES = {400: "bad_request", 401: "not_logged_in", 403: "forbidden", 404: "not_found",
+                405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type",
+                429: "too_many_requests", 503: "unavailable"}
+
+
+class WorkerHeaders(OutputTransform):
+    """Adds X-Worker-Pid (and Server-Timing) to every response, whichever
+    handler wrote it, so tests and operators can see which process answered."""
+
+    def __init__(self, request):
+        self.request = request
+
+    def transform_first_chunk(self, status_code, headers, chunk, finishing):
+        headers["X-Worker-Pid"] = str(os.getpid())
+        return status_code, headers, chunk
+
+
+@web.stream_request_body
+class BaseHandler(web.RequestHandler):
+    """Base of every handler. Bodies are streamed so that an oversized one is
+    refused with 413 from its Content-Length, before it is read."""
+
+    max_body = None  # bytes; None means the MAX_BODY_BYTES setting
+
+    @property
+    def ctx(self):
+        return self.application.settings["ctx"]
+
+    def initialize(self):
+        self.timing = {}
+        self._started = time.perf_counter()
+        self._body = bytearray()
+        self.session_token = None
+        # Counted until finished, so a draining worker knows what is in flight.
+        self.ctx.inflight += 1
+        self._in_flight = True
+
+    def _done(self):
+        if self._in_flight:
+            self._in_flight = False
+            self.ctx.inflight -= 1
+
+    def on_finish(self):
+        self._done()
+
+    def on_connection_close(self):
+        self._done()
+
+    async def prepare(self):
+        limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
+        length = self.request.headers.get("Content-Length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            raise ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
+        self.request.connection.set_max_body_size(limit + 1)
+        if self.ctx.draining:
+            self.set_header("Connection", "close")
+        self._prepared = True  # from here on Tornado reads the body
+
+    def data_received(self, chunk):
+        limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
+        if len(self._body) + len(chunk) > limit:
+            raise ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
+        self._body += chunk
+
+    # -- errors ---------------------------------------------------------
+
+    def write_error(self, status_code, **kwargs):
+        exc = kwargs.get("exc_info", (None, None))[1]
+        if isinstance(exc, ApiError):
+            code, message = exc.code, exc.message
+            if exc.retry_after:
+                self.set_header("Retry-After", str(exc.retry_after))
+        elif isinstance(exc, web.HTTPError) and status_code < 500:
+            code = STATUS_CODES.get(status_code, "bad_request")
+            message = exc.log_message % exc.args if exc.log_message else self._reason
+        else:
+            code, message = "internal_error", "Something went wrong on the server. It has been logged."
+        if not getattr(self, "_prepared", False):
+            # Refused before the body was read: Tornado will drop the
+            # connection, so tell the client not to reuse it.
+            self.set_header("Connection", "close")
+        self.clear_header("Content-Type")
+        self.finish_json({"error": code, "message": message})
+
+    def _handle_request_exception(self, e):
+        # Service refusals and a full executor are expected outcomes, not bugs.
+        if isinstance(e, Refused):
+            e = ApiError(e.status, e.code, e.message, e.retry_after)
+        elif isinstance(e, Busy):
+            e = ApiError(503, "server_busy", "The server is busy. Try again in a moment.", retry_after=1)
+        if isinstance(e, ApiError):
+            if self._finished:
+                return
+            self.send_error(e.status_code, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+    def check_xsrf_cookie(self):
+        token = self.request.headers.get("X-Xsrftoken") or self.request.headers.get("X-Csrftoken")
+        if not token:
+            raise ApiError(403, "xsrf_missing",
+                           "This request needs the X-XSRFToken header (copy the _xsrf cookie).")
+        try:
+            super().check_xsrf_cookie()
+        except web.HTTPError:
+            raise ApiError(403, "xsrf_invalid",
+                           "The X-XSRFToken header does not match the _xsrf cookie.") from None
+
+    # -- JSON in and out ----------------------------------------------
+
+    def finish_json(self, value, status=None):
+        if status:
+            self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(value, default=str))
+
+    def json_body(self):
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
+        try:
+            value = json.loads(bytes(self._body).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise ApiError(400, "malformed_json", "The body is not valid JSON.") from None
+        if not isinstance(value, dict):
+            raise ApiError(400, "malformed_json", "The body must be a JSON object.")
+        return value
+
+    @staticmethod
+    def field(body, name, kind=str, max_len=None, required=True, default=None):
+        if name not in body or body[name] is None:
+            if required:
+                raise ApiError(400, "missing_field", f"The field '{name}' is required.")
+            return default
+        value = body[name]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ApiError(400, "wrong_type", f"The field '{name}' must be {kind.__name__}.")
+        if max_len is not None and len(value) > max_len:
+            raise ApiError(400, "too_long", f"The field '{name}' is longer than {max_len}.")
+        return value
+
+    # -- who is asking --------------------------------------------------
+
+    async def load_user(self):
+        """Resolve the session cookie; returns the user dict or None and
+        remembers why not in `self.session_problem`."""
+        self.session_problem = "not_logged_in"
+        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=31)
+        if not token:
+            return None
+        token = token.decode()
+        found = await sessions.lookup(self.ctx.pool, token, self.ctx.cfg.SESSION_TTL)
+        if found.user is None:
+            self.session_problem = found.problem
+            self.clear_cookie(SESSION_COOKIE)
+            return None
+        self.session_token = token
+        if found.renewed_until:
+            self.set_session_cookie(token, found.renewed_until)
+        self.current_user = found.user
+        return found.user
+
+    def set_session_cookie(self, token, expires):
+        self.set_signed_cookie(SESSION_COOKIE, token, expires_days=None, expires=expires,
+                               httponly=True, samesite="Lax", secure=self.request.protocol == "https")
+
+    async def require_user(self, *roles):
+        user = self.current_user or await self.load_user()
+        if user is None:
+            messages = {"session_expired": "Your session has expired. Log in again.",
+                        "session_invalid": "Your session has ended. Log in again.",
+                        "not_logged_in": "Log in first."}
+            raise ApiError(401, self.session_problem, messages[self.session_problem])
+        if roles and user["role"] not in roles:
+            raise ApiError(403, "forbidden", "Your account may not do this.")
+        return user
+
+    def client_address(self):
+        return self.request.remote_ip or ""
+
+
+class ApiHandler(BaseHandler):
+    """Base of /api/ handlers: any GET sets the XSRF cookie when it is missing."""
+
+    async def prepare(self):
+        await super().prepare()
+        if self.request.method == "GET" and not self.get_cookie("_xsrf"):
+            self.xsrf_token  # noqa: B018 - reading it sets the cookie
+
+
+class NotFoundHandler(BaseHandler):
+    def prepare(self):
+        raise ApiError(404, "not_found", f"There is nothing at {self.request.path}.")

@@ -1,0 +1,118 @@
+"""One worker process: its IOLoop, database pool, thread pools and HTTP server.
+
+Everything here is created after the fork (see `__main__`), so no worker
+shares a loop, a thread or a connection with another. A worker holds only
+caches and its own live connections; shared state is in PostgreSQL and on
+STORAGE_ROOT, so any request may land on any worker.
+"""
+import asyncio
+import logging
+import os
+import random
+import signal
+import time
+
+from tornado.httpserver import HTTPServer
+
+from . import db, metrics
+from .app import make_app
+from .auth import accounts, sessions, throttle
+from .executor import BoundedExecutor
+
+log = logging.getLogger(__name__)
+
+
+class Context:
+    """What handlers reach through `self.ctx`: settings, pools, executors."""
+
+    def __init__(self, cfg, instance, processes):
+        self.cfg = cfg
+        self.instance = instance
+        self.pid = os.getpid()
+        self.processes = processes
+        self.cookie_secret = instance.cookie_secret()
+        self.pool = None
+        hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
+        # A class logs in at once: room for every student's login to wait.
+        self.hasher = BoundedExecutor("hash", hash_threads, max_pending=512)
+        self.files = BoundedExecutor("fs", 16, max_pending=1024)
+        self.draining = False
+        self.inflight = 0
+        self.websockets = set()
+
+
+async def open_database(ctx, dsn):
+    pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
+    ctx.pool = await db.create_pool(dsn, max_size=pool_size)
+    async with ctx.pool.acquire() as conn, db.locked(conn):
+        await db.migrate(conn)
+        created = await accounts.bootstrap(ctx, conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)
+    if created:
+        lines = [f"    {username:<10} {password:<20} ({role})" for username, role, password in created]
+        print("\nAccounts created on this empty database (the passwords are shown only once):\n"
+              + "\n".join(lines) + "\n", flush=True)
+
+
+async def periodic(ctx):
+    """Per-worker housekeeping: gauges every few seconds, pruning now and then
+    (jittered so N workers do not all prune at once)."""
+    next_prune = time.monotonic() + random.uniform(60, 600)
+    while True:
+        metrics.update_pool(ctx.pool)
+        if time.monotonic() > next_prune:
+            next_prune = time.monotonic() + 600
+            try:
+                await sessions.prune(ctx.pool)
+                await throttle.prune(ctx.pool)
+            except Exception:
+                log.exception("pruning failed")
+        await asyncio.sleep(5)
+
+
+async def serve(cfg, instance, sockets, dsn, processes, on_ready):
+    ctx = Context(cfg, instance, processes)
+    await open_database(ctx, dsn)
+    app = make_app(ctx)
+    server = HTTPServer(app, xheaders=cfg.TRUST_PROXY, max_body_size=cfg.MAX_BODY_BYTES + 1,
+                        idle_connection_timeout=75)
+    server.add_sockets(sockets)
+    metrics.WORKERS.set(1)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    housekeeping = asyncio.create_task(periodic(ctx))
+    on_ready()
+    await stop.wait()
+    housekeeping.cancel()
+    await drain(ctx, server)
+
+
+async def drain(ctx, server):
+    """Stop accepting, tell WebSocket clients, let requests in flight finish
+    (up to SHUTDOWN_TIMEOUT), then close everything."""
+    log.info("worker %d shutting down", os.getpid())
+    ctx.draining = True
+    server.stop()
+    for ws in list(ctx.websockets):
+        ws.close(1012, "server restarting")
+    deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
+    while ctx.inflight > 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    if ctx.inflight:
+        log.warning("worker %d: %d requests still running at the shutdown deadline", os.getpid(), ctx.inflight)
+    try:
+        await asyncio.wait_for(server.close_all_connections(), timeout=2)
+    except asyncio.TimeoutError:
+        pass
+    try:
+        await asyncio.wait_for(ctx.pool.close(), timeout=2)
+    except asyncio.TimeoutError:
+        ctx.pool.terminate()
+    ctx.hasher.shutdown()
+    ctx.files.shutdown()
+
+
+def run(cfg, instance, sockets, dsn, processes, on_ready):
+    """Serve until SIGTERM/SIGINT; the process then exits 0."""
+    asyncio.run(serve(cfg, instance, sockets, dsn, processes, on_ready))

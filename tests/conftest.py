@@ -1,0 +1,80 @@
+"""Shared fixtures: one real PostgreSQL for the test run (embedded, or the
+one DATABASE_URL names), a fresh database per test that needs one, and the
+real server started as a subprocess."""
+import os
+import shutil
+import tempfile
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+import pytest
+
+from server.embedded_postgres import EmbeddedPostgres
+from tests.server_process import ServerProcess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def with_database(dsn, name):
+    parts = urlsplit(dsn)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """DSN of the PostgreSQL server the tests use."""
+    if os.environ.get("DATABASE_URL"):
+        yield os.environ["DATABASE_URL"]
+        return
+    base = tempfile.mkdtemp(prefix="pyclassroom-test-pg-")
+    os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when the tests run as root
+    pg = EmbeddedPostgres(base)
+    dsn = pg.start()
+    yield dsn
+    pg.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_db(postgres_url):
+    """DSN of a new, empty database, dropped after the test."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(postgres_url)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    yield with_database(postgres_url, name)
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    return str(d)
+
+
+@pytest.fixture
+def start_server(fresh_db, data_dir):
+    """start_server(processes=1, **env) -> a running ServerProcess on the
+    test's fresh database; every server started is stopped after the test."""
+    started = []
+
+    def start(processes=1, database_url=fresh_db, data_dir=data_dir, **env):
+        server = ServerProcess(processes=processes, database_url=database_url, data_dir=data_dir, env=env)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(params=[1, 2], ids=["1proc", "2proc"])
+def server(request, start_server):
+    """The real server, once with TORNADO_PROCESSES=1 and once with 2."""
+    return start_server(processes=request.param)

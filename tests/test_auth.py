@@ -1,0 +1,214 @@
+"""Logging in, sessions, throttling and XSRF against the real server, in
+both process modes: whatever worker answers, the outcome is the same."""
+import re
+import time
+
+import pytest
+
+from tests.helpers import create_user, on_each_worker, sql
+from tests.server_process import ADMIN_PASSWORD
+
+
+@pytest.fixture
+def dsn(server):
+    return server.env["DATABASE_URL"]
+
+
+def test_every_response_names_the_worker_that_answered(server):
+    client = server.client()
+    for path in ("/healthz", "/api/me", "/no/such/page", "/metrics"):
+        r = client.get(path)
+        assert int(r.headers["X-Worker-Pid"]) in server.pids
+
+
+def test_login_sets_a_protected_cookie_and_me_answers(server):
+    client = server.client()
+    r = client.login("admin", ADMIN_PASSWORD)
+    assert r.status_code == 200, r.text
+    assert r.json()["user"] == {"username": "admin", "display_name": "Administrator", "role": "admin"}
+    cookie = r.headers["Set-Cookie"]
+    assert "pyclassroom_session=" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert "Secure" not in cookie  # plain HTTP here; HTTPS adds it
+    assert client.get("/api/me").json()["user"]["username"] == "admin"
+
+
+def test_session_from_one_worker_is_honoured_by_every_worker_and_logout_by_all(server):
+    client = server.client()
+    client.login_ok("admin", ADMIN_PASSWORD)
+    cookies = client.http.cookies.get_dict()
+    for pid, r in on_each_worker(server, "/api/me", cookies=cookies).items():
+        assert r.status_code == 200 and r.json()["user"]["username"] == "admin", pid
+    assert client.post("/api/logout").status_code == 200
+    for pid, r in on_each_worker(server, "/api/me", cookies=cookies).items():
+        assert r.status_code == 401 and r.json()["error"] == "session_invalid", pid
+
+
+def test_wrong_password_and_unknown_user_get_the_same_answer(server, dsn):
+    create_user(dsn, "ada", "correct-horse-1")
+    client = server.client()
+    wrong = client.login("ada", "not-her-password")
+    unknown = client.login("nobody-here", "whatever-pass")
+    assert wrong.status_code == unknown.status_code == 401
+    assert wrong.json() == unknown.json() == {"error": "invalid_credentials",
+                                              "message": "Wrong username or password."}
+    assert sql(dsn, "SELECT count(*) FROM sessions") == [(0,)]
+
+
+def test_deactivated_user_cannot_log_in_and_loses_open_sessions(server, dsn):
+    create_user(dsn, "grace", "grace-password-1")
+    client = server.client()
+    client.login_ok("grace", "grace-password-1")
+    sql(dsn, "UPDATE users SET active = false WHERE username = 'grace'")
+    assert client.get("/api/me").status_code == 401
+    r = server.client().login("grace", "grace-password-1")
+    assert r.status_code == 403 and r.json()["error"] == "account_deactivated"
+    # A wrong password still gets the answer that reveals nothing.
+    assert server.client().login("grace", "wrong-password").json()["error"] == "invalid_credentials"
+
+
+def test_failed_logins_are_throttled_across_workers(start_server, fresh_db):
+    server = start_server(processes=2, LOGIN_FAILURES_PER_USER=3, LOGIN_THROTTLE_WINDOW=60)
+    create_user(fresh_db, "alan", "alan-password-1")
+    answered_by = set()
+    for _ in range(40):  # new connections land on either worker
+        c = server.client()
+        r = c.login("alan", "bad-guess")
+        answered_by.add(int(r.headers["X-Worker-Pid"]))
+        if r.status_code == 429:
+            break
+        assert r.status_code == 401
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_attempts"
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+    # The limit holds on every worker, even with the right password.
+    statuses = {}
+    for _ in range(60):
+        r = server.client().login("alan", "alan-password-1")
+        statuses[int(r.headers["X-Worker-Pid"])] = r.status_code
+        if len(statuses) == 2:
+            break
+    assert set(statuses.values()) == {429} and len(statuses) == 2
+    # Another user from the same address is not locked out by alan's failures.
+    create_user(fresh_db, "ada", "ada-password-1")
+    assert server.client().login("ada", "ada-password-1").status_code == 200
+
+
+def test_throttle_per_address_covers_many_usernames(start_server):
+    server = start_server(LOGIN_FAILURES_PER_ADDRESS=4, LOGIN_FAILURES_PER_USER=100)
+    codes = [server.client().login(f"user{i}", "guess-guess").status_code for i in range(6)]
+    assert codes[:4] == [401] * 4 and codes[4:] == [429, 429]
+
+
+def test_state_changes_need_the_xsrf_header(server):
+    client = server.client()
+    r = client.post("/api/login", xsrf=False, json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert r.status_code == 403 and r.json()["error"] == "xsrf_missing"
+    client.xsrf()
+    r = client.post("/api/login", headers={"X-XSRFToken": "2|00000000|" + "0" * 32 + "|1700000000"},
+                    json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert r.status_code == 403 and r.json()["error"] == "xsrf_invalid"
+    assert "pyclassroom_session" not in client.http.cookies
+
+
+def test_any_api_get_sets_the_xsrf_cookie(server):
+    client = server.client()
+    r = client.get("/api/me")
+    assert r.status_code == 401 and "_xsrf" in client.http.cookies
+    assert "SameSite=Lax" in r.headers["Set-Cookie"]
+
+
+def test_expired_session_is_refused_with_its_own_code(server, dsn):
+    client = server.client()
+    client.login_ok("admin", ADMIN_PASSWORD)
+    sql(dsn, "UPDATE sessions SET expires_at = now() - interval '1 second'")
+    r = client.get("/api/me")
+    assert r.status_code == 401 and r.json()["error"] == "session_expired"
+    assert client.get("/api/me").json()["error"] in ("not_logged_in", "session_invalid")
+
+
+def test_session_slides_forward_while_used(start_server, fresh_db):
+    server = start_server(SESSION_TTL=600)
+    client = server.client()
+    client.login_ok("admin", ADMIN_PASSWORD)
+    # Pretend the session is nearly over: the next request renews it.
+    sql(fresh_db, "UPDATE sessions SET expires_at = now() + interval '60 seconds'")
+    r = client.get("/api/me")
+    assert r.status_code == 200 and "pyclassroom_session=" in r.headers.get("Set-Cookie", "")
+    (left,) = sql(fresh_db, "SELECT extract(epoch FROM expires_at - now()) FROM sessions")[0]
+    assert 590 < float(left) <= 600
+
+
+def test_forged_session_cookie_is_refused(server):
+    client = server.client()
+    client.http.cookies.set("pyclassroom_session", "forged-token")
+    r = client.get("/api/me")
+    assert r.status_code == 401 and r.json()["error"] == "not_logged_in"
+
+
+@pytest.mark.parametrize("body,headers,status,code", [
+    (b"{not json", {"Content-Type": "application/json"}, 400, "malformed_json"),
+    (b"[1, 2]", {"Content-Type": "application/json"}, 400, "malformed_json"),
+    (b"\xff\xfe", {"Content-Type": "application/json"}, 400, "malformed_json"),
+    (b'{"username": "admin"}', {"Content-Type": "application/json"}, 400, "missing_field"),
+    (b'{"username": "admin", "password": 12}', {"Content-Type": "application/json"}, 400, "wrong_type"),
+    (b'{"username": ["admin"], "password": "x"}', {"Content-Type": "application/json"}, 400, "wrong_type"),
+    (b"username=admin", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"),
+    (b'{"username": "admin", "password": "' + b"x" * 5000 + b'"}', {"Content-Type": "application/json"},
+     413, "body_too_large"),
+])
+def test_bad_bodies_get_a_clear_error_and_change_nothing(start_server, fresh_db, body, headers, status, code):
+    server = start_server(MAX_BODY_BYTES=4096)
+    client = server.client()
+    r = client.post("/api/login", data=body, headers=headers)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == code and r.json()["message"]
+    assert "Traceback" not in r.text
+    assert sql(fresh_db, "SELECT count(*) FROM sessions") == [(0,)]
+    assert sql(fresh_db, "SELECT count(*) FROM login_failures") == [(0,)]
+
+
+def test_change_password_needs_the_old_one_and_ends_other_sessions(server, dsn):
+    create_user(dsn, "ada", "first-password")
+    laptop, phone = server.client(), server.client()
+    laptop.login_ok("ada", "first-password")
+    phone.login_ok("ada", "first-password")
+    r = laptop.post("/api/password", json={"old_password": "wrong-one!", "new_password": "second-password"})
+    assert r.status_code == 403 and r.json()["error"] == "wrong_password"
+    r = laptop.post("/api/password", json={"old_password": "first-password", "new_password": "short"})
+    assert r.status_code == 400 and r.json()["error"] == "weak_password"
+    r = laptop.post("/api/password", json={"old_password": "first-password", "new_password": "second-password"})
+    assert r.status_code == 200
+    assert laptop.get("/api/me").status_code == 200
+    assert phone.get("/api/me").status_code == 401
+    assert server.client().login("ada", "first-password").status_code == 401
+    assert server.client().login("ada", "second-password").status_code == 200
+
+
+def test_health_readiness_and_metrics(server):
+    client = server.client()
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    client.login("admin", "wrong-password")
+    text = client.get("/metrics").text
+    assert f"pyclassroom_workers {float(len(server.pids))}" in text
+    assert re.search(r'pyclassroom_http_requests_total\{method="POST",route="/api/login",status="401"\} 1\.0',
+                     text), text
+    assert 'pyclassroom_logins_total{outcome="invalid_credentials"} 1.0' in text
+    assert "pyclassroom_db_pool_size" in text
+
+
+def test_status_is_for_admins_only(server, dsn):
+    create_user(dsn, "teach", "teacher-password", role="teacher")
+    teacher = server.client()
+    teacher.login_ok("teach", "teacher-password")
+    assert teacher.get("/api/status").status_code == 403
+    assert server.client().get("/api/status").status_code == 401
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    status = admin.get("/api/status").json()
+    assert sorted(status["worker_pids"]) == sorted(server.pids)
+    assert status["processes"] == len(server.pids)
+    assert status["mode"] == ("single process" if len(server.pids) == 1 else "multi-process")
+    assert status["counts"]["users"] == 2
+    assert status["settings"]["COOKIE_SECRET"] == "********"

@@ -1,0 +1,69 @@
+"""Settings: bad values stop start-up with one clear line; --help and
+--print-config tell an operator what is in force."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from server import config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_server(*args, **env):
+    full_env = {k: v for k, v in os.environ.items() if k not in {s.name for s in config.SETTINGS}}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "server", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("name,value,allowed", [
+    ("TORNADO_PROCESSES", "abc", "whole number from 0 to 256"),
+    ("TORNADO_PROCESSES", "-3", "whole number from 0 to 256"),
+    ("PORT", "70000", "whole number from 0 to 65535"),
+    ("LOG_LEVEL", "LOUD", "one of DEBUG, INFO, WARNING, ERROR"),
+    ("DATABASE_URL", "mysql://x", "postgresql://"),
+    ("DEMO", "maybe", "1/0"),
+])
+def test_bad_value_stops_startup_with_one_clear_line(name, value, allowed, tmp_path):
+    result = run_server(**{name: value, "DATA_DIR": str(tmp_path)})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert name in lines[0] and repr(value) in lines[0] and allowed in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not os.listdir(tmp_path), "a refused start must not create anything"
+
+
+def test_help_lists_every_setting_with_its_default():
+    result = run_server("--help")
+    assert result.returncode == 0
+    for s in config.SETTINGS:
+        assert s.name in result.stdout
+    assert "default 8888" in result.stdout
+    assert "default 1;" in result.stdout  # TORNADO_PROCESSES
+
+
+def test_print_config_masks_secrets():
+    result = run_server("--print-config", DATABASE_URL="postgresql://app:hunter2-secret@db:5432/pyc",
+                        COOKIE_SECRET="s" * 40, ADMIN_PASSWORD="admin-secret-pw", TORNADO_PROCESSES="0")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "hunter2-secret" not in out and "s" * 40 not in out and "admin-secret-pw" not in out
+    assert "DATABASE_URL=postgresql://app:********@db:5432/pyc" in out
+    assert "COOKIE_SECRET=********" in out
+    assert "TORNADO_PROCESSES=0" in out
+    assert "PORT=8888" in out
+
+
+def test_defaults_and_derived_values(tmp_path):
+    cfg = config.load({"DATA_DIR": str(tmp_path)})
+    assert cfg.PORT == 8888 and cfg.TORNADO_PROCESSES == 1 and cfg.process_count == 1
+    assert cfg.STORAGE_ROOT == os.path.join(str(tmp_path), "storage")
+    assert config.load({"TORNADO_PROCESSES": "0"}).process_count == os.cpu_count()
+
+
+def test_short_cookie_secret_is_refused():
+    with pytest.raises(config.ConfigError, match="COOKIE_SECRET='\\*+' is not valid: expected at least 32"):
+        config.load({"COOKIE_SECRET": "short"})
