@@ -1,5 +1,6 @@
 """make_app(): the route table, the one place to see every URL."""
 import logging
+import os
 import time
 
 from tornado import web
@@ -8,11 +9,13 @@ from . import metrics
 from .admin.handlers import StatusHandler
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .health import HealthzHandler, MetricsHandler, ReadyzHandler
-from .web import NotFoundHandler, WorkerHeaders
+from .web import NotFoundHandler, PageHandler, WorkerHeaders
 
 access_log = logging.getLogger("server.access")
+STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 
 ROUTES = [
+    (r"/", PageHandler, {"path": os.path.join(STATIC, "index.html")}),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),
@@ -22,7 +25,7 @@ ROUTES = [
     (r"/api/password", PasswordHandler),
     (r"/api/status", StatusHandler),
 ]
-ROUTE_OF = {handler: pattern for pattern, handler in ROUTES}
+ROUTE_OF = {route[1]: route[0] for route in ROUTES}
 
 
 def log_request(handler):

@@ -212,3 +212,10 @@ def test_status_is_for_admins_only(server, dsn):
     assert status["mode"] == ("single process" if len(server.pids) == 1 else "multi-process")
     assert status["counts"]["users"] == 2
     assert status["settings"]["COOKIE_SECRET"] == "********"
+
+
+def test_sign_in_page_is_served_fresh(server):
+    r = server.client().get("/")
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
+    assert r.headers["Cache-Control"] == "no-cache"
+    assert 'id="login"' in r.text and "/api/login" in r.text
