@@ -7,7 +7,9 @@ from tornado import web
 
 from . import metrics
 from .admin.handlers import StatusHandler
+from .admin.handlers import PushHandler, RosterHandler
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
+from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, ReadyzHandler
 from .web import NotFoundHandler, PageHandler, WorkerHeaders
 
@@ -24,6 +26,12 @@ ROUTES = [
     (r"/api/me", MeHandler),
     (r"/api/password", PasswordHandler),
     (r"/api/status", StatusHandler),
+    (rf"/api/files/{AREA}(?:/(.*))?", FilesHandler),
+    (rf"/api/history/{AREA}/(.+)", HistoryHandler),
+    (rf"/api/upload/{AREA}(?:/(.*))?", UploadHandler),
+    (rf"/api/zip/{AREA}(?:/(.*))?", ZipHandler),
+    (r"/api/roster", RosterHandler),
+    (r"/api/course/push", PushHandler),
 ]
 ROUTE_OF = {route[1]: route[0] for route in ROUTES}
 

@@ -148,6 +148,12 @@ SETTINGS = [
     Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300", "seconds over which failed logins count"),
     Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
             "password-hashing threads per worker (each hash uses 19 MiB)"),
+    Setting("FILE_THREADS", _int(1, 256), "32",
+            "file system threads per worker (on EFS each call waits milliseconds, so many run at once)"),
+    Setting("MAX_FILE_BYTES", _int(1024, 1 << 30), str(10 << 20), "largest file a user may save or upload"),
+    Setting("QUOTA_BYTES", _int(1024, 1 << 40), str(200 << 20), "bytes of files one user's home may hold"),
+    Setting("QUOTA_FILES", _int(1, 10 ** 7), "5000", "files and folders one user's home may hold"),
+    Setting("HISTORY_VERSIONS", _int(1, 1000), "20", "earlier versions kept per file"),
     Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
             "seconds a worker may spend finishing requests after SIGTERM"),
 ]

@@ -19,6 +19,8 @@ WORKERS = Gauge("pyclassroom_workers", "Worker processes serving", multiprocess_
 DB_POOL_IN_USE = Gauge("pyclassroom_db_pool_in_use", "Database connections in use",
                        multiprocess_mode="livesum")
 DB_POOL_SIZE = Gauge("pyclassroom_db_pool_size", "Database connections open", multiprocess_mode="livesum")
+FILE_OPS = Histogram("pyclassroom_file_op_seconds", "Time of a file operation, executor wait included",
+                     ["op"], buckets=LATENCY_BUCKETS)
 LOGINS = Counter("pyclassroom_logins_total", "Login attempts by outcome", ["outcome"])
 
 

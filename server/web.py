@@ -15,7 +15,7 @@ from tornado import web
 from tornado.web import OutputTransform
 
 from .auth import sessions
-from .auth.accounts import Refused
+from .errors import Refused
 from .executor import Busy
 
 log = logging.getLogger(__name__)
@@ -24,9 +24,11 @@ SESSION_COOKIE = "pyclassroom_session"
 
 
 class ApiError(web.HTTPError):
-    def __init__(self, status, code, message, retry_after=None):
+    """An answer `{"error": code, "message": message, **extra}` with `status`."""
+
+    def __init__(self, status, code, message, retry_after=None, extra=None):
         super().__init__(status, log_message=code)
-        self.code, self.message, self.retry_after = code, message, retry_after
+        self.code, self.message, self.retry_after, self.extra = code, message, retry_after, extra
 
 
 STATUS_CODES = {400: "bad_request", 401: "not_logged_in", 403: "forbidden", 404: "not_found",
@@ -97,8 +99,9 @@ class BaseHandler(web.RequestHandler):
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None))[1]
+        extra = {}
         if isinstance(exc, ApiError):
-            code, message = exc.code, exc.message
+            code, message, extra = exc.code, exc.message, exc.extra or {}
             if exc.retry_after:
                 self.set_header("Retry-After", str(exc.retry_after))
         elif isinstance(exc, web.HTTPError) and status_code < 500:
@@ -111,12 +114,12 @@ class BaseHandler(web.RequestHandler):
             # connection, so tell the client not to reuse it.
             self.set_header("Connection", "close")
         self.clear_header("Content-Type")
-        self.finish_json({"error": code, "message": message})
+        self.finish_json({"error": code, "message": message, **extra})
 
     def _handle_request_exception(self, e):
         # Service refusals and a full executor are expected outcomes, not bugs.
         if isinstance(e, Refused):
-            e = ApiError(e.status, e.code, e.message, e.retry_after)
+            e = ApiError(e.status, e.code, e.message, e.retry_after, e.extra)
         elif isinstance(e, Busy):
             e = ApiError(503, "server_busy", "The server is busy. Try again in a moment.", retry_after=1)
         if isinstance(e, ApiError):

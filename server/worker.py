@@ -18,6 +18,7 @@ from . import db, metrics
 from .app import make_app
 from .auth import accounts, sessions, throttle
 from .executor import BoundedExecutor
+from .files.store import Limits, Store
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,10 @@ class Context:
         hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
         # A class logs in at once: room for every student's login to wait.
         self.hasher = BoundedExecutor("hash", hash_threads, max_pending=512)
-        self.files = BoundedExecutor("fs", 16, max_pending=1024)
+        self.files = BoundedExecutor("fs", cfg.FILE_THREADS, max_pending=4096)
+        self.store = Store(cfg.STORAGE_ROOT, Limits(
+            quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
+            max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS))
         self.draining = False
         self.inflight = 0
         self.websockets = set()
@@ -73,7 +77,8 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     ctx = Context(cfg, instance, processes)
     await open_database(ctx, dsn)
     app = make_app(ctx)
-    server = HTTPServer(app, xheaders=cfg.TRUST_PROXY, max_body_size=cfg.MAX_BODY_BYTES + 1,
+    server = HTTPServer(app, xheaders=cfg.TRUST_PROXY,
+                        max_body_size=max(cfg.MAX_BODY_BYTES, cfg.MAX_FILE_BYTES + (64 << 10)) + 1,
                         idle_connection_timeout=75)
     server.add_sockets(sockets)
     metrics.WORKERS.set(1)

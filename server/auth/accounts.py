@@ -5,6 +5,7 @@ handlers turn into JSON errors.
 import json
 import logging
 
+from ..errors import Refused
 from . import passwords, sessions, throttle
 
 log = logging.getLogger(__name__)
@@ -15,12 +16,6 @@ DEMO_ACCOUNTS = [
     ("student2", "Alan Turing", "student"),
     ("student3", "Grace Hopper", "student"),
 ]
-
-
-class Refused(Exception):
-    def __init__(self, status, code, message, retry_after=None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
 
 
 WRONG_CREDENTIALS = (401, "invalid_credentials", "Wrong username or password.")

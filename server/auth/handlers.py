@@ -1,7 +1,7 @@
 """HTTP endpoints of accounts: log in, log out, who am I, change password."""
 from .. import metrics
 from ..auth import accounts, sessions
-from ..auth.accounts import Refused
+from ..errors import Refused
 from ..auth.passwords import MAX_LENGTH
 from ..web import SESSION_COOKIE, ApiHandler
 
@@ -22,6 +22,7 @@ class LoginHandler(ApiHandler):
             metrics.LOGINS.labels(e.code).inc()
             raise
         metrics.LOGINS.labels("ok").inc()
+        await self.ctx.files.run(self.ctx.store.ensure_home, user["username"], user["role"] == "student")
         self.set_session_cookie(token, expires)
         self.finish_json({"user": public_user(user), "expires": expires.isoformat()})
 

@@ -1,0 +1,1 @@
+"""Users' files on STORAGE_ROOT and their HTTP endpoints."""

@@ -1,0 +1,218 @@
+"""HTTP endpoints of files: parse, authorize, call the store in the file
+executor, answer. The store knows nothing of HTTP or of roles.
+
+Areas in URLs: `home` (one's own), `course` (everyone reads, teachers
+write) and `user/<username>` (teachers and admins read a student's home).
+"""
+import time
+from urllib.parse import quote
+
+from tornado import httputil, iostream
+
+from .. import metrics
+from ..errors import Refused
+from ..web import ApiError, ApiHandler
+from . import paths
+from .store import TEXT_LIMIT, Area, as_text
+
+AREA = r"(home|course|user/[^/]+)"
+STAFF = ("teacher", "admin")
+
+
+class FilesBase(ApiHandler):
+    @property
+    def store(self):
+        return self.ctx.store
+
+    async def fs(self, op, fn, *args):
+        """Run a blocking store call in the file executor, timed by operation."""
+        started = time.perf_counter()
+        try:
+            return await self.ctx.files.run(fn, *args, timing=self.timing)
+        finally:
+            metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
+
+    async def area(self, spec, write):
+        """The Area `spec` names, if the current user may read (or write) it."""
+        user = await self.require_user()
+        if spec == "home":
+            return Area.home(user["username"])
+        if spec == "course":
+            if write and user["role"] not in STAFF:
+                raise ApiError(403, "read_only", "The course folder is read-only for students.")
+            return Area.course()
+        owner = spec[len("user/"):]
+        if user["role"] not in STAFF:
+            raise ApiError(403, "forbidden", "You can only open your own files.")
+        if write:
+            raise ApiError(403, "read_only", "Students' folders are read-only for teachers.")
+        role = await self.ctx.pool.fetchval("SELECT role FROM users WHERE username = $1", owner)
+        if role is None or (role != "student" and user["role"] != "admin"):
+            raise ApiError(404, "no_such_user", "There is no student with that username.")
+        return Area.home(owner)
+
+    async def saved(self, area):
+        """Remember when a student last saved, for the teacher's roster."""
+        if area.key.startswith("home/"):
+            await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
+                                        area.key[len("home/"):])
+
+    def answer_meta(self, meta):
+        if "etag" in meta:
+            self.set_header("ETag", f'"{meta["etag"]}"')
+        self.finish_json(meta)
+
+    async def stream_file(self, area, parts):
+        f = await self.fs("download", self.store.open_download, area, parts)
+        try:
+            self.set_header("Content-Type", "application/octet-stream")
+            self.set_header("Content-Disposition", _attachment(parts[-1]))
+            while True:
+                block = await self.ctx.files.run(f.read, 256 << 10)
+                if not block:
+                    break
+                self.write(block)
+                await self.flush()  # waits for the client: memory stays at one block
+        except iostream.StreamClosedError:
+            return
+        finally:
+            await self.ctx.files.run(f.close)
+        self.finish()
+
+
+class FilesHandler(FilesBase):
+    """GET a folder listing or a file, PUT to save, POST an action, DELETE."""
+
+    @property
+    def max_body(self):
+        return self.ctx.cfg.MAX_FILE_BYTES if self.request.method == "PUT" else None
+
+    async def get(self, spec, path):
+        area = await self.area(spec, write=False)
+        parts = paths.parse(path or "")
+        if self.get_argument("download", None):
+            return await self.stream_file(area, parts)
+        if not parts or await self.fs("stat", self.store.is_dir, area, parts):
+            if self.get_argument("tree", None):
+                entries, truncated = await self.fs("tree", self.store.tree, area, parts)
+                return self.finish_json({"path": "/".join(parts), "kind": "folder", "entries": entries,
+                                         "truncated": truncated})
+            entries = await self.fs("list", self.store.list, area, parts)
+            return self.finish_json({"path": "/".join(parts), "kind": "folder", "entries": entries})
+        data, etag, meta = await self.fs("read", self.store.read, area, parts, TEXT_LIMIT)
+        text = as_text(data) if data is not None else None
+        meta.update({"path": meta.pop("name"), "etag": etag, "content": text,
+                     "encoding": "utf-8" if text is not None else None})
+        if etag:
+            self.set_header("ETag", f'"{etag}"')
+        self.finish_json(meta)
+
+    async def put(self, spec, path):
+        area = await self.area(spec, write=True)
+        parts = paths.parse(path or "", allow_root=False)
+        if_match = self.request.headers.get("If-Match")
+        if if_match is not None:
+            if_match = if_match.strip().removeprefix("W/").strip('"')
+        meta = await self.fs("save", self.store.save, area, parts, bytes(self._body), if_match)
+        await self.saved(area)
+        self.answer_meta(meta)
+
+    async def post(self, spec, path):
+        area = await self.area(spec, write=True)
+        parts = paths.parse(path or "", allow_root=False)
+        body = self.json_body()
+        action = self.field(body, "action", str, max_len=20)
+        if action == "mkdir":
+            await self.fs("mkdir", self.store.mkdir, area, parts)
+            return self.finish_json({"path": "/".join(parts), "kind": "folder"}, 201)
+        if action == "move":
+            dest = paths.parse(self.field(body, "to", str, max_len=paths.MAX_PATH_BYTES), allow_root=False)
+            await self.fs("move", self.store.move, area, parts, dest)
+            return self.finish_json({"path": "/".join(dest)})
+        if action == "restore":
+            version = self.field(body, "version", str, max_len=100)
+            meta = await self.fs("restore", self.store.restore, area, parts, version)
+            await self.saved(area)
+            return self.answer_meta(meta)
+        raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
+
+    async def delete(self, spec, path):
+        area = await self.area(spec, write=True)
+        parts = paths.parse(path or "", allow_root=False)
+        await self.fs("delete", self.store.delete, area, parts)
+        self.finish_json({"deleted": "/".join(parts)})
+
+
+class HistoryHandler(FilesBase):
+    """GET the earlier versions of a file, or one of them with ?version=."""
+
+    async def get(self, spec, path):
+        area = await self.area(spec, write=False)
+        parts = paths.parse(path or "", allow_root=False)
+        version = self.get_argument("version", None)
+        if version is None:
+            versions = await self.fs("history", self.store.history, area, parts)
+            return self.finish_json({"path": "/".join(parts), "versions": versions})
+        data = await self.fs("read", self.store.read_version, area, parts, version)
+        text = as_text(data)
+        self.finish_json({"path": "/".join(parts), "version": version, "size": len(data),
+                          "content": text, "encoding": "utf-8" if text is not None else None})
+
+
+class UploadHandler(FilesBase):
+    """POST multipart/form-data files into a folder; ?overwrite=1 replaces."""
+
+    @property
+    def max_body(self):
+        return self.ctx.cfg.MAX_FILE_BYTES + (64 << 10)
+
+    async def post(self, spec, path):
+        area = await self.area(spec, write=True)
+        folder = paths.parse(path or "")
+        ctype = self.request.headers.get("Content-Type", "")
+        if not ctype.startswith("multipart/form-data"):
+            raise ApiError(415, "unsupported_media_type", "Upload files as multipart/form-data.")
+        args, files = {}, {}
+        httputil.parse_body_arguments(ctype, bytes(self._body), args, files)
+        uploads = [f for group in files.values() for f in group]
+        if not uploads:
+            raise ApiError(400, "no_files", "The upload holds no files.")
+        names = [paths.parse(f.filename, allow_root=False) for f in uploads]  # all checked first
+        if_match = "*" if self.get_argument("overwrite", None) else None
+        saved, refused = [], []
+        for upload, name in zip(uploads, names):
+            try:
+                meta = await self.fs("upload", self.store.save, area, folder + name, upload.body, if_match)
+                saved.append(meta)
+            except Refused as e:
+                refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
+        if saved:
+            await self.saved(area)
+        self.finish_json({"saved": saved, "refused": refused}, 200 if saved else 409)
+
+
+class ZipHandler(FilesBase):
+    """GET a folder as a zip, streamed as it is made."""
+
+    async def get(self, spec, path):
+        area = await self.area(spec, write=False)
+        parts = paths.parse(path or "")
+        name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
+        chunks = self.store.zip_chunks(area, parts)
+        first = await self.fs("zip", next, chunks, None)  # opens the folder: errors before headers
+        self.set_header("Content-Type", "application/zip")
+        self.set_header("Content-Disposition", _attachment(name))
+        try:
+            while first is not None:
+                self.write(first)
+                await self.flush()
+                first = await self.ctx.files.run(next, chunks, None)
+        except iostream.StreamClosedError:
+            return
+        finally:
+            await self.ctx.files.run(chunks.close)
+        self.finish()
+
+
+def _attachment(name):
+    return f"attachment; filename*=UTF-8''{quote(name)}"

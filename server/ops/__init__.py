@@ -1,0 +1,1 @@
+"""Operator tools: load generation and benchmarks run against a real server."""

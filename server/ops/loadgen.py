@@ -1,0 +1,332 @@
+"""Load generator: virtual users that speak to a running server over HTTP the
+way browsers do, and a recorder of what they saw.
+
+The pieces every scenario shares (more scenarios will be added):
+
+- `Recorder`: latencies of successful operations in an HDR histogram
+  (microseconds, 1 us .. 60 s, 3 significant digits) and failed operations
+  counted by kind. A failure never adds a latency: a fast 401 or 429 must
+  not make the server look fast.
+- checks (`check_status`, `check_login_answer`): every answer is verified,
+  status AND body; anything unexpected raises `CheckFailed(kind)`.
+- `VirtualUser`: one browser, with its own cookie jar and its own keep-alive
+  TCP connection.
+- `closed_loop`: N users, released together, each doing an operation and
+  waiting for its answer before the next one.
+
+Scenarios (`SCENARIOS`):
+
+- `login`: a class logging in at once (`run_login`).
+
+It needs only aiohttp and hdrh (no server code), so it can run on another
+machine than the server.
+"""
+import asyncio
+import contextlib
+import json
+import resource
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import aiohttp
+from hdrh.histogram import HdrHistogram
+
+SESSION_COOKIE = "pyclassroom_session"  # as in server/web.py
+REQUEST_TIMEOUT = 30.0  # seconds, for every request
+LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS = 1, 60_000_000, 3
+# Above this share of one core the generator itself may be what is slow.
+CPU_WARNING = 0.70
+
+
+# -- recording -------------------------------------------------------------
+
+class CheckFailed(Exception):
+    """An answer was not the expected one; `kind` names how (e.g. http_401)."""
+
+    def __init__(self, kind, detail=""):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+
+
+def error_kind(exc):
+    """The error-kind name of an exception raised by an operation."""
+    if isinstance(exc, CheckFailed):
+        return exc.kind
+    # Before OSError: TimeoutError is an OSError, and aiohttp's timeouts are
+    # TimeoutErrors.
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
+        return "connection"
+    if isinstance(exc, aiohttp.ClientError):
+        return "client_error"
+    return "exception_" + type(exc).__name__
+
+
+class Recorder:
+    """Latencies of successes, errors by kind, and which worker answered."""
+
+    def __init__(self):
+        self.histogram = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+        self.errors = Counter()
+        self.workers = Counter()  # successes per X-Worker-Pid
+
+    def success(self, seconds, worker=None):
+        micros = min(max(round(seconds * 1e6), LOWEST_US), HIGHEST_US)
+        self.histogram.record_value(micros)
+        if worker is not None:
+            self.workers[worker] += 1
+
+    def error(self, kind):
+        self.errors[kind] += 1
+
+    @property
+    def count(self):
+        """Successful operations."""
+        return self.histogram.get_total_count()
+
+    @property
+    def error_count(self):
+        return sum(self.errors.values())
+
+    def percentile_ms(self, percentile):
+        if not self.count:
+            return None
+        return self.histogram.get_value_at_percentile(percentile) / 1000
+
+    def summary(self):
+        h = self.histogram
+        return {
+            "count": self.count,
+            "errors": self.error_count,
+            "errors_by_kind": dict(sorted(self.errors.items())),
+            "p50_ms": self.percentile_ms(50),
+            "p95_ms": self.percentile_ms(95),
+            "p99_ms": self.percentile_ms(99),
+            "max_ms": h.get_max_value() / 1000 if self.count else None,
+            "mean_ms": round(h.get_mean_value() / 1000, 3) if self.count else None,
+            "by_worker": {str(pid): n for pid, n in sorted(self.workers.items())},
+        }
+
+
+async def timed(recorder, operation):
+    """Await `operation()` and record it: its latency when it returns (its
+    result, if any, is the pid of the worker that answered), its error kind
+    when it raises. Returns True on success."""
+    started = time.perf_counter()
+    try:
+        worker = await operation()
+    except Exception as e:  # every failure is a counted error, never a crash
+        recorder.error(error_kind(e))
+        return False
+    recorder.success(time.perf_counter() - started, worker)
+    return True
+
+
+# -- checks ----------------------------------------------------------------
+
+def check_status(status, expected=200):
+    if status != expected:
+        raise CheckFailed(f"http_{status}")
+
+
+def check_login_answer(status, body, username, session_cookie):
+    """A login succeeded only if the server said 200, named the user we sent,
+    and set the session cookie."""
+    check_status(status, 200)
+    try:
+        answered = json.loads(body)["user"]["username"]
+    except (ValueError, KeyError, TypeError):
+        raise CheckFailed("bad_body", repr(body[:200])) from None
+    if answered != username:
+        raise CheckFailed("wrong_user", f"sent {username!r}, answer names {answered!r}")
+    if not session_cookie:
+        raise CheckFailed("no_session_cookie")
+
+
+# -- virtual users -----------------------------------------------------------
+
+class VirtualUser:
+    """One browser: its own cookie jar and one keep-alive TCP connection
+    (limit=1), so N users are N connections, as N students' browsers are.
+    Use as `async with VirtualUser(url) as user:`."""
+
+    def __init__(self, base_url, timeout=REQUEST_TIMEOUT):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.http = None
+        self.xsrf = None
+        self.logged_in = False
+
+    async def __aenter__(self):
+        self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1, force_close=False),
+            # unsafe=True: keep cookies of an IP-address host such as
+            # 127.0.0.1, which aiohttp's jar otherwise drops silently.
+            cookie_jar=aiohttp.CookieJar(unsafe=True),
+            timeout=aiohttp.ClientTimeout(total=self.timeout))
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.http.close()
+
+    async def request(self, method, path, body=None):
+        """(response, body bytes). The body is read in full, so a latency
+        includes it. Non-GET requests carry the XSRF header, as the page's
+        JavaScript does."""
+        headers = {"X-XSRFToken": self.xsrf} if method != "GET" and self.xsrf else {}
+        async with self.http.request(method, self.base_url + path, json=body, headers=headers) as resp:
+            return resp, await resp.read()
+
+    async def fetch_xsrf(self):
+        """What loading the login page does: GET /api/me (401 when logged
+        out) hands out the _xsrf cookie."""
+        resp, _ = await self.request("GET", "/api/me")
+        if resp.status not in (200, 401):
+            raise CheckFailed(f"http_{resp.status}")
+        morsel = resp.cookies.get("_xsrf")
+        if morsel is None or not morsel.value:
+            raise CheckFailed("no_xsrf_cookie")
+        self.xsrf = morsel.value
+
+    async def login(self, username, password):
+        """Log in; returns the answering worker's pid (None if not said)."""
+        resp, body = await self.request("POST", "/api/login", {"username": username, "password": password})
+        cookie = resp.cookies.get(SESSION_COOKIE)
+        check_login_answer(resp.status, body, username, cookie is not None and cookie.value)
+        self.logged_in = True
+        return worker_pid(resp)
+
+    async def logout(self):
+        resp, _ = await self.request("POST", "/api/logout", {})
+        check_status(resp.status, 200)
+        self.logged_in = False
+
+
+def worker_pid(resp):
+    value = resp.headers.get("X-Worker-Pid", "")
+    return int(value) if value.isdigit() else None
+
+
+# -- closed loop ---------------------------------------------------------------
+
+def cpu_seconds():
+    """CPU time (user + system) of this process so far, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Window:
+    """Wall-clock and our own CPU seconds of a measured stretch."""
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def __iadd__(self, other):
+        self.wall += other.wall
+        self.cpu += other.cpu
+        return self
+
+    @property
+    def cpu_share(self):
+        """Our CPU use as a share of one core."""
+        return self.cpu / self.wall if self.wall else 0.0
+
+
+async def closed_loop(users, operation, recorder, iterations=1, duration=None):
+    """Release every one of `users` at the same instant; each awaits
+    `operation(user)` and its answer before starting the next, `iterations`
+    times (None: no limit) or until `duration` seconds have passed. Returns
+    the `Window` from the release to the last answer."""
+    if iterations is None and duration is None:
+        raise ValueError("closed_loop needs iterations or duration")
+    gate = asyncio.Event()  # the shared start barrier
+
+    async def run(user):
+        await gate.wait()
+        deadline = None if duration is None else time.monotonic() + duration
+        done = 0
+        while (iterations is None or done < iterations) and (deadline is None or time.monotonic() < deadline):
+            await timed(recorder, lambda: operation(user))
+            done += 1
+
+    tasks = [asyncio.create_task(run(user)) for user in users]
+    await asyncio.sleep(0)  # every task now waits at the gate
+    cpu, started = cpu_seconds(), time.perf_counter()
+    gate.set()
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+    return Window(time.perf_counter() - started, cpu_seconds() - cpu)
+
+
+# -- scenario: login -----------------------------------------------------------
+
+@dataclass
+class LoginResult:
+    concurrency: int
+    rounds: int
+    warmup: int
+    recorder: Recorder
+    window: Window  # the counted rounds, from each release to its last answer
+    housekeeping: Counter = field(default_factory=Counter)  # failed logouts (not samples)
+
+    @property
+    def logins_per_s(self):
+        return self.recorder.count / self.window.wall if self.window.wall else 0.0
+
+    @property
+    def cpu_warning(self):
+        return self.window.cpu_share > CPU_WARNING
+
+    def summary(self):
+        return {"concurrency": self.concurrency, "rounds": self.rounds, "warmup": self.warmup,
+                **self.recorder.summary(), "wall_s": round(self.window.wall, 4),
+                "logins_per_s": round(self.logins_per_s, 2),
+                "loadgen_cpu": round(self.window.cpu_share, 4), "loadgen_cpu_warning": self.cpu_warning,
+                "housekeeping_errors": dict(self.housekeeping)}
+
+
+async def login_round(base_url, credentials, recorder, housekeeping, timeout=REQUEST_TIMEOUT):
+    """One class logging in at once: a new browser per (username, password),
+    each loads the login page (untimed), then all POST /api/login at the same
+    instant; each login's latency is one sample. Afterwards everyone logs out
+    so that sessions do not pile up from round to round. New browsers every
+    round mean new connections, which the kernel spreads over the workers
+    anew, so rounds sample that spread rather than repeat one."""
+    async with contextlib.AsyncExitStack() as stack:
+        users = [await stack.enter_async_context(VirtualUser(base_url, timeout)) for _ in credentials]
+        ready = []
+        for user, creds, outcome in zip(users, credentials, await asyncio.gather(
+                *(user.fetch_xsrf() for user in users), return_exceptions=True)):
+            if isinstance(outcome, BaseException):
+                # This student never got to log in: a failed login, not a sample.
+                recorder.error("setup_" + error_kind(outcome))
+            else:
+                ready.append((user, creds))
+        window = await closed_loop(ready, lambda item: item[0].login(*item[1]), recorder, iterations=1)
+        logged_in = [user for user, _ in ready if user.logged_in]
+        for outcome in await asyncio.gather(*(user.logout() for user in logged_in), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                housekeeping["logout_" + error_kind(outcome)] += 1
+    return window
+
+
+async def run_login(base_url, credentials, rounds=3, warmup=1, timeout=REQUEST_TIMEOUT):
+    """`warmup` uncounted rounds, then `rounds` counted ones, each with every
+    (username, password) of `credentials` logging in at once."""
+    recorder, housekeeping, window = Recorder(), Counter(), Window()
+    for number in range(warmup + rounds):
+        counted = number >= warmup
+        # The warm-up (connections, caches, thread pools) goes to a throwaway recorder.
+        round_window = await login_round(base_url, credentials, recorder if counted else Recorder(),
+                                         housekeeping, timeout)
+        if counted:
+            window += round_window
+    return LoginResult(len(credentials), rounds, warmup, recorder, window, housekeeping)
+
+
+SCENARIOS = {"login": run_login}
