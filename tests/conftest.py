@@ -72,6 +72,8 @@ def start_server(fresh_db, data_dir):
     yield start
     for server in started:
         server.stop()
+        # pytest shows this only for a failing test: the server's side of the story.
+        print(f"--- server {server.url} ({server.processes} processes) output ---\n{server.output()}")
 
 
 @pytest.fixture(params=[1, 2], ids=["1proc", "2proc"])

@@ -219,3 +219,11 @@ def test_sign_in_page_is_served_fresh(server):
     assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
     assert r.headers["Cache-Control"] == "no-cache"
     assert 'id="login"' in r.text and "/api/login" in r.text
+
+
+def test_cookie_is_secure_behind_an_https_proxy(start_server):
+    server = start_server(TRUST_PROXY=1)
+    client = server.client()
+    r = client.post("/api/login", headers={"X-Forwarded-Proto": "https"},
+                    json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert r.status_code == 200 and "Secure" in r.headers["Set-Cookie"]

@@ -94,17 +94,21 @@ class Store:
     # -- opening ----------------------------------------------------------
 
     @contextmanager
-    def _dir(self, area, parts, create=False):
-        fd = paths.open_dir(self._root_fd, area.parts + tuple(parts), create=create)
+    def _open(self, parts, create=False):
+        """An fd of the folder `parts` below STORAGE_ROOT, closed on leaving."""
+        fd = paths.open_dir(self._root_fd, tuple(parts), create=create)
         try:
             yield fd
         finally:
             os.close(fd)
 
+    def _dir(self, area, parts, create=False):
+        return self._open(area.parts + tuple(parts), create)
+
     @contextmanager
     def _locked(self, area):
         name = area.key.replace("/", "--") + ".lock"
-        with self._dir(Area("", (".system", "locks"), False), ()) as locks:
+        with self._open((".system", "locks")) as locks:
             fd = paths.open_file(locks, name, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX)
@@ -437,7 +441,7 @@ class Store:
         """History follows a moved file (a moved folder's files keep theirs
         under the old path: they stay readable there)."""
         old, new = self._history_parts(area, src), self._history_parts(area, dst)
-        with self._dir(Area("", old[:-1], False), ()) as hfd:
+        with self._open(old[:-1], create=True) as hfd:
             try:
                 os.rename(old[-1], new[-1], src_dir_fd=hfd, dst_dir_fd=hfd)
             except OSError:
