@@ -7,6 +7,7 @@ import tornado
 
 from .. import __version__
 from ..files import paths
+from ..files.handlers import FilesBase
 from ..web import ApiError, ApiHandler
 
 
@@ -46,7 +47,7 @@ class RosterHandler(ApiHandler):
             for r in rows]})
 
 
-class PushHandler(ApiHandler):
+class PushHandler(FilesBase):
     """POST {"path": in course/, "students": [...] (default: all active)}:
     copy a starter file or folder into students' homes, never overwriting."""
 
@@ -64,5 +65,5 @@ class PushHandler(ApiHandler):
             if unknown:
                 raise ApiError(400, "unknown_students", "Not active students: " + ", ".join(map(str, unknown)))
             targets = chosen
-        copied, skipped = await self.ctx.files.run(self.ctx.store.push, source, targets)
+        copied, skipped = await self.fs("push", self.store.push, source, targets)
         self.finish_json({"copied": copied, "skipped": skipped, "students": len(targets)})

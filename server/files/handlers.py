@@ -4,6 +4,8 @@ executor, answer. The store knows nothing of HTTP or of roles.
 Areas in URLs: `home` (one's own), `course` (everyone reads, teachers
 write) and `user/<username>` (teachers and admins read a student's home).
 """
+import errno
+import logging
 import time
 from urllib.parse import quote
 
@@ -14,6 +16,8 @@ from ..errors import Refused
 from ..web import ApiError, ApiHandler
 from . import paths
 from .store import TEXT_LIMIT, Area, as_text
+
+log = logging.getLogger(__name__)
 
 AREA = r"(home|course|user/[^/]+)"
 STAFF = ("teacher", "admin")
@@ -29,6 +33,10 @@ class FilesBase(ApiHandler):
         started = time.perf_counter()
         try:
             return await self.ctx.files.run(fn, *args, timing=self.timing)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise ApiError(507, "storage_full", "The storage is full; nothing was changed.") from None
+            raise
         finally:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
 
@@ -52,10 +60,15 @@ class FilesBase(ApiHandler):
         return Area.home(owner)
 
     async def saved(self, area):
-        """Remember when a student last saved, for the teacher's roster."""
+        """Remember when a student last saved, for the teacher's roster. The
+        save itself is done: a database hiccup here must not turn it into an
+        error the client would retry against its old version."""
         if area.key.startswith("home/"):
-            await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
-                                        area.key[len("home/"):])
+            try:
+                await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
+                                            area.key[len("home/"):])
+            except Exception:
+                log.exception("could not record the save time of %s", area.key)
 
     def answer_meta(self, meta):
         if "etag" in meta:

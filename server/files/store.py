@@ -224,35 +224,47 @@ class Store:
             raise BadPath("bad_path", "name a file")
         self._check_file_size(len(data))
         with self._locked(area):
-            fd, name, st = self._lookup_parent_for_write(area, parts)
+            fd, st = self._target(area, parts)
             try:
-                current = self._current(fd, name, st)
+                current = self._current(fd, parts[-1], st)
                 if if_match is None and current is not None:
                     raise Refused(409, "conflict", "A file with this name already exists.", current=current)
-                if if_match is not None and if_match != "*" and (current is None or current["etag"] != if_match):
+                if if_match not in (None, "*") and (current is None or current["etag"] != if_match):
                     raise Refused(409, "conflict", "The file changed since you opened it.", current=current)
+                # Checked before any folder is made, so a refusal leaves nothing behind.
                 self._charge(area, len(data) - (st.st_size if st else 0), 0 if st else 1)
-                meta = self._write(area, fd, name, parts, data, keep_old=st is not None)
+                if fd is None:
+                    fd = self._make_parent(area, parts)
+                meta = self._write(area, fd, parts, data, current and current["etag"])
             finally:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
         meta["etag"] = etag_of(data)
         return meta
 
-    def _lookup_parent_for_write(self, area, parts):
+    def _target(self, area, parts):
+        """(fd of the parent folder or None if it does not exist yet, stat of
+        the file or None)."""
         try:
-            fd = paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]), create=True)
-        except FileExistsError:
-            raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
+            fd = paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]))
+        except FileNotFoundError:
+            return None, None
         try:
             st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            st = None
-        if st is not None and not stat.S_ISREG(st.st_mode):
+            return fd, None
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             if stat.S_ISLNK(st.st_mode):
                 raise BadPath("symlink", "links are not followed")
             raise Refused(409, "not_a_file", "A folder with this name already exists.")
-        return fd, parts[-1], st
+        return fd, st
+
+    def _make_parent(self, area, parts):
+        try:
+            return paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]), create=True)
+        except FileExistsError:
+            raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
 
     def _current(self, fd, name, st):
         """The current version as a 409 answer shows it, or None."""
@@ -266,10 +278,15 @@ class Store:
             current["content"] = text
         return current
 
-    def _write(self, area, fd, name, parts, data, keep_old):
+    def _write(self, area, fd, parts, data, old_etag):
+        """Write `data` over parts[-1] in `fd` atomically; the old content, if
+        any (with `old_etag`), becomes a history version."""
+        name = parts[-1]
         temp = f"{TEMP_PREFIX}{secrets.token_hex(6)}"
-        tfd = paths.open_file(fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
+            # Creating the temporary file can fail for want of space too
+            # (no free inode, or a folder that must grow), so it is inside.
+            tfd = paths.open_file(fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
                 view = memoryview(data)
                 while view:
@@ -277,14 +294,12 @@ class Store:
                 os.fsync(tfd)
             finally:
                 os.close(tfd)
-            if keep_old:
-                self._keep_version(area, fd, name, parts)
+            if old_etag:
+                self._keep_version(area, fd, name, parts, old_etag)
             os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except OSError as e:
+        except OSError:
             _unlink_quietly(fd, temp)
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise Refused(507, "storage_full", "The storage is full; nothing was changed.") from None
-            raise
+            raise  # ENOSPC and EDQUOT become 507 in the handlers, like every other call's
         os.fsync(fd)
         return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False))
 
@@ -306,7 +321,8 @@ class Store:
         total = files = 0
         try:
             with self._dir(area, ()) as fd:
-                for _, _, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
+                for _, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
+                    files += sum(1 for d in dirnames if not d.startswith(paths.RESERVED_PREFIX))
                     for name in filenames:
                         if name.startswith(paths.RESERVED_PREFIX):
                             continue
@@ -347,12 +363,10 @@ class Store:
         digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
         return (".system", "history", area.key.replace("/", "--"), digest)
 
-    def _keep_version(self, area, fd, name, parts):
+    def _keep_version(self, area, fd, name, parts, etag):
         hist = self._history_parts(area, parts)
         hfd = paths.open_dir(self._root_fd, hist, create=True)
         try:
-            with os.fdopen(paths.open_file(fd, name), "rb") as f:
-                etag = etag_of(f.read())
             version = f"{time.time_ns()}-{etag}"
             try:
                 os.link(name, version, src_dir_fd=fd, dst_dir_fd=hfd, follow_symlinks=False)
@@ -456,7 +470,9 @@ class Store:
                 if stat.S_ISDIR(st.st_mode):
                     shutil.rmtree(name, dir_fd=fd)
                 else:
-                    self._keep_version(area, fd, name, parts)  # a deleted file can be restored
+                    with os.fdopen(paths.open_file(fd, name), "rb") as f:
+                        etag = etag_of(f.read())
+                    self._keep_version(area, fd, name, parts, etag)  # a deleted file can be restored
                     os.unlink(name, dir_fd=fd)
                 os.fsync(fd)
             finally:
@@ -595,4 +611,3 @@ def _unlink_quietly(fd, name):
 
 def _mib(n):
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n // 1024} KiB"
-
