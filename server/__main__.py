@@ -74,6 +74,9 @@ def main(argv=None):
             pg = EmbeddedPostgres(cfg.DATA_DIR)
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
+        from .runs import sandbox
+        cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
+        log.info("student programs run in the %s sandbox", cfg.SANDBOX)
         try:
             sockets = bind_sockets(cfg.PORT, cfg.HOST, backlog=1024)
         except OSError as e:

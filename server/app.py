@@ -11,6 +11,7 @@ from .admin.handlers import PushHandler, RosterHandler
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, ReadyzHandler
+from .runs.handlers import RunSocket
 from .web import NotFoundHandler, PageHandler, WorkerHeaders
 
 access_log = logging.getLogger("server.access")
@@ -32,6 +33,7 @@ ROUTES = [
     (rf"/api/zip/{AREA}(?:/(.*))?", ZipHandler),
     (r"/api/roster", RosterHandler),
     (r"/api/course/push", PushHandler),
+    (r"/ws/run", RunSocket),
 ]
 ROUTE_OF = {route[1]: route[0] for route in ROUTES}
 
@@ -58,6 +60,8 @@ def make_app(ctx):
         default_handler_class=NotFoundHandler,
         log_function=log_request,
         compress_response=True,
+        websocket_max_message_size=128 << 10,
+        websocket_ping_interval=30,
     )
     app.add_transform(WorkerHeaders)
     return app

@@ -47,9 +47,11 @@ def _int(lo, hi, note=""):
 
 
 def _choice(*options):
+    """One of `options`, in any letter case, returned as written there."""
     def parse(text):
-        value = text.strip().upper()
-        if value not in options:
+        by_key = {o.lower(): o for o in options}
+        value = by_key.get(text.strip().lower())
+        if value is None:
             raise ValueError("expected one of " + ", ".join(options))
         return value
     parse.allowed = "|".join(options)
@@ -154,6 +156,25 @@ SETTINGS = [
     Setting("QUOTA_BYTES", _int(1024, 1 << 40), str(200 << 20), "bytes of files one user's home may hold"),
     Setting("QUOTA_FILES", _int(1, 10 ** 7), "5000", "files and folders one user's home may hold"),
     Setting("HISTORY_VERSIONS", _int(1, 1000), "20", "earlier versions kept per file"),
+    Setting("SANDBOX", _choice("auto", "local", "docker", "process"), "auto",
+            "where student code runs: local (bubblewrap), docker, process (no isolation: development "
+            "only); auto picks the best that works"),
+    Setting("SANDBOX_PYTHON", _text, "/usr/bin/python3",
+            "interpreter for local and process sandboxes (needs numpy and matplotlib for plots)"),
+    Setting("SANDBOX_IMAGE", _text, "pyclassroom-sandbox:latest", "Docker image of the docker sandbox"),
+    Setting("SANDBOX_UID_BASE", _int(1000, 2 ** 31 - 2 ** 24), "200000",
+            "as root, each student's code runs as this uid plus the student's id"),
+    Setting("RUN_MAX_CONCURRENT", _int(1, 10000), "16", "programs running at once on this host"),
+    Setting("RUN_QUEUE_MAX", _int(0, 100000), "200", "runs that may wait for a free place on this host"),
+    Setting("RUN_WALL_SECONDS", _int(1, 24 * HOUR), "900", "longest a run may last"),
+    Setting("RUN_IDLE_SECONDS", _int(1, 24 * HOUR), "300",
+            "a run with no output and no input for this long is ended"),
+    Setting("RUN_CPU_SECONDS", _int(1, 3600), "10", "CPU time a run may use (waiting for input is free)"),
+    Setting("RUN_MEMORY_MB", _int(16, 64 * 1024), "512", "memory a run's process may use"),
+    Setting("RUN_PROCESSES", _int(1, 10000), "64", "processes a run may have at once"),
+    Setting("RUN_FILE_MB", _int(1, 64 * 1024), "20", "largest file a run may write"),
+    Setting("RUN_OPEN_FILES", _int(16, 65536), "128", "files a run's process may have open"),
+    Setting("RUN_OUTPUT_KB", _int(1, 1 << 20), "2048", "output (text and images) a run may print"),
     Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
             "seconds a worker may spend finishing requests after SIGTERM"),
 ]

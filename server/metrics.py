@@ -21,6 +21,15 @@ DB_POOL_IN_USE = Gauge("pyclassroom_db_pool_in_use", "Database connections in us
 DB_POOL_SIZE = Gauge("pyclassroom_db_pool_size", "Database connections open", multiprocess_mode="livesum")
 FILE_OPS = Histogram("pyclassroom_file_op_seconds", "Time of a file operation, executor wait included",
                      ["op"], buckets=LATENCY_BUCKETS)
+RUNS_ACTIVE = Gauge("pyclassroom_runs_active", "Programs running", multiprocess_mode="livesum")
+RUN_QUEUE = Gauge("pyclassroom_run_queue_length", "Runs waiting for a place", multiprocess_mode="livesum")
+RUN_QUEUE_WAIT = Histogram("pyclassroom_run_queue_wait_seconds", "Time a run waited for a place",
+                           buckets=LATENCY_BUCKETS)
+SANDBOX_START = Histogram("pyclassroom_sandbox_start_seconds", "Time to start a sandbox until ready",
+                          buckets=LATENCY_BUCKETS)
+RUN_DURATION = Histogram("pyclassroom_run_duration_seconds", "How long runs lasted",
+                         buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900))
+RUN_EXITS = Counter("pyclassroom_run_exits_total", "Runs ended, by reason", ["reason"])
 LOGINS = Counter("pyclassroom_logins_total", "Login attempts by outcome", ["outcome"])
 
 

@@ -179,25 +179,9 @@ class BaseHandler(web.RequestHandler):
     async def load_user(self):
         """Resolve the session cookie; returns the user dict or None and
         remembers why not in `self.session_problem`."""
-        self.session_problem = "not_logged_in"
-        token = self.get_signed_cookie(SESSION_COOKIE, max_age_days=31)
-        if not token:
-            return None
-        token = token.decode()
-        found = await sessions.lookup(self.ctx.pool, token, self.ctx.cfg.SESSION_TTL)
-        if found.user is None:
-            self.session_problem = found.problem
-            self.clear_cookie(SESSION_COOKIE)
-            return None
-        self.session_token = token
-        if found.renewed_until:
-            self.set_session_cookie(token, found.renewed_until)
-        self.current_user = found.user
-        return found.user
-
-    def set_session_cookie(self, token, expires):
-        self.set_signed_cookie(SESSION_COOKIE, token, expires_days=None, expires=expires,
-                               httponly=True, samesite="Lax", secure=self.request.protocol == "https")
+        user, self.session_problem, self.session_token = await user_for_session(self)
+        self.current_user = user
+        return user
 
     async def require_user(self, *roles):
         user = self.current_user or await self.load_user()
@@ -212,6 +196,28 @@ class BaseHandler(web.RequestHandler):
 
     def client_address(self):
         return self.request.remote_ip or ""
+
+
+async def user_for_session(handler):
+    """(user dict or None, why not, token) for the session cookie of any
+    handler (HTTP or WebSocket); renews the cookie when the session slid."""
+    token = handler.get_signed_cookie(SESSION_COOKIE, max_age_days=31)
+    if not token:
+        return None, "not_logged_in", None
+    token = token.decode()
+    ctx = handler.application.settings["ctx"]
+    found = await sessions.lookup(ctx.pool, token, ctx.cfg.SESSION_TTL)
+    if found.user is None:
+        handler.clear_cookie(SESSION_COOKIE)
+        return None, found.problem, None
+    if found.renewed_until:
+        set_session_cookie(handler, token, found.renewed_until)
+    return found.user, None, token
+
+
+def set_session_cookie(handler, token, expires):
+    handler.set_signed_cookie(SESSION_COOKIE, token, expires_days=None, expires=expires, httponly=True,
+                              samesite="Lax", secure=handler.request.protocol == "https")
 
 
 class ApiHandler(BaseHandler):

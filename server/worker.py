@@ -19,6 +19,8 @@ from .app import make_app
 from .auth import accounts, sessions, throttle
 from .executor import BoundedExecutor
 from .files.store import Limits, Store
+from .runs import runlock, sandbox
+from .runs.admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,9 @@ class Context:
         self.store = Store(cfg.STORAGE_ROOT, Limits(
             quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS))
+        self.sandbox = sandbox.create(cfg)
+        self.admission = Admission.share(cfg, processes)
+        self.runs = set()
         self.draining = False
         self.inflight = 0
         self.websockets = set()
@@ -61,8 +66,15 @@ async def periodic(ctx):
     """Per-worker housekeeping: gauges every few seconds, pruning now and then
     (jittered so N workers do not all prune at once)."""
     next_prune = time.monotonic() + random.uniform(60, 600)
+    next_heartbeat = 0
     while True:
         metrics.update_pool(ctx.pool)
+        if time.monotonic() > next_heartbeat:
+            next_heartbeat = time.monotonic() + runlock.HEARTBEAT
+            try:
+                await runlock.heartbeat(ctx.pool, [run.claim_id for run in ctx.runs])
+            except Exception:
+                log.exception("run heartbeat failed")
         if time.monotonic() > next_prune:
             next_prune = time.monotonic() + 600
             try:
@@ -74,6 +86,10 @@ async def periodic(ctx):
 
 
 async def serve(cfg, instance, sockets, dsn, processes, on_ready):
+    # Sandboxes are child processes: watch them with pidfds, not a thread each.
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    asyncio.set_child_watcher(watcher)
     ctx = Context(cfg, instance, processes)
     await open_database(ctx, dsn)
     app = make_app(ctx)
@@ -99,6 +115,11 @@ async def drain(ctx, server):
     log.info("worker %d shutting down", os.getpid())
     ctx.draining = True
     server.stop()
+    # Runs end first, so each client is told why before its socket closes.
+    await asyncio.gather(*(run.stop("server_restart") for run in list(ctx.runs)))
+    deadline = time.monotonic() + 3
+    while ctx.runs and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
     for ws in list(ctx.websockets):
         ws.close(1012, "server restarting")
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT

@@ -3,7 +3,8 @@ from .. import metrics
 from ..auth import accounts, sessions
 from ..errors import Refused
 from ..auth.passwords import MAX_LENGTH
-from ..web import SESSION_COOKIE, ApiHandler
+from ..runs.sandbox import run_uid
+from ..web import SESSION_COOKIE, ApiHandler, set_session_cookie
 
 
 def public_user(user):
@@ -22,8 +23,9 @@ class LoginHandler(ApiHandler):
             metrics.LOGINS.labels(e.code).inc()
             raise
         metrics.LOGINS.labels("ok").inc()
-        await self.ctx.files.run(self.ctx.store.ensure_home, user["username"], user["role"] == "student")
-        self.set_session_cookie(token, expires)
+        await self.ctx.files.run(self.ctx.store.ensure_home, user["username"], user["role"] == "student",
+                                 run_uid(self.ctx.cfg, user["id"]))
+        set_session_cookie(self, token, expires)
         self.finish_json({"user": public_user(user), "expires": expires.isoformat()})
 
 

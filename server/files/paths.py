@@ -80,9 +80,10 @@ def open_root(path):
     return os.open(path, _DIR_FLAGS)
 
 
-def open_dir(root_fd, parts, create=False):
+def open_dir(root_fd, parts, create=False, owner=None):
     """An fd of the folder `parts` below `root_fd`, never crossing a symlink.
-    With `create`, missing folders are made (mode 0755)."""
+    With `create`, missing folders are made (mode 0755, owned by `owner`,
+    a (uid, gid), when given)."""
     fd = os.dup(root_fd)
     try:
         for name in parts:
@@ -93,6 +94,8 @@ def open_dir(root_fd, parts, create=False):
                     raise
                 try:
                     os.mkdir(name, 0o755, dir_fd=fd)
+                    if owner:
+                        os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
                 except FileExistsError:
                     pass
                 next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)

@@ -87,6 +87,7 @@ class Store:
         self.root = root
         self.limits = limits
         self._usage = {}  # area key -> (bytes, files, computed at); this worker's cache
+        self._owners = {}  # home area key -> (uid, gid) that its files must belong to
         for sub in ("home", "course", ".system/history", ".system/locks"):
             os.makedirs(os.path.join(root, sub), exist_ok=True)
         self._root_fd = paths.open_root(root)
@@ -103,7 +104,28 @@ class Store:
             os.close(fd)
 
     def _dir(self, area, parts, create=False):
-        return self._open(area.parts + tuple(parts), create)
+        if create:
+            return self._open_owned(area, parts)
+        return self._open(area.parts + tuple(parts))
+
+    @contextmanager
+    def _open_owned(self, area, parts):
+        fd = paths.open_dir(self._root_fd, area.parts + tuple(parts), create=True, owner=self._owner(area))
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _owner(self, area):
+        """(uid, gid) new files of a home get: its owner's, so that the
+        student's sandboxed programs (running as that uid) may change them.
+        None when the server cannot give files away (not root)."""
+        if os.geteuid() != 0 or not area.quota:
+            return None
+        if area.key not in self._owners:
+            st = os.stat(os.path.join(self.root, *area.parts), follow_symlinks=False)
+            self._owners[area.key] = (st.st_uid, st.st_gid)
+        return self._owners[area.key]
 
     @contextmanager
     def _locked(self, area):
@@ -137,13 +159,18 @@ class Store:
 
     # -- homes ------------------------------------------------------------
 
-    def ensure_home(self, username, welcome):
-        """Create a user's home at first use (with a welcome file for students)."""
+    def ensure_home(self, username, welcome, owner_uid=None):
+        """Create a user's home at first use (with a welcome file for
+        students); with `owner_uid` (as root), make everything in it theirs."""
         area = Area.home(username)
         home = os.path.join(self.root, *area.parts)
-        if os.path.isdir(home):
+        existed = os.path.isdir(home)
+        if not existed:
+            os.makedirs(home, mode=0o700, exist_ok=True)
+        if owner_uid is not None and os.stat(home).st_uid != owner_uid:
+            self._give_away(home, owner_uid)
+        if existed:
             return False
-        os.makedirs(home, exist_ok=True)
         if welcome:
             try:
                 self.save(area, ("hello.py",), WELCOME.encode(), if_match=None)
@@ -151,7 +178,27 @@ class Store:
                 pass  # another worker wrote it first
         return True
 
+    def _give_away(self, home, uid):
+        """chown -R without following links (a program may have planted some)."""
+        fd = paths.open_root(home)
+        try:
+            os.chown(fd, uid, uid)
+            for _, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
+                for name in dirnames + filenames:
+                    os.chown(name, uid, uid, dir_fd=dirfd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+        self._owners.pop("home/" + os.path.basename(home), None)
+
     # -- reading ----------------------------------------------------------
+
+    def home_path(self, username):
+        return os.path.join(self.root, *Area.home(username).parts)
+
+    def is_file(self, area, parts):
+        fd, name, st = self._lookup(area, parts)
+        os.close(fd)
+        return stat.S_ISREG(st.st_mode)
 
     def is_dir(self, area, parts):
         fd, name, st = self._lookup(area, parts)
@@ -262,7 +309,8 @@ class Store:
 
     def _make_parent(self, area, parts):
         try:
-            return paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]), create=True)
+            return paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]), create=True,
+                                  owner=self._owner(area))
         except FileExistsError:
             raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
 
@@ -288,6 +336,9 @@ class Store:
             # (no free inode, or a folder that must grow), so it is inside.
             tfd = paths.open_file(fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             try:
+                owner = self._owner(area)
+                if owner:
+                    os.fchown(tfd, *owner)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(tfd, view):]
@@ -431,6 +482,9 @@ class Store:
                     os.mkdir(parts[-1], 0o755, dir_fd=fd)
                 except FileExistsError:
                     raise Refused(409, "exists", "A file or folder with this name already exists.") from None
+                owner = self._owner(area)
+                if owner:
+                    os.chown(parts[-1], *owner, dir_fd=fd, follow_symlinks=False)
                 os.fsync(fd)
 
     def move(self, area, src, dst):

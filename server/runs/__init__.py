@@ -1,0 +1,1 @@
+"""Running students' programs: sandboxes, admission, the WebSocket."""

@@ -1,0 +1,315 @@
+"""The launcher: the first (and only) Python process started in a sandbox.
+
+The server runs `python3 -I -c <this file's source> <settings JSON>` inside
+bubblewrap, a Docker container or a plain child process, so the sandbox
+needs nothing but a Python interpreter. The launcher
+
+1. lowers its own limits (CPU time, memory, processes, file size, open
+   files) and priority, which its child inherits;
+2. says it is ready, then waits for the `go` frame naming the program:
+   this lets the server start sandboxes ahead of time, so Run starts at once;
+3. forks the student's program onto a pseudo-terminal (so prompts, echo and
+   Ctrl-C behave as in a terminal) with stderr on a separate pipe (so the
+   console can show it distinctly), in this same interpreter: no second
+   interpreter start;
+4. relays: PTY output to its stdout, the program's stderr to its stderr,
+   and frames from its stdin to the PTY. It writes with blocking writes, so
+   when the server stops reading, the program stops at its next print
+   instead of anything buffering without bound;
+5. ends with a status sequence on stdout, then exits.
+
+Frames on stdin: 1 byte type, 4 bytes big-endian length, payload.
+  g go {"path", "args", "cols", "rows"}   d stdin bytes   r resize {"cols","rows"}
+  i interrupt (SIGINT to the program)     e end of input (Ctrl-D)
+
+Sequences on stdout (OSC, as terminals use them):
+  ESC ] 7011 ; ready BEL          ESC ] 7011 ; exit ; {json} BEL
+  ESC ] 7011 ; image ; <base64 PNG> BEL    (from the matplotlib backend below)
+
+It must run on any Python 3.8+ with the standard library only, and is kept
+self-contained because it is passed as source text.
+"""
+import fcntl
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import sys
+import termios
+
+OSC = b"\x1b]7011;"
+BEL = b"\x07"
+
+MPL_BACKEND = r'''
+"""Matplotlib backend: plt.show() and savefig() send PNGs to the console."""
+import base64, io, os
+from matplotlib.backend_bases import FigureManagerBase
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+import matplotlib.figure
+
+def _emit(fig):
+    buf = io.BytesIO()
+    _savefig(fig, buf, format="png")
+    data = b"\x1b]7011;image;" + base64.b64encode(buf.getvalue()) + b"\x07"
+    import sys
+    sys.stdout.flush()
+    fd = sys.stdout.fileno()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+class FigureCanvas(FigureCanvasAgg):
+    pass
+
+class FigureManager(FigureManagerBase):
+    def show(self):
+        _emit(self.canvas.figure)
+
+def show(*args, **kwargs):
+    import matplotlib.pyplot as plt
+    for num in plt.get_fignums():
+        _emit(plt.figure(num))
+    plt.close("all")
+
+_savefig = matplotlib.figure.Figure.savefig
+
+def _savefig_and_show(self, *args, **kwargs):
+    result = _savefig(self, *args, **kwargs)
+    _emit(self)
+    return result
+
+matplotlib.figure.Figure.savefig = _savefig_and_show
+FigureCanvas.manager_class = FigureManager
+'''
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def apply_limits(limits):
+    names = {"cpu_seconds": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS,
+             "processes": resource.RLIMIT_NPROC, "file_bytes": resource.RLIMIT_FSIZE,
+             "open_files": resource.RLIMIT_NOFILE}
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, which in names.items():
+        value = limits.get(key)
+        if value:
+            # CPU: SIGXCPU at the soft limit, SIGKILL one second later.
+            hard = value + 1 if which == resource.RLIMIT_CPU else value
+            resource.setrlimit(which, (value, hard))
+
+
+def read_frame(fd, buf):
+    """(type, payload, rest) from buf, reading more when needed; type None at EOF."""
+    while True:
+        if len(buf) >= 5:
+            kind, size = buf[:1], struct.unpack(">I", buf[1:5])[0]
+            if len(buf) >= 5 + size:
+                return kind, buf[5:5 + size], buf[5 + size:]
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None, b"", buf
+        buf += chunk
+
+
+def set_size(fd, cols, rows):
+    cols = max(10, min(int(cols), 500))
+    rows = max(2, min(int(rows), 200))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def run_program(path, args, slave, err_w, status_w):
+    """In the forked child: become the terminal's session, run the program."""
+    import io
+    import runpy
+    import traceback
+    os.setsid()
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    os.dup2(slave, 0)
+    os.dup2(slave, 1)
+    os.dup2(err_w, 2)
+    for fd in (slave, err_w):
+        if fd > 2:
+            os.close(fd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8",
+                                                 errors="replace")
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                                   errors="backslashreplace", line_buffering=True)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                                   errors="backslashreplace", line_buffering=True)
+    import builtins
+    builtins.input = _input
+    sys.meta_path.append(_BackendFinder)
+    os.environ["MPLBACKEND"] = "module://pyclassroom_mpl"
+    script = os.path.abspath(path)
+    sys.argv = [path] + list(args)
+    sys.path[0:0] = [os.path.dirname(script)]
+    code, reason = 0, None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+            tb = tb.tb_next  # hide the launcher's and runpy's frames
+        traceback.print_exception(type(e), e, tb)
+        if isinstance(e, KeyboardInterrupt):
+            code, reason = 130, "interrupted"
+        elif isinstance(e, MemoryError):
+            code, reason = 1, "memory_limit"
+        else:
+            code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    if reason:
+        try:
+            os.write(status_w, reason.encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _input(prompt=""):
+    """input() on stdout: CPython's own writes the prompt to stderr on a
+    terminal, which the console would show as an error."""
+    sys.stdout.write(str(prompt))
+    sys.stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError("EOF when reading a line")
+    return line[:-1] if line.endswith("\n") else line
+
+
+class _BackendFinder(object):
+    """Imports `pyclassroom_mpl` from MPL_BACKEND's source: matplotlib loads
+    it only when a plot is made, so other programs never pay for it."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name == "pyclassroom_mpl":
+            import importlib.util
+            return importlib.util.spec_from_loader(name, cls)
+        return None
+
+    @staticmethod
+    def create_module(spec):
+        return None
+
+    @staticmethod
+    def exec_module(module):
+        exec(compile(MPL_BACKEND, "pyclassroom_mpl", "exec"), module.__dict__)
+
+
+def main():
+    settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    os.nice(settings.get("nice", 10))  # the server stays more important than student code
+    apply_limits(settings.get("limits", {}))
+    write_all(1, OSC + b"ready" + BEL)
+    kind, payload, buf = read_frame(0, b"")
+    if kind != b"g":
+        os._exit(0)  # the server went away before the run started
+    go = json.loads(payload)
+    master, slave = os.openpty()
+    set_size(master, go.get("cols", 80), go.get("rows", 24))
+    err_r, err_w = os.pipe()
+    status_r, status_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(master)
+        os.close(err_r)
+        os.close(status_r)
+        run_program(go["path"], go.get("args", []), slave, err_w, status_w)
+    os.close(slave)
+    os.close(err_w)
+    os.close(status_w)
+    relay(pid, master, err_r, status_r, buf)
+
+
+def relay(pid, master, err_r, status_r, buf):
+    open_fds = {master: 1, err_r: 2}
+    status_open = True
+    stdin_open = True
+    status = None
+    reason = b""
+    while True:
+        watch = list(open_fds) + ([status_r] if status_open else []) + ([0] if stdin_open else [])
+        ready, _, _ = select.select(watch, [], [], 0.05 if status is not None else 1.0)
+        for fd in ready:
+            if fd == 0:
+                stdin_open, buf = handle_input(master, pid, buf)
+            elif fd == status_r:
+                chunk = os.read(status_r, 256)
+                reason += chunk
+                status_open = bool(chunk)
+            else:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the terminal's last user is gone
+                    data = b""
+                if data:
+                    write_all(open_fds[fd], data)
+                else:
+                    del open_fds[fd]
+        if status is None:
+            done, wstatus = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = wstatus
+                deadline = _now() + 0.2  # let buffered output through, not a background child's
+        if status is not None and (not open_fds or _now() > deadline):
+            break
+    result = {"code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+              "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+              "reason": reason.decode(errors="replace") or None}
+    write_all(1, OSC + b"exit;" + json.dumps(result).encode() + BEL)
+    os._exit(0)
+
+
+def handle_input(master, pid, buf):
+    """Act on the frames waiting on stdin; (stdin still open, leftover bytes)."""
+    chunk = os.read(0, 65536)
+    if not chunk:
+        return False, buf
+    buf += chunk
+    while len(buf) >= 5:
+        kind, size = buf[:1], struct.unpack(">I", buf[1:5])[0]
+        if len(buf) < 5 + size:
+            break
+        payload, buf = buf[5:5 + size], buf[5 + size:]
+        try:
+            if kind == b"d":
+                write_all(master, payload)
+            elif kind == b"r":
+                size_msg = json.loads(payload)
+                set_size(master, size_msg["cols"], size_msg["rows"])
+            elif kind == b"i":
+                os.killpg(pid, signal.SIGINT)
+            elif kind == b"e":
+                write_all(master, b"\x04")
+        except (OSError, ValueError, KeyError):
+            pass  # the program is gone or the frame was bad: nothing to do
+    return True, buf
+
+
+def _now():
+    import time
+    return time.monotonic()
+
+
+if __name__ == "__main__":
+    main()
