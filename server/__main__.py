@@ -20,6 +20,7 @@ from tornado.netutil import bind_sockets
 from . import config
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .instance import Instance
+from .runs import sandbox
 
 log = logging.getLogger("server")
 
@@ -74,7 +75,6 @@ def main(argv=None):
             pg = EmbeddedPostgres(cfg.DATA_DIR)
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-        from .runs import sandbox
         cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
         log.info("student programs run in the %s sandbox", cfg.SANDBOX)
         try:
@@ -86,7 +86,7 @@ def main(argv=None):
         if cfg.process_count == 1:
             return serve_single(cfg, instance, sockets, dsn, port)
         return Supervisor(cfg, instance, sockets, dsn, port).run()
-    except EmbeddedPostgresError as e:
+    except (EmbeddedPostgresError, sandbox.SandboxError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:

@@ -21,6 +21,8 @@ import subprocess
 
 import psycopg2
 
+from .traverse import blocked_parent
+
 log = logging.getLogger(__name__)
 
 DB_NAME = "pyclassroom"
@@ -110,14 +112,11 @@ class EmbeddedPostgres:
             raise EmbeddedPostgresError(
                 "PostgreSQL refuses to run as root and there is no 'postgres' user: create one, "
                 "run the server as another user, or set DATABASE_URL") from None
-        path = self.root
-        while path != "/":
-            path = os.path.dirname(path)
-            st = os.stat(path)
-            if not st.st_mode & 0o001 and st.st_uid != self._owner.pw_uid:
-                raise EmbeddedPostgresError(
-                    f"the 'postgres' user cannot enter {path} (mode {oct(st.st_mode & 0o777)}); "
-                    "choose a DATA_DIR outside it or make it traversable (chmod o+x)")
+        blocked = blocked_parent(os.path.dirname(self.root), self._owner.pw_uid)
+        if blocked:
+            raise EmbeddedPostgresError(
+                f"the 'postgres' user cannot enter {blocked}; choose a DATA_DIR outside it "
+                f"or make it traversable (chmod o+x {blocked})")
         self._chown(self.root)
         os.chmod(self.root, 0o700)
 

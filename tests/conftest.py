@@ -51,10 +51,13 @@ def fresh_db(postgres_url):
 
 
 @pytest.fixture
-def data_dir(tmp_path):
-    d = tmp_path / "data"
-    d.mkdir()
-    return str(d)
+def data_dir():
+    """A DATA_DIR others may walk into, as the sandboxes' uids must
+    (pytest's own tmp_path is closed to them)."""
+    d = tempfile.mkdtemp(prefix="pyclassroom-test-data-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

@@ -169,13 +169,13 @@ def test_sigkill_mid_save_leaves_the_acknowledged_or_the_in_flight_content(
 # -- b. full disk, quotas, file size --------------------------------------------
 
 @pytest.fixture
-def small_tmpfs(request, tmp_path):
+def small_tmpfs(request, data_dir):
     """A 2 MiB tmpfs to use as STORAGE_ROOT, unmounted afterwards (extra
     mount options by indirect parametrization). Request it before
     start_server so the server stops before the unmount."""
     options = "size=2m,mode=0755" + getattr(request, "param", "")
-    mnt = tmp_path / "small-storage"
-    mnt.mkdir()
+    mnt = os.path.join(data_dir, "small-storage")
+    os.mkdir(mnt)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)],
                           capture_output=True, text=True)
     if done.returncode != 0:

@@ -94,10 +94,10 @@ def test_four_workers_starting_together_apply_migrations_once(start_server, fres
     assert server.output().count("Accounts created on this empty database") == 1
 
 
-def test_two_instances_on_one_database_and_storage_act_as_one_service(start_server, fresh_db, tmp_path):
-    storage = str(tmp_path / "shared-storage")
-    a = start_server(processes=2, STORAGE_ROOT=storage, data_dir=str(tmp_path / "a"))
-    b = start_server(processes=2, STORAGE_ROOT=storage, data_dir=str(tmp_path / "b"))
+def test_two_instances_on_one_database_and_storage_act_as_one_service(start_server, fresh_db, data_dir):
+    storage = os.path.join(data_dir, "shared-storage")
+    a = start_server(processes=2, STORAGE_ROOT=storage, data_dir=os.path.join(data_dir, "a"))
+    b = start_server(processes=2, STORAGE_ROOT=storage, data_dir=os.path.join(data_dir, "b"))
     assert a.url != b.url
     client = a.client()
     client.login_ok("admin", ADMIN_PASSWORD)

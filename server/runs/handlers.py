@@ -187,16 +187,17 @@ class RunSocket(websocket.WebSocketHandler):
             await ctx.files.run(ctx.store.ensure_home, self.user["username"],
                                 self.user["role"] == "student", uid)
             home = ctx.store.home_path(self.user["username"])
-            settings = json.dumps({"limits": Limits.from_config(ctx.cfg).__dict__,
-                                   "nice": 10})
+            settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10}
             prepared = await ctx.sandbox.prepare(home, uid, settings)
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
             return None
         sandboxed = Sandboxed(prepared, started)
         if not await sandboxed.ready():
-            log.error("a %s sandbox did not become ready", ctx.sandbox.name)
             await prepared.kill()
+            why = await prepared.stderr.read(2000)
+            log.error("a %s sandbox did not become ready: %s", ctx.sandbox.name,
+                      why.decode(errors="replace").strip() or "(it said nothing)")
             return None
         metrics.SANDBOX_START.observe(time.monotonic() - started)
         return sandboxed

@@ -15,6 +15,7 @@ user, timers, output) lives in session.py and is the same for every kind.
 - `docker`: see sandbox_docker.py.
 """
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -22,11 +23,18 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
+from ..traverse import blocked_parent
+
 log = logging.getLogger(__name__)
 
 LAUNCHER_SOURCE = open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-8").read()
 SANDBOX_HOME = "/home/student"
+MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
 STREAM_LIMIT = 64 << 10  # bytes read ahead from a sandbox before its writes block
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot work with these settings."""
 
 
 @dataclass
@@ -104,12 +112,14 @@ class ProcessSandbox:
         log.warning("SANDBOX=process: student code is NOT isolated from the server. "
                     "Use it for development only; use local (bubblewrap) or docker for a class.")
 
-    def argv(self, home, settings_json):
-        return launcher_argv(self.cfg.SANDBOX_PYTHON, settings_json)
+    def argv(self, home, settings):
+        return launcher_argv(self.cfg.SANDBOX_PYTHON, json.dumps(dict(settings, mpl_cache=mpl_cache(self.cfg))))
 
-    async def prepare(self, home, uid, settings_json):
+    async def prepare(self, home, uid, settings):
+        """Start the launcher for `home` as `uid`; `settings` are the
+        launcher's (limits, nice)."""
         proc = await asyncio.create_subprocess_exec(
-            *self.argv(home, settings_json), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            *self.argv(home, settings), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=home, env=environment(self.env_home(home)),
             start_new_session=True, limit=STREAM_LIMIT, close_fds=True,
             **_as_user(uid))
@@ -138,7 +148,7 @@ class LocalSandbox(ProcessSandbox):
     def env_home(self, home):
         return SANDBOX_HOME
 
-    def argv(self, home, settings_json):
+    def argv(self, home, settings):
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
                 "--cap-drop", "ALL", "--hostname", "sandbox",
                 "--ro-bind", "/usr", "/usr"]
@@ -149,13 +159,27 @@ class LocalSandbox(ProcessSandbox):
                 args += ["--ro-bind", "/" + link, "/" + link]
         for name in self.ETC:
             args += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
-        args += ["--proc", "/proc", "--dev", "/dev",
+        args += ["--ro-bind-try", mpl_cache(self.cfg), MPL_CACHE_IN_SANDBOX,
+                 "--proc", "/proc", "--dev", "/dev",
                  "--size", str(64 << 20), "--tmpfs", "/tmp",
                  "--bind", home, SANDBOX_HOME, "--chdir", SANDBOX_HOME,
+                 "--remount-ro", "/",  # the sandbox's own root: nothing there to write but home and /tmp
                  "--uid", "1000", "--gid", "1000", "--clearenv"]
         for key, value in environment(SANDBOX_HOME).items():
             args += ["--setenv", key, value]
-        return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings_json)
+        settings = json.dumps(dict(settings, mpl_cache=MPL_CACHE_IN_SANDBOX))
+        return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings)
+
+    @staticmethod
+    def check_storage(cfg):
+        """bubblewrap mounts a home as the student's uid, which must be able
+        to walk down to it: refuse to start rather than fail every run."""
+        if os.geteuid() == 0:
+            blocked = blocked_parent(cfg.STORAGE_ROOT, cfg.SANDBOX_UID_BASE)
+            if blocked:
+                raise SandboxError(f"students' programs could not reach their files: {blocked} is "
+                                   f"closed to other users (chmod o+x {blocked}, or choose another "
+                                   "STORAGE_ROOT)")
 
     @staticmethod
     def works(cfg):
@@ -189,12 +213,39 @@ def _as_user(uid):
 def resolve(cfg):
     """The sandbox kind to use: SANDBOX, or for `auto` the best that works
     here. Called once, before the workers are forked."""
-    if cfg.SANDBOX != "auto":
-        return cfg.SANDBOX
-    if LocalSandbox.works(cfg):
-        return "local"
-    from .sandbox_docker import DockerSandbox
-    return "docker" if DockerSandbox.works(cfg) else "process"
+    if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalSandbox.works(cfg)):
+        LocalSandbox.check_storage(cfg)
+        kind = "local"
+    elif cfg.SANDBOX != "auto":
+        kind = cfg.SANDBOX
+    else:
+        from .sandbox_docker import DockerSandbox
+        kind = "docker" if DockerSandbox.works(cfg) else "process"
+    if kind in ("local", "process"):
+        build_mpl_cache(cfg)
+    return kind
+
+
+def mpl_cache(cfg):
+    return os.path.join(cfg.DATA_DIR, "sandbox", "matplotlib")
+
+
+def build_mpl_cache(cfg):
+    """Build matplotlib's font list once for all runs (the launcher copies it
+    into each sandbox). Nothing secret is in this folder: sandboxes see it."""
+    folder = mpl_cache(cfg)
+    if os.path.isdir(folder) and os.listdir(folder):
+        return
+    os.makedirs(folder, exist_ok=True)
+    os.chmod(folder, 0o755)
+    try:
+        subprocess.run([cfg.SANDBOX_PYTHON, "-I", "-c", "import matplotlib.font_manager"],
+                       env={"MPLCONFIGDIR": folder, "HOME": folder, "PATH": "/usr/bin:/bin"},
+                       capture_output=True, timeout=300, check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.warning("no matplotlib font cache for sandboxes (%s): plots will start slowly", e)
+    for name in os.listdir(folder):
+        os.chmod(os.path.join(folder, name), 0o644)
 
 
 def create(cfg):

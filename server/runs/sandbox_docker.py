@@ -1,0 +1,411 @@
+"""The `docker` sandbox: each run in a fresh container of SANDBOX_IMAGE.
+
+The container runs the same launcher as the other sandboxes, with the
+image's own python3, as the student's uid, with no network, a read-only
+root, a small /tmp, no capabilities and cgroup limits on memory, CPU and
+processes. Only the student's home is mounted, read-write, at SANDBOX_HOME.
+
+Streams go through one attach connection to the daemon, opened before the
+container starts so that nothing it prints is lost: Docker multiplexes
+stdout and stderr on it (8-byte frame headers) and whatever is written to
+it reaches the container's stdin. It is read with asyncio and split into
+two StreamReaders with the same back-pressure as a child's pipes: while
+either holds more than STREAM_LIMIT unread bytes, the socket is not read,
+so the daemon's copy blocks and then the program's own writes do.
+
+The Docker SDK is synchronous: every call runs in a small thread pool owned
+by the sandbox, never on the event loop. No thread is held while a program
+runs: the end of its output tells wait() when to ask the daemon.
+
+Containers are labelled `pyclassroom.sandbox=1` with the worker that
+started them, so a worker starting up can remove those a crashed one left
+(`cleanup_leftovers`). StdinOnce is set, too: when the server's attach
+connection goes away, the launcher sees the end of its input and a
+sandbox still waiting for its program exits by itself.
+"""
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from .sandbox import SANDBOX_HOME, STREAM_LIMIT, Exit, environment, launcher_argv
+
+log = logging.getLogger(__name__)
+
+LABEL = "pyclassroom.sandbox"
+OWNER_LABEL = "pyclassroom.owner"  # host/boot id/pid/start time of the worker that made it
+PID_LABEL = "pyclassroom.server-pid"
+API_TIMEOUT = 30  # seconds for one ordinary daemon call
+PROBE_TIMEOUT = 5  # seconds for each call of works()
+EXIT_GRACE = 10  # seconds the container may take to be "exited" after its output ended
+KILL_DRAIN = 2  # seconds the output may take to end after a forced removal
+# The launcher (an interpreter), and /tmp and /dev/shm (tmpfs pages count as
+# the container's memory), on top of what the program itself may use.
+MEMORY_HEADROOM_MB = 96
+LAUNCHER_PROCESSES = 4  # the launcher itself, plus slack for its fork
+STDOUT, STDERR = 1, 2  # stream numbers in Docker's frame headers
+# matplotlib's font list, built into the image (deploy/sandbox.Dockerfile,
+# scripts/build-sandbox-image); the launcher copies it into /tmp.
+MPL_CACHE = "/opt/pyclassroom/matplotlib"
+
+
+class DockerSandbox:
+    """Runs the launcher in a Docker container (see the module docstring)."""
+
+    name = "docker"
+    isolated = True
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.image = cfg.SANDBOX_IMAGE
+        self.owner = _owner_id(os.getpid())
+        # A handful of threads is plenty: each call takes milliseconds, and
+        # none waits for a program to finish.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docker")
+        self._client = None  # made on first use, in the pool: it talks to the daemon
+        self._client_lock = threading.Lock()
+
+    # -- the daemon, from the thread pool ---------------------------------
+
+    async def _call(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(self._api(), *args, **kwargs))
+
+    def _api(self):
+        with self._client_lock:
+            if self._client is None:
+                self._client = _connect(API_TIMEOUT)
+            return self._client
+
+    # -- the interface of sandbox.py ---------------------------------------
+
+    async def prepare(self, home, uid, settings):
+        """Create a container for a run, attach to it, start it: its launcher
+        will say `ready` on stdout and wait for its `go` frame. `settings`
+        are the launcher's (limits, nice), as a dict or JSON text."""
+        if isinstance(settings, (str, bytes)):
+            settings = json.loads(settings)
+        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE))
+        user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
+        container, raw = await self._call(self._create_and_start, home, user, settings_json)
+        try:
+            reader, writer = await asyncio.open_connection(sock=raw, limit=STREAM_LIMIT)
+        except BaseException:
+            raw.close()
+            await self._call(_remove, container)
+            raise
+        return DockerPrepared(self, container, reader, writer)
+
+    @staticmethod
+    def works(cfg):
+        """Does a Docker daemon answer here, with SANDBOX_IMAGE? (quick: a few
+        seconds at most, also when nothing listens)"""
+        try:
+            api = _connect(PROBE_TIMEOUT)
+            try:
+                api.ping()
+                api.inspect_image(cfg.SANDBOX_IMAGE)
+            finally:
+                api.close()
+        except Exception as e:  # not installed, no daemon, no permission, no image...
+            log.debug("the docker sandbox does not work here: %s", e)
+            return False
+        return True
+
+    async def cleanup_leftovers(self):
+        """Remove the sandbox containers whose worker is gone (crashed or
+        killed before it could remove them); those of live workers, on this
+        host or on another one sharing the daemon, are left alone.
+        Returns how many were removed."""
+        return await self._call(self._cleanup)
+
+    # -- blocking parts (in the pool) -------------------------------------
+
+    def _create_and_start(self, api, home, user, settings_json):
+        import docker
+        cfg = self.cfg
+        memory = (cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20
+        host_config = api.create_host_config(
+            mounts=[docker.types.Mount(SANDBOX_HOME, home, type="bind", read_only=False)],
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "size=64m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=memory,
+            memswap_limit=memory,  # the same: no swap
+            nano_cpus=10 ** 9,  # one CPU
+            cpu_shares=256,  # a quarter of the default weight: the server keeps answering
+            pids_limit=cfg.RUN_PROCESSES + LAUNCHER_PROCESSES,
+            oom_score_adj=500,  # if the host runs out of memory, sandboxes go first
+            init=False,  # the launcher is PID 1 and handles its child itself
+            # Output goes to the server only: no log file growing on the host.
+            log_config=docker.types.LogConfig(type="none"),
+        )
+        container = api.create_container(
+            self.image,
+            command=launcher_argv("python3", settings_json),
+            hostname="sandbox",
+            user=user,
+            working_dir=SANDBOX_HOME,
+            environment=environment(SANDBOX_HOME),
+            labels={LABEL: "1", PID_LABEL: str(os.getpid()), OWNER_LABEL: self.owner},
+            stdin_open=True,
+            tty=False,
+            # detach=False makes the SDK set StdinOnce (see the module docstring).
+            detach=False,
+            use_config_proxy=False,  # nothing of the server's environment
+            host_config=host_config,
+        )["Id"]
+        try:
+            # Attach before starting, so no output can be missed. The daemon
+            # answers the upgrade at once and the container says nothing
+            # before it starts, so the SDK's HTTP reader cannot have buffered
+            # any of the stream: the socket holds all of it.
+            sdk_socket = api.attach_socket(container, params={
+                "stream": 1, "stdin": 1, "stdout": 1, "stderr": 1, "logs": 0})
+            raw = _take_socket(sdk_socket)
+            try:
+                api.start(container)
+            except BaseException:
+                raw.close()
+                raise
+        except BaseException:
+            _remove(api, container)
+            raise
+        return container, raw
+
+    def _finish(self, api, container):
+        """After the output ended: the container's final state (None if it
+        is already gone), and the container removed."""
+        import docker
+        import requests
+        try:
+            api.wait(container, timeout=EXIT_GRACE)
+            state = api.inspect_container(container)["State"]
+        except docker.errors.NotFound:
+            return None
+        except requests.exceptions.RequestException:
+            # Still running although its output ended: it is stopped, not waited for.
+            log.warning("sandbox container %.12s did not exit after its output ended", container)
+            state = None
+        _remove(api, container)
+        return state
+
+    def _cleanup(self, api):
+        removed = 0
+        host = socket.gethostname()
+        for c in api.containers(all=True, filters={"label": LABEL}):
+            owner = (c.get("Labels") or {}).get(OWNER_LABEL, "")
+            if owner == self.owner or (owner.split("/")[0] != host and owner) or _owner_alive(owner):
+                continue
+            log.info("removing the sandbox container %.12s left by %s", c["Id"], owner or "an unknown worker")
+            _remove(api, c["Id"])
+            removed += 1
+        return removed
+
+
+class DockerPrepared:
+    """A started container whose launcher waits for `go` (see Prepared in
+    sandbox.py for the contract)."""
+
+    def __init__(self, sandbox, container, conn_reader, conn_writer):
+        self.sandbox = sandbox
+        self.container = container
+        self._conn = conn_reader
+        self._writer = conn_writer
+        self._gate = _Gate()
+        self.stdout = self._gate.reader()
+        self.stderr = self._gate.reader()
+        self._pump_task = asyncio.ensure_future(self._pump())
+        self._kill_task = None
+        self._exit = None
+
+    async def _pump(self):
+        """Split Docker's frames into stdout and stderr until the stream ends."""
+        streams = {STDOUT: self.stdout, STDERR: self.stderr}
+        try:
+            while True:
+                await self._gate.open.wait()  # back-pressure: see the module docstring
+                header = await self._conn.readexactly(8)
+                size = int.from_bytes(header[4:8], "big")
+                payload = await self._conn.readexactly(size) if size else b""
+                target = streams.get(header[0])
+                if target is not None and payload:
+                    target.feed_data(payload)
+        except (asyncio.IncompleteReadError, OSError):
+            pass  # the end of the stream, or the connection closed by kill()
+        finally:
+            self.stdout.feed_eof()
+            self.stderr.feed_eof()
+
+    def send(self, frame):
+        """Queue `frame` for the launcher's stdin (never blocks)."""
+        if not self._writer.is_closing():
+            self._writer.write(frame)
+
+    async def wait(self):
+        """The launcher's exit, once its stdout and stderr have ended (read
+        them first, as with a child's pipes); the container is then removed."""
+        if self._exit is None:
+            await asyncio.shield(self._pump_task)
+            state = None
+            if self._kill_task is None:
+                try:
+                    state = await self.sandbox._call(self.sandbox._finish, self.container)
+                except Exception:
+                    log.exception("could not get the exit of sandbox container %.12s", self.container)
+                    await self.kill()
+            if self._kill_task is not None:
+                await asyncio.shield(self._kill_task)
+            self._close()
+            self._exit = _exit_from(state)
+        return self._exit
+
+    async def kill(self):
+        """Remove the container by force; safe to call again and while
+        wait() is pending (which then reports SIGKILL)."""
+        if self._exit is not None:
+            return  # wait() removed it already
+        if self._kill_task is None:
+            self._kill_task = asyncio.ensure_future(self._remove())
+        await asyncio.shield(self._kill_task)
+
+    async def _remove(self):
+        try:
+            await self.sandbox._call(_remove, self.container)
+        except Exception:
+            log.exception("could not remove the sandbox container %.12s", self.container)
+        # The daemon ends the attach stream as the container goes; close it
+        # ourselves if it does not, so that readers and wait() never hang.
+        try:
+            await asyncio.wait_for(asyncio.shield(self._pump_task), KILL_DRAIN)
+        except asyncio.TimeoutError:
+            self._close()
+
+    def _close(self):
+        if not self._writer.is_closing():
+            self._writer.close()
+
+
+class _Gate:
+    """Open while both output readers may take more. Each reader gets a
+    valve for its transport: asyncio calls its pause_reading() when the
+    reader holds more than twice its limit and resume_reading() once it is
+    down to the limit; the pump reads the socket only while the gate is open."""
+
+    def __init__(self):
+        self.open = asyncio.Event()
+        self.open.set()
+        self.paused = set()
+
+    def reader(self):
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT // 2)  # pauses above STREAM_LIMIT
+        reader.set_transport(_Valve(self))
+        return reader
+
+
+class _Valve:
+    def __init__(self, gate):
+        self.gate = gate
+
+    def pause_reading(self):
+        self.gate.paused.add(self)
+        self.gate.open.clear()
+
+    def resume_reading(self):
+        self.gate.paused.discard(self)
+        if not self.gate.paused:
+            self.gate.open.set()
+
+
+def _exit_from(state):
+    """Exit from a container's State; SIGKILL when it was removed first."""
+    if state is None:
+        return Exit(signal=signal.SIGKILL)
+    code = state.get("ExitCode")
+    reason = "memory_limit" if state.get("OOMKilled") else None
+    # The launcher always exits 0 itself (the program's status is in its
+    # `exit` sequence): 128 + N means it was killed by signal N.
+    if code is not None and code > 128:
+        return Exit(signal=code - 128, reason=reason)
+    return Exit(code=code, reason=reason)
+
+
+def _connect(timeout):
+    """A low-level client for the daemon the environment names (DOCKER_HOST,
+    else the local socket), with `timeout` on every call."""
+    import docker
+    api = docker.APIClient(version="auto", timeout=timeout, **docker.utils.kwargs_from_env())
+    if api.base_url.startswith("https"):
+        # The attach stream is read directly from the socket, which TLS would
+        # hide: use the daemon's Unix socket (or plain TCP on a private network).
+        api.close()
+        raise RuntimeError("the docker sandbox does not support a TLS DOCKER_HOST")
+    return api
+
+
+def _take_socket(sdk_socket):
+    """Our own non-blocking socket for the SDK's attach stream, which is
+    closed on its side (it must not go back to a connection pool)."""
+    inner = getattr(sdk_socket, "_sock", sdk_socket)  # socket.SocketIO wraps the socket
+    raw = socket.socket(fileno=os.dup(inner.fileno()))
+    raw.setblocking(False)
+    response = getattr(sdk_socket, "_response", None)
+    try:
+        sdk_socket.close()
+        if response is not None:
+            response.close()
+    except Exception:
+        pass
+    return raw
+
+
+def _remove(api, container):
+    """Remove a container by force; one that is already gone is fine."""
+    import docker
+    try:
+        api.remove_container(container, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as e:
+        if e.status_code != 409:  # 409: its removal is already in progress
+            raise
+
+
+def _owner_id(pid):
+    """host/boot id/pid/start time: names one process for good, even across
+    reboots and pid reuse."""
+    return "/".join([socket.gethostname(), _boot_id(), str(pid), _start_time(pid) or "?"])
+
+
+def _owner_alive(owner):
+    """Is the worker `owner` (from _owner_id, on this host) still running?"""
+    try:
+        _host, boot, pid, started = owner.split("/")
+        pid = int(pid)
+    except ValueError:
+        return False  # not one of ours: a leftover of unknown origin
+    return boot == _boot_id() and _start_time(pid) == started
+
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def _start_time(pid):
+    """The process's start time (clock ticks since boot), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name may hold spaces and ')'

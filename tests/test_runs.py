@@ -1,0 +1,465 @@
+"""Running programs over a real WebSocket against the real server, in the
+`local` (bubblewrap) and `process` sandboxes; tests/test_runs_docker.py
+repeats the sandbox-specific ones for Docker."""
+import asyncio
+import base64
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers import create_user
+from tests.run_client import RunClient
+
+LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT_KB=512,
+              RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)
+
+
+def student(server, name):
+    """A logged-in student: (requests client, cookies)."""
+    create_user(server.env["DATABASE_URL"], name, f"{name}-password")
+    client = server.client()
+    user = client.login_ok(name, f"{name}-password")
+    assert user["user"]["role"] == "student"
+    return client
+
+
+def save(client, path, code):
+    r = client.request("PUT", "/api/files/home/" + path, data=code.encode(), headers={"If-Match": "*"})
+    assert r.status_code == 200, r.text
+
+
+def run(server, client, code, inputs=(), path="main.py", timeout=30, on=None):
+    """Save `code`, run it, answer prompts with `inputs`: (exit message, RunClient)."""
+    save(client, path, code)
+
+    async def go():
+        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
+            if on:
+                await rc.send(type="run", path=path)
+                return await rc.until("exit", timeout, on=lambda m: on(rc, m)), rc
+            return await rc.run(path, inputs, timeout=timeout), rc
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=["local", "process"])
+def sandbox_server(request, start_server):
+    return start_server(SANDBOX=request.param, **LIMITS)
+
+
+@pytest.fixture
+def local_server(start_server):
+    return start_server(SANDBOX="local", **LIMITS)
+
+
+# -- what a student does ------------------------------------------------------
+
+def test_hello_world(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, rc = run(sandbox_server, ada, 'print("Hello, world!")\n')
+    assert exit_["reason"] == "ok" and exit_["code"] == 0, rc.messages
+    assert rc.output("stdout") == "Hello, world!\r\n"
+    assert [m["type"] for m in rc.messages][0] == "started"
+
+
+def test_two_inputs_with_prompts(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = 'a = int(input("First number: "))\nb = int(input("Second number: "))\nprint("Sum:", a + b)\n'
+    exit_, rc = run(sandbox_server, ada, code, inputs=["2", "40"])
+    assert exit_["reason"] == "ok"
+    # Prompts, the echo of what was typed, then the answer: as in a terminal.
+    assert rc.output("stdout") == "First number: 2\r\nSecond number: 40\r\nSum: 42\r\n"
+    assert rc.output("stderr") == ""
+
+
+def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, rc = run(sandbox_server, ada, 'print("before")\nx = 1 / 0\n')
+    assert exit_["reason"] == "error" and exit_["code"] == 1
+    err = rc.output("stderr")
+    assert "ZeroDivisionError: division by zero" in err and 'main.py", line 2' in err
+    assert "launcher" not in err and "runpy" not in err
+    assert rc.output("stdout") == "before\r\n"
+
+
+def test_ctrl_c_raises_keyboard_interrupt(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def on(rc, m):
+        if m["type"] == "output" and "waiting" in m["data"]:
+            await rc.send(type="interrupt")
+    exit_, rc = run(sandbox_server, ada, 'import time\nprint("waiting")\ntime.sleep(30)\n', on=on)
+    assert exit_["reason"] == "interrupted" and exit_["duration"] < 10
+    assert "KeyboardInterrupt" in rc.output("stderr")
+
+
+def test_kill_stops_a_program_waiting_for_input(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def on(rc, m):
+        if m["type"] == "output" and "name?" in m["data"]:
+            await rc.send(type="kill")
+    exit_, _ = run(sandbox_server, ada, 'input("name? ")\n', on=on)
+    assert exit_["reason"] == "killed"
+
+
+def test_a_plot_arrives_as_an_image(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = ("import matplotlib.pyplot as plt\nprint('plotting')\nplt.plot([1, 4, 9])\nplt.title('squares')\n"
+            "plt.show()\nprint('done')\n")
+    exit_, rc = run(sandbox_server, ada, code, timeout=60)
+    assert exit_["reason"] == "ok", rc.messages
+    kinds = [m["type"] for m in rc.messages]
+    image = next(m for m in rc.messages if m["type"] == "image")
+    assert image["mime"] == "image/png"
+    assert base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
+    # In order: the text before the plot, the plot, the text after.
+    assert kinds.index("image") > kinds.index("output")
+    assert rc.output("stdout").endswith("done\r\n")
+
+
+def test_savefig_also_shows_the_figure_and_writes_the_file(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = "import matplotlib.pyplot as plt\nplt.bar([1, 2], [3, 4])\nplt.savefig('chart.png')\n"
+    exit_, rc = run(sandbox_server, ada, code, timeout=60)
+    assert exit_["reason"] == "ok", rc.messages
+    assert any(m["type"] == "image" for m in rc.messages)
+    assert ada.get("/api/files/home/chart.png?download=1").content.startswith(b"\x89PNG")
+
+
+def test_programs_read_and_write_their_own_data_files(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    save(ada, "data/numbers.txt", "1 2 3\n")
+    code = ("nums = open('data/numbers.txt').read().split()\n"
+            "open('data/total.txt', 'w').write(str(sum(map(int, nums))))\nprint('ok')\n")
+    exit_, rc = run(sandbox_server, ada, code)
+    assert exit_["reason"] == "ok", rc.messages
+    assert ada.get("/api/files/home/data/total.txt").json()["content"] == "6"
+    # The file the program wrote can be saved over from the editor, and vice versa.
+    etag = ada.get("/api/files/home/data/total.txt").json()["etag"]
+    r = ada.request("PUT", "/api/files/home/data/total.txt", data=b"7", headers={"If-Match": f'"{etag}"'})
+    assert r.status_code == 200
+    exit_, _ = run(sandbox_server, ada, "open('data/total.txt', 'a').write('0')\n", path="append.py")
+    assert exit_["reason"] == "ok"
+    assert ada.get("/api/files/home/data/total.txt").json()["content"] == "70"
+
+
+# -- limits -------------------------------------------------------------------
+
+def test_infinite_loop_hits_the_cpu_limit(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, _ = run(sandbox_server, ada, "while True:\n    pass\n")
+    assert exit_["reason"] == "cpu_limit" and "CPU" in exit_["message"]
+
+
+def test_waiting_for_input_is_not_charged_cpu_but_idle_runs_end(start_server):
+    server = start_server(SANDBOX="local", RUN_CPU_SECONDS=1, RUN_IDLE_SECONDS=3)
+    ada = student(server, "ada")
+    exit_, _ = run(server, ada, 'input("? ")\n')
+    assert exit_["reason"] == "timeout" and "nothing happened" in exit_["message"]
+    assert exit_["duration"] >= 3
+
+
+def test_memory_bomb_hits_the_memory_limit(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, rc = run(sandbox_server, ada, "blocks = []\nwhile True:\n    blocks.append(bytearray(10 ** 7))\n")
+    assert exit_["reason"] == "memory_limit", rc.messages
+    assert "300 MB" in exit_["message"]
+
+
+def test_output_flood_hits_the_output_limit_and_server_memory_stays_bounded(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    worker = sandbox_server.pids[0]
+    before = _rss(worker)
+    exit_, rc = run(sandbox_server, ada, "while True:\n    print('x' * 100)\n")
+    assert exit_["reason"] == "output_limit"
+    assert len(rc.output()) <= (512 << 10) + (64 << 10)
+    assert _rss(worker) - before < 40 << 20
+
+
+def test_a_huge_single_line_arrives_whole(start_server):
+    server = start_server(SANDBOX="local", RUN_OUTPUT_KB=8192)
+    ada = student(server, "ada")
+    exit_, rc = run(server, ada, "print('y' * 3_000_000)\nprint('end')\n", timeout=60)
+    assert exit_["reason"] == "ok"
+    out = rc.output("stdout")
+    assert out == "y" * 3_000_000 + "\r\nend\r\n"
+    assert max(len(m.get("data", "")) for m in rc.messages) < 3_000_000  # sent in pieces
+
+
+def test_fork_bomb_is_contained_and_another_students_run_still_works(local_server):
+    ada = student(local_server, "ada")
+    bob = student(local_server, "bob")
+    save(ada, "bomb.py", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    save(bob, "hello.py", "print('bob is fine')\n")
+
+    async def go():
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as bomb, \
+                RunClient(local_server.url, bob.http.cookies.get_dict()) as fine:
+            await bomb.send(type="run", path="bomb.py")
+            await bomb.until("started")
+            await asyncio.sleep(1.0)
+            bob_exit = await fine.run("hello.py", timeout=30)
+            await bomb.send(type="kill")
+            bomb_exit = await bomb.until("exit", 30)
+            return bob_exit, fine.output(), bomb_exit
+    bob_exit, bob_out, bomb_exit = asyncio.run(go())
+    assert bob_exit["reason"] == "ok" and bob_out == "bob is fine\r\n"
+    assert bomb_exit["reason"] in ("killed", "cpu_limit")
+    assert _wait_no_processes_of(local_server, "ada")
+
+
+# -- attacks that must fail ------------------------------------------------------
+
+def test_attacks_from_student_code_fail(local_server):
+    server = local_server
+    data_dir = server.env["DATA_DIR"]
+    storage = os.path.join(data_dir, "storage")
+    bob = student(server, "bob")
+    save(bob, "secret.py", "ANSWER = 'bob-secret-42'\n")
+    ada = student(server, "ada")
+    port = int(server.url.rsplit(":", 1)[1])
+    code = f'''
+import os, socket, signal
+def attempt(name, fn):
+    try:
+        result = fn()
+        print(name, "SUCCEEDED", repr(result)[:80])
+    except Exception as e:
+        print(name, "failed", type(e).__name__)
+attempt("read-other-home", lambda: open({os.path.join(storage, "home", "bob", "secret.py")!r}).read())
+attempt("read-other-home-relative", lambda: open("../bob/secret.py").read())
+attempt("list-homes", lambda: os.listdir({os.path.join(storage, "home")!r}))
+attempt("write-outside", lambda: open("/usr/pwned", "w").write("x"))
+attempt("write-etc", lambda: open("/etc/pwned", "w").write("x"))
+attempt("write-data-dir", lambda: open({os.path.join(data_dir, "pwned")!r}, "w").write("x"))
+attempt("read-cookie-secret", lambda: open({os.path.join(data_dir, "secrets", "cookie_secret")!r}).read())
+attempt("read-database", lambda: os.listdir({os.path.join(data_dir, "postgres")!r}))
+attempt("read-root", lambda: os.listdir("/root"))
+attempt("network-server", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2))
+attempt("network-outside", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
+attempt("docker-socket", lambda: open("/var/run/docker.sock", "rb"))
+attempt("signal-server", lambda: os.kill({server.proc.pid}, signal.SIGKILL))
+attempt("signal-init", lambda: os.kill(1, 0) or os.readlink("/proc/1/exe"))
+print("secret-in-env", any("secret" in v.lower() or "postgres" in v for v in os.environ.values()))
+print("env-keys", sorted(os.environ))
+'''
+    exit_, rc = run(server, ada, code)
+    out = rc.output()
+    assert exit_["reason"] == "ok", rc.messages
+    assert "SUCCEEDED" not in out.replace("signal-init SUCCEEDED", ""), out
+    assert "bob-secret-42" not in out and server.env["COOKIE_SECRET"] not in out
+    assert "secret-in-env False" in out
+    env_keys = re.search(r"env-keys (\[.*\])", out).group(1)
+    for name in ("COOKIE_SECRET", "DATABASE_URL", "ADMIN_PASSWORD", "DATA_DIR", "STORAGE_ROOT"):
+        assert name not in env_keys
+    # Nothing was written outside, and the server is alive and well.
+    assert not os.path.exists(os.path.join(data_dir, "pwned")) and not os.path.exists("/etc/pwned")
+    assert server.proc.poll() is None and server.client().get("/healthz").status_code == 200
+
+
+def test_a_program_cannot_signal_anything_outside_its_sandbox(local_server):
+    ada = student(local_server, "ada")
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        code = f"import os, signal\nos.kill(-1, signal.SIGKILL)\n"
+        exit_, _ = run(local_server, ada, code)
+        assert exit_["reason"] in ("error", "killed", "ok")
+        assert victim.poll() is None, "a process outside the sandbox was killed"
+        assert local_server.proc.poll() is None
+        assert local_server.client().get("/healthz").status_code == 200
+    finally:
+        victim.kill()
+
+
+def test_process_sandbox_warns_loudly_that_it_isolates_nothing(start_server):
+    server = start_server(SANDBOX="process")
+    assert "student code is NOT isolated" in server.output()
+
+
+# -- many students ---------------------------------------------------------------
+
+def test_twenty_students_at_once_each_see_only_their_own_output_in_order(start_server):
+    server = start_server(processes=2, SANDBOX="local", RUN_MAX_CONCURRENT=40)
+    names = [f"s{i:02d}" for i in range(20)]
+    clients = {n: student(server, n) for n in names}
+    code = "import sys\nname = sys.argv[1]\nfor i in range(200):\n    print(name, i)\n"
+    for n in names:
+        save(clients[n], "count.py", code)
+
+    async def one(name):
+        async with RunClient(server.url, clients[name].http.cookies.get_dict()) as rc:
+            exit_ = await rc.run("count.py", timeout=60, args=[name])
+            return exit_, rc.output("stdout")
+    async def everyone():
+        return await asyncio.gather(*(one(n) for n in names))
+    for name, (exit_, out) in zip(names, asyncio.run(everyone())):
+        assert exit_["reason"] == "ok"
+        assert out == "".join(f"{name} {i}\r\n" for i in range(200))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_beyond_the_limit_runs_queue_with_positions_and_all_finish(start_server, processes):
+    server = start_server(processes=processes, SANDBOX="local", RUN_MAX_CONCURRENT=4, RUN_QUEUE_MAX=50)
+    names = [f"q{i}" for i in range(10)]
+    clients = {n: student(server, n) for n in names}
+    for n in names:
+        save(clients[n], "slow.py", "import time\ntime.sleep(0.8)\nprint('finished')\n")
+
+    async def one(name, delay):
+        await asyncio.sleep(delay)
+        async with RunClient(server.url, clients[name].http.cookies.get_dict()) as rc:
+            exit_ = await rc.run("slow.py", timeout=60)
+            return exit_, rc.messages
+    async def everyone():
+        return await asyncio.gather(*(one(n, i * 0.05) for i, n in enumerate(names)))
+    results = asyncio.run(everyone())
+    assert all(exit_["reason"] == "ok" for exit_, _ in results)
+    positions = [m["position"] for _, msgs in results for m in msgs if m["type"] == "queued"]
+    assert positions, "with 10 runs and a limit of 4 some must have waited"
+    assert min(positions) == 1
+    for _, msgs in results:  # a waiting run only moves forward
+        mine = [m["position"] for m in msgs if m["type"] == "queued"]
+        assert mine == sorted(mine, reverse=True)
+
+
+def test_one_run_per_student_across_tabs_and_workers(start_server):
+    server = start_server(processes=2, SANDBOX="local")
+    ada = student(server, "ada")
+    save(ada, "wait.py", "input('waiting ')\n")
+    save(ada, "other.py", "print('second')\n")
+
+    async def go():
+        cookies = ada.http.cookies.get_dict()
+        async with RunClient(server.url, cookies) as tab1:
+            await tab1.send(type="run", path="wait.py")
+            await tab1.until("started")
+            answers = []
+            for _ in range(4):  # new connections: some land on the other worker
+                async with RunClient(server.url, cookies) as tab2:
+                    await tab2.send(type="run", path="other.py")
+                    answers.append(await tab2.until("error"))
+            await tab1.send(type="kill")
+            await tab1.until("exit")
+            async with RunClient(server.url, cookies) as tab3:
+                after = await tab3.run("other.py")
+            return answers, after
+    answers, after = asyncio.run(go())
+    assert all(a["error"] == "already_running" for a in answers)
+    assert after["reason"] == "ok"
+
+
+# -- the socket itself -----------------------------------------------------------
+
+def test_closing_the_socket_kills_the_program_and_leaves_no_process(local_server):
+    ada = student(local_server, "ada")
+    save(ada, "forever.py", "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\n"
+                            "print('started', flush=True)\ntime.sleep(300)\n")
+
+    async def go():
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="forever.py")
+            await rc.until("output")
+    asyncio.run(go())
+    assert _wait_no_processes_of(local_server, "ada")
+
+
+def test_sigterm_ends_every_run_with_server_restart(start_server):
+    server = start_server(processes=2, SANDBOX="local")
+    names = ["r1", "r2", "r3"]
+    clients = {n: student(server, n) for n in names}
+    for n in names:
+        save(clients[n], "loop.py", "import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+
+    async def one(name):
+        async with RunClient(server.url, clients[name].http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="loop.py")
+            await rc.until("output")
+            exit_ = await rc.until("exit", 30)
+            closing = await rc.ws.receive(timeout=10)
+            return exit_, closing
+    async def everyone():
+        tasks = [asyncio.ensure_future(one(n)) for n in names]
+        await asyncio.sleep(2.0)
+        server.signal(signal.SIGTERM)
+        return await asyncio.gather(*tasks)
+    for exit_, closing in asyncio.run(everyone()):
+        assert exit_["reason"] == "server_restart" and "restarting" in exit_["message"]
+        assert closing.data == 1012 and closing.extra == "server restarting"
+    assert server.proc.wait(30) == 0
+    for n in names:
+        assert _wait_no_processes_of(server, n)
+
+
+def test_socket_needs_a_session_and_the_same_origin(local_server):
+    import aiohttp
+    ada = student(local_server, "ada")
+    ws_url = local_server.url.replace("http://", "ws://") + "/ws/run"
+
+    async def status(headers):
+        async with aiohttp.ClientSession() as http:
+            try:
+                async with http.ws_connect(ws_url, headers=headers):
+                    return 101
+            except aiohttp.WSServerHandshakeError as e:
+                return e.status
+    cookie = "; ".join(f"{k}={v}" for k, v in ada.http.cookies.get_dict().items())
+    assert asyncio.run(status({"Origin": local_server.url})) == 401
+    assert asyncio.run(status({"Origin": "http://evil.example", "Cookie": cookie})) == 403
+    assert asyncio.run(status({"Origin": local_server.url, "Cookie": cookie})) == 101
+
+
+def test_bad_messages_get_clear_errors(local_server):
+    ada = student(local_server, "ada")
+
+    async def go():
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
+            out = []
+            for raw in ("not json", "[1]", '{"type": "fly"}', '{"type": "stdin", "data": "x"}',
+                        '{"type": "run", "path": "../bob/x.py"}', '{"type": "run", "path": "nope.py"}',
+                        '{"type": "run", "path": "hello.py", "args": "x"}',
+                        '{"type": "run", "path": "hello.py", "cols": true}'):
+                await rc.ws.send_str(raw)
+                out.append((await rc.receive())["error"])
+            return out
+    assert asyncio.run(go()) == ["bad_message", "bad_message", "unknown_type", "not_running",
+                                 "path_segment", "not_found", "bad_args", "bad_field"]
+
+
+# -- helpers ------------------------------------------------------------------------
+
+def _rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def _wait_no_processes_of(server, username, timeout=10):
+    """True once no process of `username`'s sandbox uid is left on the host."""
+    import psycopg2
+    with psycopg2.connect(server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id FROM users WHERE username = %s", (username,))
+        uid = 200000 + cur.fetchone()[0]
+    conn.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _pids_of_uid(uid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _pids_of_uid(uid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    real_uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
+            except (OSError, AttributeError):
+                continue
+            if real_uid == uid:
+                found.append(int(entry))
+    return found
