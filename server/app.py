@@ -7,7 +7,8 @@ from tornado import web
 
 from . import metrics
 from .admin.handlers import StatusHandler
-from .admin.handlers import PushHandler, RosterHandler
+from .admin.handlers import (ImportUsersHandler, PushHandler, RosterHandler, UserActiveHandler,
+                             UserPasswordHandler, UsersHandler)
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, ReadyzHandler
@@ -33,6 +34,10 @@ ROUTES = [
     (rf"/api/zip/{AREA}(?:/(.*))?", ZipHandler),
     (r"/api/roster", RosterHandler),
     (r"/api/course/push", PushHandler),
+    (r"/api/admin/users", UsersHandler),
+    (r"/api/admin/users/import", ImportUsersHandler),
+    (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),
+    (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/active", UserActiveHandler),
     (r"/ws/run", RunSocket),
 ]
 ROUTE_OF = {route[1]: route[0] for route in ROUTES}

@@ -16,22 +16,16 @@ import csv
 import json
 import os
 import sys
-from collections import namedtuple
-from concurrent.futures import ThreadPoolExecutor
 
 import asyncpg
 import psycopg2
 import psycopg2.extras
 
 from . import config, db
-from .auth import passwords
+from .auth import passwords, roster
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 
 ACTOR = "manage"
-MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
-HEADER = ["username", "display_name", "role", "password"]
-# One data row of an import file; password None = generate one, problem None = valid.
-Row = namedtuple("Row", "line username name role password problem")
 
 
 class Refused(Exception):
@@ -108,33 +102,11 @@ def username_arg(text):
     return username
 
 
-def display_name_problem(name):
-    if not name:
-        return "the display name is empty"
-    if len(name) > MAX_DISPLAY_NAME:
-        return f"the display name must have at most {MAX_DISPLAY_NAME} characters"
-    return None
-
-
-def role_problem(role):
-    if role not in passwords.ROLES:
-        return f"unknown role {role!r} (expected {', '.join(passwords.ROLES)})"
-    return None
-
-
-def hash_all(plain):
-    """argon2 releases the GIL, so threads hash a class in parallel."""
-    if len(plain) < 2:
-        return [passwords.hash_password(p) for p in plain]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(passwords.hash_password, plain))
-
-
 # --- create-user ----------------------------------------------------------
 
 def prepare_create_user(args):
     args.name = (args.name if args.name is not None else args.username).strip()
-    problem = display_name_problem(args.name)
+    problem = roster.display_name_problem(args.name)
     if args.password is not None:
         problem = problem or passwords.password_problem(args.password)
     if problem:
@@ -164,40 +136,9 @@ def read_rows(path):
     """A Row for every non-blank data row of the CSV file."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: spreadsheets add a BOM
-            return _parse_rows(csv.reader(f))
+            return roster.parse_rows(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise Refused(f"cannot read {path}: {_first_line(e)}") from None
-
-
-def _parse_rows(reader):
-    rows, first_line = [], {}
-    for cells in reader:
-        if not any(c.strip() for c in cells):
-            continue
-        if not rows and _is_header(cells):
-            continue
-        line = reader.line_num
-        username = passwords.normalize_username(cells[0])
-        name = cells[1].strip() if len(cells) > 1 else ""
-        role = cells[2].strip().lower() if len(cells) > 2 else ""
-        password = cells[3].strip() if len(cells) > 3 else ""
-        problems = []
-        if not 3 <= len(cells) <= 4:
-            problems.append(f"expected 3 or 4 columns ({', '.join(HEADER)}), found {len(cells)}")
-        else:
-            problems += [passwords.username_problem(username), display_name_problem(name),
-                         role_problem(role), password and passwords.password_problem(password)]
-        if username in first_line:
-            problems.append(f"username {username!r} is also on line {first_line[username]}")
-        first_line.setdefault(username, line)
-        problem = "; ".join(p for p in problems if p) or None
-        rows.append(Row(line, username, name, role, password or None, problem))
-    return rows
-
-
-def _is_header(cells):
-    names = [c.strip().lower().replace(" ", "_") for c in cells]
-    return names[:1] == ["username"] and names[2:3] == ["role"]
 
 
 def _open_passwords_out(path):
@@ -264,7 +205,7 @@ def _import(conn, rows, source):
     conn.rollback()  # hashing takes a while; hold no snapshot meanwhile
     new = [r for r in rows if r.username not in existing]
     plain = {r.username: r.password or passwords.generate_password() for r in new}
-    hashes = hash_all([plain[r.username] for r in new])
+    hashes = roster.hash_all([plain[r.username] for r in new])
     inserted = set()
     with conn, conn.cursor() as cur:
         # ON CONFLICT: an account made since the check above is skipped too.

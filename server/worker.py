@@ -41,7 +41,8 @@ class Context:
         self.files = BoundedExecutor("fs", cfg.FILE_THREADS, max_pending=4096)
         self.store = Store(cfg.STORAGE_ROOT, Limits(
             quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
-            max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS))
+            max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
+            delay_ms=cfg.FS_DELAY_MS))
         self.sandbox = sandbox.create(cfg)
         self.admission = Admission.share(cfg, processes)
         self.runs = set()

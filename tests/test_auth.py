@@ -1,7 +1,6 @@
 """Logging in, sessions, throttling and XSRF against the real server, in
 both process modes: whatever worker answers, the outcome is the same."""
 import re
-import time
 
 import pytest
 

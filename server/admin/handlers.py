@@ -9,6 +9,7 @@ from .. import __version__
 from ..files import paths
 from ..files.handlers import FilesBase
 from ..web import ApiError, ApiHandler
+from . import accounts
 
 
 class StatusHandler(ApiHandler):
@@ -67,3 +68,57 @@ class PushHandler(FilesBase):
             targets = chosen
         copied, skipped = await self.fs("push", self.store.push, source, targets)
         self.finish_json({"copied": copied, "skipped": skipped, "students": len(targets)})
+
+
+class UsersHandler(ApiHandler):
+    """GET accounts (?q= search, ?role=), POST one new account."""
+
+    async def get(self):
+        await self.require_user("admin")
+        role = self.get_argument("role", None)
+        if role is not None and role not in ("student", "teacher", "admin"):
+            raise ApiError(400, "bad_role", "role must be student, teacher or admin.")
+        users = await accounts.list_users(self.ctx.pool, self.get_argument("q", "")[:100], role)
+        self.finish_json({"users": users, "limit": accounts.LIST_LIMIT})
+
+    async def post(self):
+        admin = await self.require_user("admin")
+        body = self.json_body()
+        user, password = await accounts.create_user(
+            self.ctx, admin["username"], self.field(body, "username", str, max_len=64),
+            self.field(body, "display_name", str, max_len=200), self.field(body, "role", str, max_len=20),
+            self.field(body, "password", str, max_len=256, required=False))
+        given = body.get("password") is not None
+        self.finish_json({"user": user, "password": None if given else password}, 201)
+
+
+class ImportUsersHandler(ApiHandler):
+    """POST {"csv": text}: a class list, all rows or none."""
+
+    async def post(self):
+        admin = await self.require_user("admin")
+        body = self.json_body()
+        report = await accounts.import_users(self.ctx, admin["username"],
+                                             self.field(body, "csv", str, max_len=1 << 20))
+        self.finish_json(report)
+
+
+class UserPasswordHandler(ApiHandler):
+    """POST: a new generated password for the user, shown once."""
+
+    async def post(self, username):
+        admin = await self.require_user("admin")
+        password = await accounts.reset_password(self.ctx, admin["username"], username)
+        self.finish_json({"username": username, "password": password})
+
+
+class UserActiveHandler(ApiHandler):
+    """POST {"active": false|true}: deactivate (sessions end) or reactivate."""
+
+    async def post(self, username):
+        admin = await self.require_user("admin")
+        active = self.field(self.json_body(), "active", bool)
+        if username == admin["username"] and not active:
+            raise ApiError(400, "cannot_deactivate_self", "You cannot deactivate your own account.")
+        await accounts.set_active(self.ctx, admin["username"], username, active)
+        self.finish_json({"username": username, "active": active})

@@ -70,6 +70,7 @@ class Limits:
     quota_files: int
     max_file_bytes: int
     history_versions: int
+    delay_ms: int = 0  # FS_DELAY_MS: a slow file system, rehearsed
 
 
 def etag_of(data):
@@ -123,7 +124,10 @@ class Store:
         if os.geteuid() != 0 or not area.quota:
             return None
         if area.key not in self._owners:
-            st = os.stat(os.path.join(self.root, *area.parts), follow_symlinks=False)
+            try:
+                st = os.stat(os.path.join(self.root, *area.parts), follow_symlinks=False)
+            except FileNotFoundError:
+                return None  # made now by root; ensure_home gives it away at first login
             self._owners[area.key] = (st.st_uid, st.st_gid)
         return self._owners[area.key]
 
@@ -239,6 +243,7 @@ class Store:
 
     def read(self, area, parts, limit=None):
         """(data, etag, meta) of a file; data is None when it exceeds `limit`."""
+        self._slow_down()
         fd, name, st = self._lookup(area, parts)
         try:
             if not stat.S_ISREG(st.st_mode):
@@ -270,6 +275,7 @@ class Store:
         if not parts:
             raise BadPath("bad_path", "name a file")
         self._check_file_size(len(data))
+        self._slow_down()
         with self._locked(area):
             fd, st = self._target(area, parts)
             try:
@@ -591,6 +597,10 @@ class Store:
         return copied, skipped
 
     # -- housekeeping ------------------------------------------------------
+
+    def _slow_down(self):
+        if self.limits.delay_ms:
+            time.sleep(self.limits.delay_ms / 1000)
 
     def _clean_temp(self, fd, entry, now):
         """Remove a temporary file a crashed save left behind."""
