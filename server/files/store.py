@@ -93,6 +93,13 @@ class Store:
             os.makedirs(os.path.join(root, sub), exist_ok=True)
         self._root_fd = paths.open_root(root)
 
+    def close(self):
+        """Release the open STORAGE_ROOT (tools that make a Store, then
+        remove its folder, call this)."""
+        if self._root_fd is not None:
+            os.close(self._root_fd)
+            self._root_fd = None
+
     # -- opening ----------------------------------------------------------
 
     @contextmanager

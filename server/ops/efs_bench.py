@@ -52,7 +52,6 @@ import os
 import platform
 import random
 import re
-import resource
 import shutil
 import signal
 import socket
@@ -63,14 +62,13 @@ import threading
 import time
 from collections import Counter
 
-from hdrh.histogram import HdrHistogram
 
 from .. import config
 from ..errors import Refused
 from ..files.store import Area, Limits, Store
+from .recording import Recorder, cpu_seconds
 
 FORMAT = 1  # bump when the JSON layout changes incompatibly
-LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS = 1, 60_000_000, 3  # as in loadgen.Recorder
 CPU_WARNING = 0.70
 CHUNK = 1 << 20  # sequential I/O block
 MiB = 1 << 20
@@ -78,36 +76,6 @@ STOP = threading.Event()  # set on Ctrl-C / SIGTERM: every loop ends after its c
 
 
 # -- recording --------------------------------------------------------------
-
-class Samples:
-    """Latencies of successes (HDR, microseconds) and failures by kind. Like
-    loadgen.Recorder, but without aiohttp (not installed on a server host),
-    and one per thread: HdrHistogram is not thread-safe, so threads record
-    into their own and the results are merged."""
-
-    def __init__(self):
-        self.histogram = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
-        self.errors = Counter()
-
-    def success(self, seconds):
-        self.histogram.record_value(min(max(round(seconds * 1e6), LOWEST_US), HIGHEST_US))
-
-    def error(self, exc):
-        self.errors[error_kind(exc)] += 1
-
-    def merge(self, other):
-        self.histogram.add(other.histogram)
-        self.errors.update(other.errors)
-        return self
-
-    def summary(self, wall):
-        h, n = self.histogram, self.histogram.get_total_count()
-        ms = (lambda v: v / 1000) if n else (lambda v: None)
-        return {"count": n, "errors": sum(self.errors.values()), "errors_by_kind": dict(sorted(self.errors.items())),
-                "p50_ms": ms(h.get_value_at_percentile(50)), "p95_ms": ms(h.get_value_at_percentile(95)),
-                "p99_ms": ms(h.get_value_at_percentile(99)), "max_ms": ms(h.get_max_value()),
-                "ops_per_s": round(n / wall, 2) if wall else 0.0}
-
 
 def error_kind(exc):
     if isinstance(exc, Refused):
@@ -122,15 +90,10 @@ def timed(samples, operation):
     try:
         result = operation()
     except Exception as e:  # a failure is counted, never a latency, never a crash
-        samples.error(e)
+        samples.error(error_kind(e))
         return None
     samples.success(time.perf_counter() - started)
     return result
-
-
-def cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_together(n, prepare, work):
@@ -199,7 +162,7 @@ class Payloads:
 
 
 def small_files(store, writers, args, payloads):
-    saves, loads = [Samples() for _ in range(writers)], [Samples() for _ in range(writers)]
+    saves, loads = [Recorder() for _ in range(writers)], [Recorder() for _ in range(writers)]
     parts = ("main.py",)
 
     def prepare(i):
@@ -224,7 +187,7 @@ def small_files(store, writers, args, payloads):
                 loads[i].errors["content_mismatch"] += 1
 
     wall, cpu, failures = run_together(writers, prepare, work)
-    save, load = Samples(), Samples()
+    save, load = Recorder(), Recorder()
     for a, b in zip(saves, loads):
         save.merge(a)
         load.merge(b)
@@ -247,7 +210,7 @@ def metadata(store, args, payloads):
                   "stat": lambda k: os.stat(files[k % len(files)], follow_symlinks=False)}
     out = {}
     for name, op in operations.items():
-        samples = [Samples() for _ in range(args.meta_threads)]
+        samples = [Recorder() for _ in range(args.meta_threads)]
 
         def work(i, _):
             deadline, done = time.monotonic() + args.duration, 0
@@ -256,7 +219,7 @@ def metadata(store, args, payloads):
                 done += 1
 
         wall, cpu, failures = run_together(args.meta_threads, lambda i: True, work)
-        total = Samples()
+        total = Recorder()
         for s in samples:
             total.merge(s)
         total.errors.update(failures)
@@ -387,7 +350,7 @@ def benchmark(args):
         interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the clean-up
         say("cleaning up...")
         if store is not None:
-            os.close(store._root_fd)  # Store has no close(); an open folder would linger on NFS
+            store.close()  # an open folder would linger on NFS
         shutil.rmtree(workdir, ignore_errors=True)
         if os.path.exists(workdir):
             print(f"WARNING: could not remove all of {workdir}", file=sys.stderr)

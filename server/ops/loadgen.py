@@ -24,17 +24,16 @@ machine than the server.
 import asyncio
 import contextlib
 import json
-import resource
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 import aiohttp
-from hdrh.histogram import HdrHistogram
+
+from .recording import Recorder, cpu_seconds  # noqa: F401 - part of this module's API
 
 SESSION_COOKIE = "pyclassroom_session"  # as in server/web.py
 REQUEST_TIMEOUT = 30.0  # seconds, for every request
-LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS = 1, 60_000_000, 3
 # Above this share of one core the generator itself may be what is slow.
 CPU_WARNING = 0.70
 
@@ -62,52 +61,6 @@ def error_kind(exc):
     if isinstance(exc, aiohttp.ClientError):
         return "client_error"
     return "exception_" + type(exc).__name__
-
-
-class Recorder:
-    """Latencies of successes, errors by kind, and which worker answered."""
-
-    def __init__(self):
-        self.histogram = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
-        self.errors = Counter()
-        self.workers = Counter()  # successes per X-Worker-Pid
-
-    def success(self, seconds, worker=None):
-        micros = min(max(round(seconds * 1e6), LOWEST_US), HIGHEST_US)
-        self.histogram.record_value(micros)
-        if worker is not None:
-            self.workers[worker] += 1
-
-    def error(self, kind):
-        self.errors[kind] += 1
-
-    @property
-    def count(self):
-        """Successful operations."""
-        return self.histogram.get_total_count()
-
-    @property
-    def error_count(self):
-        return sum(self.errors.values())
-
-    def percentile_ms(self, percentile):
-        if not self.count:
-            return None
-        return self.histogram.get_value_at_percentile(percentile) / 1000
-
-    def summary(self):
-        h = self.histogram
-        return {
-            "count": self.count,
-            "errors": self.error_count,
-            "errors_by_kind": dict(sorted(self.errors.items())),
-            "p50_ms": self.percentile_ms(50),
-            "p95_ms": self.percentile_ms(95),
-            "p99_ms": self.percentile_ms(99),
-            "max_ms": h.get_max_value() / 1000 if self.count else None,
-            "mean_ms": round(h.get_mean_value() / 1000, 3) if self.count else None,
-            "by_worker": {str(pid): n for pid, n in sorted(self.workers.items())},
-        }
 
 
 async def timed(recorder, operation):
@@ -210,12 +163,6 @@ def worker_pid(resp):
 
 
 # -- closed loop ---------------------------------------------------------------
-
-def cpu_seconds():
-    """CPU time (user + system) of this process so far, all threads."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
 
 @dataclass
 class Window:

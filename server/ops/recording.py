@@ -1,0 +1,73 @@
+"""Recording what a benchmark measured: latencies of successes in an HDR
+histogram (microseconds, 1 µs to 60 s, 3 significant digits), failures
+counted by kind — never as latencies — and which worker answered.
+
+Shared by every benchmark and the load generator; it needs only hdrh, so
+it also runs on a server host without the HTTP client libraries.
+"""
+import resource
+from collections import Counter
+
+from hdrh.histogram import HdrHistogram
+
+LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS = 1, 60_000_000, 3
+
+
+class Recorder:
+    def __init__(self):
+        self.histogram = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+        self.errors = Counter()
+        self.workers = Counter()  # successes per X-Worker-Pid
+
+    def success(self, seconds, worker=None):
+        self.histogram.record_value(min(max(round(seconds * 1e6), LOWEST_US), HIGHEST_US))
+        if worker is not None:
+            self.workers[worker] += 1
+
+    def error(self, kind):
+        self.errors[kind] += 1
+
+    def merge(self, other):
+        """Add another recorder's figures (HdrHistogram is not thread-safe,
+        so threads record into their own and are merged afterwards)."""
+        self.histogram.add(other.histogram)
+        self.errors.update(other.errors)
+        self.workers.update(other.workers)
+        return self
+
+    @property
+    def count(self):
+        """Successful operations."""
+        return self.histogram.get_total_count()
+
+    @property
+    def error_count(self):
+        return sum(self.errors.values())
+
+    def percentile_ms(self, percentile):
+        if not self.count:
+            return None
+        return self.histogram.get_value_at_percentile(percentile) / 1000
+
+    def summary(self, wall=None):
+        h = self.histogram
+        out = {
+            "count": self.count,
+            "errors": self.error_count,
+            "errors_by_kind": dict(sorted(self.errors.items())),
+            "p50_ms": self.percentile_ms(50),
+            "p95_ms": self.percentile_ms(95),
+            "p99_ms": self.percentile_ms(99),
+            "max_ms": h.get_max_value() / 1000 if self.count else None,
+            "mean_ms": round(h.get_mean_value() / 1000, 3) if self.count else None,
+            "by_worker": {str(pid): n for pid, n in sorted(self.workers.items())},
+        }
+        if wall is not None:
+            out["ops_per_s"] = round(self.count / wall, 2) if wall else 0.0
+        return out
+
+
+def cpu_seconds():
+    """CPU time (user + system) of this process so far, all threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
