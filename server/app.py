@@ -11,7 +11,7 @@ from .admin.handlers import (ImportUsersHandler, PushHandler, RosterHandler, Use
                              UserPasswordHandler, UsersHandler)
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
-from .health import HealthzHandler, MetricsHandler, ReadyzHandler
+from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .runs.handlers import RunSocket
 from .web import NotFoundHandler, PageHandler, WorkerHeaders
 
@@ -23,6 +23,7 @@ ROUTES = [
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),
+    (r"/sys_perf_check", PerfCheckHandler),
     (r"/api/login", LoginHandler),
     (r"/api/logout", LogoutHandler),
     (r"/api/me", MeHandler),

@@ -156,6 +156,8 @@ SETTINGS = [
     Setting("QUOTA_BYTES", _int(1024, 1 << 40), str(200 << 20), "bytes of files one user's home may hold"),
     Setting("QUOTA_FILES", _int(1, 10 ** 7), "5000", "files and folders one user's home may hold"),
     Setting("HISTORY_VERSIONS", _int(1, 1000), "20", "earlier versions kept per file"),
+    Setting("PERF_CHECK", _bool, "0",
+            "serve /sys_perf_check?ms=N, a fixed amount of CPU work, to measure the process model"),
     Setting("FS_DELAY_MS", _int(0, 10000), "0",
             "for rehearsals and tests only: extra milliseconds each file save and read waits, "
             "as on a slow network file system"),

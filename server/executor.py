@@ -9,6 +9,8 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from . import timing
+
 
 class Busy(Exception):
     """The executor's backlog is full."""
@@ -26,10 +28,9 @@ class BoundedExecutor:
         self.pending = 0
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
-    async def run(self, fn, *args, timing=None):
-        """Run `fn(*args)` in a thread. When `timing` (a dict) is given, add
-        the seconds spent waiting for a thread and running to it, under
-        `<name>_wait` and `<name>`."""
+    async def run(self, fn, *args):
+        """Run `fn(*args)` in a thread; the seconds spent waiting for a thread
+        and running count as the request's `<name>_wait` and `<name>`."""
         if self.pending >= self.max_pending:
             raise Busy(self.name)
         self.pending += 1
@@ -45,10 +46,9 @@ class BoundedExecutor:
             return await asyncio.get_running_loop().run_in_executor(self._pool, call)
         finally:
             self.pending -= 1
-            if timing is not None and started is not None:
-                done = time.perf_counter()
-                timing[self.name + "_wait"] = timing.get(self.name + "_wait", 0) + started - queued
-                timing[self.name] = timing.get(self.name, 0) + done - started
+            if started is not None:
+                timing.add(self.name + "_wait", started - queued)
+                timing.add(self.name, time.perf_counter() - started)
 
     def shutdown(self):
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,6 +1,9 @@
 """Liveness, readiness and metrics endpoints for load balancers and Prometheus."""
+import os
+import time
+
 from . import db, metrics
-from .web import BaseHandler
+from .web import ApiError, BaseHandler
 
 
 class HealthzHandler(BaseHandler):
@@ -26,6 +29,29 @@ class ReadyzHandler(BaseHandler):
             return self.finish_json({"status": "unavailable", "error": "shutting_down",
                                      "message": "This worker is shutting down."}, 503)
         self.finish_json({"status": "ready", "schema_version": version})
+
+
+class PerfCheckHandler(BaseHandler):
+    """`?ms=N`: N milliseconds of CPU work on the IOLoop and nothing else (no
+    database, no files), so that a sweep of it shows what the process model
+    itself costs. Off unless PERF_CHECK=1: it blocks the loop on purpose."""
+
+    MAX_MS = 1000
+
+    def get(self):
+        if not self.ctx.cfg.PERF_CHECK:
+            raise ApiError(404, "not_found", "There is nothing at /sys_perf_check (PERF_CHECK is off).")
+        try:
+            ms = int(self.get_argument("ms", "10"))
+        except ValueError:
+            ms = -1
+        if not 0 <= ms <= self.MAX_MS:
+            raise ApiError(400, "bad_ms", f"ms must be a whole number from 0 to {self.MAX_MS}.")
+        end = time.thread_time() + ms / 1000
+        spins = 0
+        while time.thread_time() < end:
+            spins += 1
+        self.finish_json({"ms": ms, "spins": spins, "pid": os.getpid()})
 
 
 class MetricsHandler(BaseHandler):

@@ -14,6 +14,7 @@ import time
 from tornado import web
 from tornado.web import OutputTransform
 
+from . import timing
 from .auth import sessions
 from .errors import Refused
 from .executor import Busy
@@ -60,8 +61,8 @@ class BaseHandler(web.RequestHandler):
         return self.application.settings["ctx"]
 
     def initialize(self):
-        self.timing = {}
         self._started = time.perf_counter()
+        self.timing = {}
         self._body = bytearray()
         self.session_token = None
         # Counted until finished, so a draining worker knows what is in flight.
@@ -73,6 +74,11 @@ class BaseHandler(web.RequestHandler):
             self._in_flight = False
             self.ctx.inflight -= 1
 
+    def finish(self, chunk=None):
+        if not self._headers_written:
+            self.set_header("Server-Timing", timing.header(self.timing, time.perf_counter() - self._started))
+        return super().finish(chunk)
+
     def on_finish(self):
         self._done()
 
@@ -80,6 +86,7 @@ class BaseHandler(web.RequestHandler):
         self._done()
 
     async def prepare(self):
+        timing.current.set(self.timing)  # this request's task and what it awaits add to it
         limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
         length = self.request.headers.get("Content-Length")
         if length is not None and (not length.isdigit() or int(length) > limit):

@@ -18,6 +18,7 @@ from . import db, metrics
 from .app import make_app
 from .auth import accounts, sessions, throttle
 from .executor import BoundedExecutor
+from .timing import TimedPool
 from .files.store import Limits, Store
 from .runs import runlock, sandbox
 from .runs.admission import Admission
@@ -53,7 +54,7 @@ class Context:
 
 async def open_database(ctx, dsn):
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
-    ctx.pool = await db.create_pool(dsn, max_size=pool_size)
+    ctx.pool = TimedPool(await db.create_pool(dsn, max_size=pool_size))
     async with ctx.pool.acquire() as conn, db.locked(conn):
         await db.migrate(conn)
         created = await accounts.bootstrap(ctx, conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)

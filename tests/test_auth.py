@@ -226,3 +226,21 @@ def test_cookie_is_secure_behind_an_https_proxy(start_server):
     r = client.post("/api/login", headers={"X-Forwarded-Proto": "https"},
                     json={"username": "admin", "password": ADMIN_PASSWORD})
     assert r.status_code == 200 and "Secure" in r.headers["Set-Cookie"]
+
+
+def test_server_timing_names_where_a_login_spent_its_time(server):
+    r = server.client().login("admin", ADMIN_PASSWORD)
+    parts = dict(p.split(";dur=") for p in r.headers["Server-Timing"].split(", "))
+    assert {"hash_wait", "hash", "db", "app", "total"} <= set(parts)
+    assert float(parts["hash"]) > 1  # argon2id takes milliseconds
+    assert float(parts["total"]) >= float(parts["hash"]) + float(parts["db"])
+
+
+def test_perf_check_is_off_unless_enabled(start_server):
+    off = start_server()
+    assert off.client().get("/sys_perf_check?ms=5").status_code == 404
+    on = start_server(database_url=off.env["DATABASE_URL"], PERF_CHECK=1)
+    r = on.client().get("/sys_perf_check?ms=20")
+    assert r.status_code == 200 and r.json()["ms"] == 20 and r.json()["spins"] > 0
+    assert on.client().get("/sys_perf_check?ms=5000").status_code == 400
+    assert on.client().get("/sys_perf_check?ms=x").status_code == 400

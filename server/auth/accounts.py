@@ -26,7 +26,7 @@ async def audit(conn, actor, action, subject="", **detail):
                        actor, action, subject, json.dumps(detail))
 
 
-async def login(ctx, username, password, address, timing=None):
+async def login(ctx, username, password, address):
     """Check the credentials and open a session; return (user, token, expires)."""
     cfg, pool = ctx.cfg, ctx.pool
     username = passwords.normalize_username(username)
@@ -38,11 +38,10 @@ async def login(ctx, username, password, address, timing=None):
         "SELECT id, username, display_name, role, active, password_hash FROM users WHERE username = $1",
         username)
     if row is None:
-        await ctx.hasher.run(passwords.verify_unknown_user, password, timing=timing)
+        await ctx.hasher.run(passwords.verify_unknown_user, password)
         ok = False
     else:
-        ok = await ctx.hasher.run(passwords.verify_password, row["password_hash"], password,
-                                  timing=timing)
+        ok = await ctx.hasher.run(passwords.verify_password, row["password_hash"], password)
     if not ok:
         await throttle.record_failure(pool, username, address, cfg)
         raise Refused(*WRONG_CREDENTIALS)

@@ -18,7 +18,7 @@ class LoginHandler(ApiHandler):
         password = self.field(body, "password", str, max_len=MAX_LENGTH)
         try:
             user, token, expires = await accounts.login(self.ctx, username, password,
-                                                         self.client_address(), timing=self.timing)
+                                                         self.client_address())
         except Refused as e:
             metrics.LOGINS.labels(e.code).inc()
             raise

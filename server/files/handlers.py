@@ -32,7 +32,7 @@ class FilesBase(ApiHandler):
         """Run a blocking store call in the file executor, timed by operation."""
         started = time.perf_counter()
         try:
-            return await self.ctx.files.run(fn, *args, timing=self.timing)
+            return await self.ctx.files.run(fn, *args)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ApiError(507, "storage_full", "The storage is full; nothing was changed.") from None
