@@ -13,7 +13,7 @@ from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandl
 from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .runs.handlers import RunSocket
-from .web import NotFoundHandler, PageHandler, WorkerHeaders
+from .web import NotFoundHandler, PageHandler, WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
 STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
@@ -53,7 +53,7 @@ def log_request(handler):
     level = logging.ERROR if status >= 500 else logging.INFO if status >= 400 else logging.DEBUG
     if access_log.isEnabledFor(level):
         access_log.log(level, "%d %s %s (%s) %.1fms", status, handler.request.method,
-                       handler.request.uri, handler.request.remote_ip, seconds * 1000)
+                       handler.request.uri, client_address(handler), seconds * 1000)
 
 
 def make_app(ctx):

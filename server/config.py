@@ -141,7 +141,8 @@ SETTINGS = [
     Setting("DEMO", _bool, "0", "also create a demo teacher and students on an empty database"),
     Setting("SESSION_TTL", _int(5, 30 * 24 * HOUR), str(8 * HOUR),
             "seconds a session lives without being used (renewed while in use)"),
-    Setting("TRUST_PROXY", _bool, "0", "trust X-Forwarded-For/-Proto from a load balancer in front"),
+    Setting("TRUST_PROXY", _bool, "0", "behind a load balancer or nginx: take the client's address and "
+            "scheme from the last X-Forwarded-For/-Proto entry"),
     Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),
     Setting("LOGIN_FAILURES_PER_USER", _int(1, 1000), "5",
             "failed logins for one username within the window before it is throttled"),

@@ -202,7 +202,7 @@ class BaseHandler(web.RequestHandler):
         return user
 
     def client_address(self):
-        return self.request.remote_ip or ""
+        return client_address(self)
 
 
 async def user_for_session(handler):
@@ -224,7 +224,34 @@ async def user_for_session(handler):
 
 def set_session_cookie(handler, token, expires):
     handler.set_signed_cookie(SESSION_COOKIE, token, expires_days=None, expires=expires, httponly=True,
-                              samesite="Lax", secure=handler.request.protocol == "https")
+                              samesite="Lax", secure=is_https(handler))
+
+
+def _last_forwarded(handler, name):
+    """The last entry of a proxy header: the one our own proxy added (the
+    ones before it are whatever the client sent)."""
+    value = handler.request.headers.get(name, "")
+    return value.split(",")[-1].strip() if value else ""
+
+
+def client_address(handler):
+    """The client's address; behind a trusted proxy (TRUST_PROXY), the one
+    it saw. Only X-Forwarded-For's last entry counts: X-Real-Ip and earlier
+    entries come from the client and would let it pick the address its
+    failed logins are counted against."""
+    if handler.application.settings["ctx"].cfg.TRUST_PROXY:
+        forwarded = _last_forwarded(handler, "X-Forwarded-For")
+        if forwarded:
+            return forwarded
+    return handler.request.remote_ip or ""
+
+
+def is_https(handler):
+    if handler.application.settings["ctx"].cfg.TRUST_PROXY:
+        proto = _last_forwarded(handler, "X-Forwarded-Proto")
+        if proto:
+            return proto == "https"
+    return handler.request.protocol == "https"
 
 
 class ApiHandler(BaseHandler):

@@ -95,9 +95,13 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     ctx = Context(cfg, instance, processes)
     await open_database(ctx, dsn)
     app = make_app(ctx)
-    server = HTTPServer(app, xheaders=cfg.TRUST_PROXY,
+    # xheaders stays off: Tornado would also believe X-Real-Ip and X-Scheme,
+    # which load balancers pass through from the client (see web.client_address).
+    # Idle keep-alive connections outlive the load balancer's (3600 s), so it
+    # never sends a request on a connection we are closing (a 502).
+    server = HTTPServer(app, xheaders=False,
                         max_body_size=max(cfg.MAX_BODY_BYTES, cfg.MAX_FILE_BYTES + (64 << 10)) + 1,
-                        idle_connection_timeout=75)
+                        idle_connection_timeout=3700)
     server.add_sockets(sockets)
     metrics.WORKERS.set(1)
     stop = asyncio.Event()

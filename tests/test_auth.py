@@ -244,3 +244,19 @@ def test_perf_check_is_off_unless_enabled(start_server):
     assert r.status_code == 200 and r.json()["ms"] == 20 and r.json()["spins"] > 0
     assert on.client().get("/sys_perf_check?ms=5000").status_code == 400
     assert on.client().get("/sys_perf_check?ms=x").status_code == 400
+
+
+def test_behind_a_proxy_only_the_last_forwarded_address_counts(start_server):
+    server = start_server(TRUST_PROXY=1, LOGIN_FAILURES_PER_ADDRESS=2, LOGIN_FAILURES_PER_USER=100)
+    # A client rotating spoofed X-Real-Ip / leading X-Forwarded-For values is
+    # still counted under the address the proxy appended.
+    codes = []
+    for i in range(4):
+        r = server.client().post("/api/login", headers={
+            "X-Real-Ip": f"10.9.9.{i}", "X-Forwarded-For": f"10.8.8.{i}, 192.0.2.7"},
+            json={"username": f"u{i}", "password": "wrong-password"})
+        codes.append(r.status_code)
+    assert codes == [401, 401, 429, 429]
+    other = server.client().post("/api/login", headers={"X-Forwarded-For": "192.0.2.8"},
+                                 json={"username": "u9", "password": "wrong-password"})
+    assert other.status_code == 401

@@ -1,0 +1,375 @@
+"""The deployment templates: deploy/cloudformation.yaml passes cfn-lint and
+holds the settings the server depends on; deploy/task-definition.json is a
+valid RegisterTaskDefinition request without plaintext secrets; and
+deploy/nginx.conf passes `nginx -t` and, run by Debian's nginx in front of
+two stand-in instances, forwards what the server needs."""
+import base64
+import contextlib
+import gzip
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import pytest
+from botocore.validate import ParamValidator
+from moto import mock_aws
+
+from server import config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEPLOY = os.path.join(ROOT, "deploy")
+TEMPLATE = os.path.join(DEPLOY, "cloudformation.yaml")
+TASK_DEFINITION = os.path.join(DEPLOY, "task-definition.json")
+NGINX_CONF = os.path.join(DEPLOY, "nginx.conf")
+SECRET_SETTINGS = {s.name for s in config.SETTINGS if s.secret}
+
+
+# --- CloudFormation ----------------------------------------------------------
+
+def test_cloudformation_passes_cfn_lint():
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from cfnlint.runner import main; sys.exit(main())", TEMPLATE],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def template():
+    from cfnlint.decode import decode
+
+    parsed, problems = decode(TEMPLATE)
+    assert not problems
+    return parsed
+
+
+def resource(template, name):
+    return template["Resources"][name]["Properties"]
+
+
+def attributes(items):
+    return {item["Key"]: item["Value"] for item in items}
+
+
+def test_cloudformation_load_balancer_keeps_websockets_for_a_lesson(template):
+    assert attributes(resource(template, "LoadBalancer")["LoadBalancerAttributes"])[
+        "idle_timeout.timeout_seconds"] == "3600"
+    group = resource(template, "TargetGroup")
+    assert group["HealthCheckPath"] == "/readyz" and group["Port"] == 8888
+    assert attributes(group["TargetGroupAttributes"])["stickiness.enabled"] == "false"
+    https = resource(template, "HttpsListener")
+    assert https["Protocol"] == "HTTPS" and https["Certificates"] == [{"CertificateArn": {"Ref": "CertificateArn"}}]
+    redirect = resource(template, "HttpListener")["DefaultActions"][0]
+    assert redirect["Type"] == "redirect" and redirect["RedirectConfig"]["Protocol"] == "HTTPS"
+
+
+def test_cloudformation_storage_and_database_are_encrypted_and_secret(template):
+    files = resource(template, "FileSystem")
+    assert files["Encrypted"] is True and files["ThroughputMode"] == {"Ref": "EfsThroughputMode"}
+    assert template["Resources"]["FileSystem"]["DeletionPolicy"] == "Retain"
+    root = resource(template, "AccessPoint")["RootDirectory"]
+    assert root["Path"] == "/pyclassroom" and set(root["CreationInfo"]) == {"OwnerUid", "OwnerGid", "Permissions"}
+    assert {resource(template, m)["SubnetId"]["Fn::Select"][0] for m in ("MountTargetA", "MountTargetB")} == {0, 1}
+    db = resource(template, "Database")
+    assert db["Engine"] == "postgres" and str(db["EngineVersion"]).split(".")[0] == "15"
+    assert db["StorageEncrypted"] is True and db["DBInstanceClass"] == {"Ref": "DbInstanceClass"}
+    assert template["Parameters"]["DbInstanceClass"]["Default"] == "db.t4g.small"
+    assert "{{resolve:secretsmanager:${DatabaseSecret}:SecretString:password}}" in db["MasterUserPassword"]["Fn::Sub"]
+    assert "GenerateSecretString" in resource(template, "DatabaseSecret")
+    assert "GenerateSecretString" in resource(template, "CookieSecret")
+    # No secret can be typed into a parameter (and end up in the stack's history).
+    assert not [p for p in template["Parameters"] if re.search("password|secret", p, re.I)]
+
+
+def test_cloudformation_service_runs_the_server_as_configured(template):
+    task = resource(template, "TaskDefinition")
+    assert task["RequiresCompatibilities"] == ["EC2"]
+    container = task["ContainerDefinitions"][0]
+    env = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert env["TORNADO_PROCESSES"] == {"Ref": "TornadoProcesses"}
+    assert {s["Name"] for s in container["Secrets"]} == {"DATABASE_URL", "COOKIE_SECRET"}
+    assert not SECRET_SETTINGS & set(env)
+    assert container["StopTimeout"] >= int(env["SHUTDOWN_TIMEOUT"]) + 5
+    assert task["Volumes"][0]["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
+    assert "AccessPointId" in task["Volumes"][0]["EFSVolumeConfiguration"]["AuthorizationConfig"]
+    assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+    assert "/healthz" in " ".join(container["HealthCheck"]["Command"])
+    target = resource(template, "ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == ({"Ref": "MinTasks"}, {"Ref": "MaxTasks"})
+    assert resource(template, "Service")["DesiredCount"] == {"Ref": "DesiredCount"}
+    tracking = resource(template, "CpuScalingPolicy")["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ECSServiceAverageCPUUtilization"
+
+    # The stack's container and deploy/task-definition.json say the same.
+    with open(TASK_DEFINITION) as f:
+        json_container = json.load(f)["containerDefinitions"][0]
+    json_env = {e["name"]: e["value"] for e in json_container["environment"]}
+    assert set(json_env) == set(env)
+    assert {k: v for k, v in json_env.items() if k != "TORNADO_PROCESSES"} == \
+        {k: v for k, v in env.items() if k != "TORNADO_PROCESSES"}
+    assert json_container["stopTimeout"] == container["StopTimeout"]
+
+
+# --- task-definition.json ----------------------------------------------------
+
+PLACEHOLDER_VALUES = {
+    "ACCOUNT_ID": "123456789012",
+    "REGION": "eu-west-1",
+    "VERSION": "1.4.0",
+    "EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/pyclassroom-execution",
+    "TASK_ROLE_ARN": "arn:aws:iam::123456789012:role/pyclassroom-task",
+    "EFS_FILE_SYSTEM_ID": "fs-0123456789abcdef0",
+    "EFS_ACCESS_POINT_ID": "fsap-0123456789abcdef0",
+    "DATABASE_URL_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pyclassroom-db-url-AbCdEf",
+    "COOKIE_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pyclassroom-cookie-AbCdEf",
+    "LOG_GROUP": "/ecs/pyclassroom/server",
+}
+
+
+def filled_task_definition():
+    with open(TASK_DEFINITION) as f:
+        text = f.read()
+    placeholders = set(re.findall(r"\$\{([^}]*)\}", text))
+    assert placeholders == set(PLACEHOLDER_VALUES)
+    return json.loads(re.sub(r"\$\{([A-Z_]+)\}", lambda m: PLACEHOLDER_VALUES[m.group(1)], text))
+
+
+def test_task_definition_has_no_plaintext_secrets():
+    with open(TASK_DEFINITION) as f:
+        task = json.load(f)
+    (container,) = task["containerDefinitions"]
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    assert not SECRET_SETTINGS & set(env)
+    assert not [name for name in env if re.search("PASSWORD|SECRET|TOKEN|KEY", name)]
+    secrets = {s["name"]: s["valueFrom"] for s in container["secrets"]}
+    assert set(secrets) == {"DATABASE_URL", "COOKIE_SECRET"}
+    assert all(re.fullmatch(r"\$\{[A-Z_]+_SECRET_ARN\}", v) for v in secrets.values())
+
+
+def test_task_definition_settings_are_valid_for_the_server():
+    task = filled_task_definition()
+    (container,) = task["containerDefinitions"]
+    env = {e["name"]: e["value"] for e in container["environment"]}
+    cfg = config.load({**env, "DATABASE_URL": "postgresql://u:p@db:5432/pyclassroom", "COOKIE_SECRET": "x" * 64})
+    assert cfg.TORNADO_PROCESSES == 2 and cfg.TRUST_PROXY and cfg.SANDBOX == "local"
+    assert cfg.STORAGE_ROOT == "/mnt/efs" and cfg.DATA_DIR == "/tmp/pyclassroom"
+    assert container["stopTimeout"] >= cfg.SHUTDOWN_TIMEOUT + 5
+    assert container["portMappings"] == [{"containerPort": 8888, "protocol": "tcp"}]
+    assert task["requiresCompatibilities"] == ["EC2"]
+    (volume,) = task["volumes"]
+    assert volume["efsVolumeConfiguration"]["transitEncryption"] == "ENABLED"
+    assert volume["efsVolumeConfiguration"]["authorizationConfig"]["accessPointId"].startswith("fsap-")
+    assert container["mountPoints"][0]["containerPath"] == cfg.STORAGE_ROOT
+    assert "http://127.0.0.1:8888/healthz" in " ".join(container["healthCheck"]["command"])
+    assert container["logConfiguration"]["logDriver"] == "awslogs"
+
+
+@mock_aws
+def test_task_definition_is_a_valid_register_request(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    task = filled_task_definition()
+    ecs = boto3.client("ecs", region_name="eu-west-1")
+    shape = ecs.meta.service_model.operation_model("RegisterTaskDefinition").input_shape
+    report = ParamValidator().validate(task, shape)
+    assert not report.has_errors(), report.generate_report()
+    registered = ecs.register_task_definition(**task)["taskDefinition"]
+    assert registered["family"] == "pyclassroom-server" and registered["revision"] == 1
+
+
+# --- nginx -------------------------------------------------------------------
+
+def nginx_binary():
+    path = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+    if path is None:
+        pytest.fail("nginx is not installed: apt-get install nginx (scripts/install-system-deps)")
+    return path
+
+
+@pytest.fixture
+def prefix():
+    # Not under pytest's tmp_path: run as root, nginx's workers (nobody) must be
+    # able to reach the prefix to write request bodies into client_body_temp.
+    path = tempfile.mkdtemp(prefix="pyclassroom-nginx-")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_nginx_conf_passes_nginx_t(prefix):
+    done = subprocess.run([nginx_binary(), "-t", "-p", prefix + "/", "-c", NGINX_CONF, "-e", "stderr"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "test is successful" in done.stderr
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Backend(BaseHTTPRequestHandler):
+    """A stand-in server instance: answers with the headers it received."""
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, body, content_type="application/json"):
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/ws/"):
+            return self.websocket()
+        if self.path == "/app.js":
+            return self.reply("console.log('pyclassroom');\n" * 100, "application/javascript")
+        self.reply(json.dumps({"port": self.server.server_port, "headers": dict(self.headers.items())}))
+
+    def do_POST(self):
+        length = int(self.headers["Content-Length"])
+        received = 0
+        while received < length:
+            received += len(self.rfile.read(min(1 << 20, length - received)))
+        self.reply(json.dumps({"received": received}))
+
+    def websocket(self):
+        accept = base64.b64encode(hashlib.sha1(
+            (self.headers["Sec-WebSocket-Key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC11B85").encode()).digest())
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept.decode())
+        self.send_header("X-Seen-Upgrade", f"{self.headers['Upgrade']}/{self.headers['Connection']}")
+        self.end_headers()
+        self.wfile.flush()
+        # Past the handshake nginx is a tunnel: echo one line, unbuffered.
+        line = self.rfile.readline()
+        self.wfile.write(b"echo: " + line)
+        self.wfile.flush()
+        self.close_connection = True
+
+
+@contextlib.contextmanager
+def running_nginx(prefix):
+    backends = [ThreadingHTTPServer(("127.0.0.1", 0), Backend) for _ in range(2)]
+    for backend in backends:
+        threading.Thread(target=backend.serve_forever, daemon=True).start()
+    port = free_port()
+    with open(NGINX_CONF) as f:
+        text = f.read()
+    # The documented defaults, moved to free ports for the test.
+    for default, actual in (("listen 8080;", f"listen 127.0.0.1:{port};"),
+                            ("127.0.0.1:8881", f"127.0.0.1:{backends[0].server_port}"),
+                            ("127.0.0.1:8882", f"127.0.0.1:{backends[1].server_port}")):
+        assert text.count(default) == 1, default
+        text = text.replace(default, actual)
+    conf = os.path.join(prefix, "test-nginx.conf")
+    with open(conf, "w") as f:
+        f.write(text)
+    nginx = subprocess.Popen([nginx_binary(), "-p", prefix + "/", "-c", conf, "-e", "stderr", "-g", "daemon off;"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if nginx.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("nginx did not start: " + nginx.stdout.read().decode(errors="replace"))
+                time.sleep(0.05)
+        yield port, [b.server_port for b in backends]
+    finally:
+        nginx.terminate()
+        try:
+            nginx.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            nginx.kill()
+            nginx.wait()
+        for backend in backends:
+            backend.shutdown()
+            backend.server_close()
+
+
+def request(port, method, path, headers=None, body=b""):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(method, path, body=body or None, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_nginx_forwards_what_the_server_needs(prefix):
+    with running_nginx(prefix) as (port, backend_ports):
+        seen = []
+        for _ in range(4):
+            status, _, body = request(port, "GET", "/api/me", {
+                "X-Real-IP": "6.6.6.6", "X-Scheme": "https", "X-Forwarded-For": "6.6.6.6"})
+            assert status == 200
+            seen.append(json.loads(body))
+        # both instances get requests
+        assert {s["port"] for s in seen} == set(backend_ports)
+        headers = seen[0]["headers"]
+        # a client cannot choose the address or scheme Tornado believes
+        assert headers["X-Real-IP"] == "127.0.0.1"
+        assert headers["X-Scheme"] == "http" and headers["X-Forwarded-Proto"] == "http"
+        assert headers["X-Forwarded-For"].split(",")[-1].strip() == "127.0.0.1"
+        assert headers["Host"] == f"127.0.0.1:{port}"
+        assert "Connection" not in headers  # kept alive to the instance
+
+        status, response_headers, body = request(port, "GET", "/app.js", {"Accept-Encoding": "gzip"})
+        assert status == 200 and response_headers.get("Content-Encoding") == "gzip"
+        assert gzip.decompress(body).startswith(b"console.log")
+
+        # a file of MAX_FILE_BYTES goes through; a larger body is refused by nginx
+        status, _, body = request(port, "POST", "/api/upload/home", {"Content-Type": "application/octet-stream"},
+                               b"x" * (config.load({}).MAX_FILE_BYTES + 4096))
+        assert status == 200 and json.loads(body)["received"] == (10 << 20) + 4096
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /api/upload/home HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (12 << 20))
+            assert s.recv(100).startswith(b"HTTP/1.1 413")
+
+        # /metrics answers for this machine (the test's client is 127.0.0.1)
+        assert request(port, "GET", "/metrics")[0] == 200
+
+
+def test_nginx_tunnels_websockets(prefix):
+    with running_nginx(prefix) as (port, _):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            key = base64.b64encode(os.urandom(16)).decode()
+            s.sendall((f"GET /ws/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                       f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                       ).encode())
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = s.recv(4096)
+                assert chunk, received
+                received += chunk
+            head, _, rest = received.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 101"), head
+            assert b"X-Seen-Upgrade: websocket/upgrade" in head
+            s.sendall(b"print('hi')\n")
+            while not rest.endswith(b"\n"):
+                chunk = s.recv(4096)
+                assert chunk, rest
+                rest += chunk
+            assert rest == b"echo: print('hi')\n"
