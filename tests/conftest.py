@@ -83,3 +83,14 @@ def start_server(fresh_db, data_dir):
 def server(request, start_server):
     """The real server, once with TORNADO_PROCESSES=1 and once with 2."""
     return start_server(processes=request.param)
+
+
+@pytest.fixture
+def nginx_prefix():
+    """A prefix folder for nginx's pid, logs and temporary files."""
+    # Not under pytest's tmp_path: run as root, nginx's workers (nobody) must be
+    # able to reach the prefix to write request bodies into client_body_temp.
+    path = tempfile.mkdtemp(prefix="pyclassroom-nginx-")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -11,13 +11,10 @@ import http.client
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
@@ -26,6 +23,7 @@ from botocore.validate import ParamValidator
 from moto import mock_aws
 
 from server import config
+from tests.nginx_proxy import nginx_binary, nginx_in_front
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPLOY = os.path.join(ROOT, "deploy")
@@ -190,34 +188,11 @@ def test_task_definition_is_a_valid_register_request(monkeypatch):
 
 # --- nginx -------------------------------------------------------------------
 
-def nginx_binary():
-    path = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-    if path is None:
-        pytest.fail("nginx is not installed: apt-get install nginx (scripts/install-system-deps)")
-    return path
-
-
-@pytest.fixture
-def prefix():
-    # Not under pytest's tmp_path: run as root, nginx's workers (nobody) must be
-    # able to reach the prefix to write request bodies into client_body_temp.
-    path = tempfile.mkdtemp(prefix="pyclassroom-nginx-")
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_nginx_conf_passes_nginx_t(prefix):
-    done = subprocess.run([nginx_binary(), "-t", "-p", prefix + "/", "-c", NGINX_CONF, "-e", "stderr"],
+def test_nginx_conf_passes_nginx_t(nginx_prefix):
+    done = subprocess.run([nginx_binary(), "-t", "-p", nginx_prefix + "/", "-c", NGINX_CONF, "-e", "stderr"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "test is successful" in done.stderr
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Backend(BaseHTTPRequestHandler):
@@ -267,42 +242,14 @@ class Backend(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def running_nginx(prefix):
+def running_nginx(nginx_prefix):
     backends = [ThreadingHTTPServer(("127.0.0.1", 0), Backend) for _ in range(2)]
     for backend in backends:
         threading.Thread(target=backend.serve_forever, daemon=True).start()
-    port = free_port()
-    with open(NGINX_CONF) as f:
-        text = f.read()
-    # The documented defaults, moved to free ports for the test.
-    for default, actual in (("listen 8080;", f"listen 127.0.0.1:{port};"),
-                            ("127.0.0.1:8881", f"127.0.0.1:{backends[0].server_port}"),
-                            ("127.0.0.1:8882", f"127.0.0.1:{backends[1].server_port}")):
-        assert text.count(default) == 1, default
-        text = text.replace(default, actual)
-    conf = os.path.join(prefix, "test-nginx.conf")
-    with open(conf, "w") as f:
-        f.write(text)
-    nginx = subprocess.Popen([nginx_binary(), "-p", prefix + "/", "-c", conf, "-e", "stderr", "-g", "daemon off;"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if nginx.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("nginx did not start: " + nginx.stdout.read().decode(errors="replace"))
-                time.sleep(0.05)
-        yield port, [b.server_port for b in backends]
+        with nginx_in_front(nginx_prefix, [b.server_port for b in backends]) as port:
+            yield port, [b.server_port for b in backends]
     finally:
-        nginx.terminate()
-        try:
-            nginx.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            nginx.kill()
-            nginx.wait()
         for backend in backends:
             backend.shutdown()
             backend.server_close()
@@ -318,8 +265,8 @@ def request(port, method, path, headers=None, body=b""):
         connection.close()
 
 
-def test_nginx_forwards_what_the_server_needs(prefix):
-    with running_nginx(prefix) as (port, backend_ports):
+def test_nginx_forwards_what_the_server_needs(nginx_prefix):
+    with running_nginx(nginx_prefix) as (port, backend_ports):
         seen = []
         for _ in range(4):
             status, _, body = request(port, "GET", "/api/me", {
@@ -352,8 +299,8 @@ def test_nginx_forwards_what_the_server_needs(prefix):
         assert request(port, "GET", "/metrics")[0] == 200
 
 
-def test_nginx_tunnels_websockets(prefix):
-    with running_nginx(prefix) as (port, _):
+def test_nginx_tunnels_websockets(nginx_prefix):
+    with running_nginx(nginx_prefix) as (port, _):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             key = base64.b64encode(os.urandom(16)).decode()
             s.sendall((f"GET /ws/run HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
