@@ -21,6 +21,7 @@ DB_POOL_IN_USE = Gauge("pyclassroom_db_pool_in_use", "Database connections in us
 DB_POOL_SIZE = Gauge("pyclassroom_db_pool_size", "Database connections open", multiprocess_mode="livesum")
 FILE_OPS = Histogram("pyclassroom_file_op_seconds", "Time of a file operation, executor wait included",
                      ["op"], buckets=LATENCY_BUCKETS)
+SOCKETS = Gauge("pyclassroom_run_sockets", "Open /ws/run connections (IDEs open)", multiprocess_mode="livesum")
 RUNS_ACTIVE = Gauge("pyclassroom_runs_active", "Programs running", multiprocess_mode="livesum")
 RUN_QUEUE = Gauge("pyclassroom_run_queue_length", "Runs waiting for a place", multiprocess_mode="livesum")
 RUN_QUEUE_WAIT = Histogram("pyclassroom_run_queue_wait_seconds", "Time a run waited for a place",
@@ -47,6 +48,49 @@ def render():
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     return generate_latest(registry)
+
+
+def snapshot():
+    """What the admin page shows, summed over all workers: runs, queue,
+    open IDEs, and request latency percentiles (estimated from the
+    histogram's buckets, as Prometheus' histogram_quantile does)."""
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    gauges, buckets, count = {}, {}, 0.0
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name in ("pyclassroom_runs_active", "pyclassroom_run_queue_length",
+                               "pyclassroom_run_sockets", "pyclassroom_workers"):
+                gauges[sample.name] = gauges.get(sample.name, 0) + sample.value
+            elif sample.name == "pyclassroom_http_request_duration_seconds_bucket":
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0) + sample.value
+            elif sample.name == "pyclassroom_http_request_duration_seconds_count":
+                count += sample.value
+    return {
+        "active_runs": int(gauges.get("pyclassroom_runs_active", 0)),
+        "queued_runs": int(gauges.get("pyclassroom_run_queue_length", 0)),
+        "connected_ides": int(gauges.get("pyclassroom_run_sockets", 0)),
+        "requests": int(count),
+        "latency_ms": {f"p{q}": _quantile(buckets, count, q / 100) for q in (50, 95, 99)},
+    }
+
+
+def _quantile(buckets, count, q):
+    """Linear interpolation inside the bucket holding the q-th request."""
+    if not count:
+        return None
+    rank, lower, below = q * count, 0.0, 0.0
+    for bound in sorted(buckets):
+        cumulative = buckets[bound]
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return round(lower * 1000, 1)  # beyond the last bucket: its lower edge
+            inside = cumulative - below
+            fraction = (rank - below) / inside if inside else 1.0
+            return round((lower + (bound - lower) * fraction) * 1000, 1)
+        lower, below = bound, cumulative
+    return None
 
 
 def worker_exited(pid):

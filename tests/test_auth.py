@@ -211,6 +211,11 @@ def test_status_is_for_admins_only(server, dsn):
     assert status["mode"] == ("single process" if len(server.pids) == 1 else "multi-process")
     assert status["counts"]["users"] == 2
     assert status["settings"]["COOKIE_SECRET"] == "********"
+    assert status["sandbox"] in ("local", "docker", "process")
+    assert status["runs"] == {"active_runs": 0, "queued_runs": 0, "connected_ides": 0}
+    assert status["requests"]["count"] >= 4
+    p = status["requests"]["latency_ms"]
+    assert 0 < p["p50"] <= p["p95"] <= p["p99"]
 
 
 def test_sign_in_page_is_served_fresh(server):

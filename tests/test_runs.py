@@ -463,3 +463,26 @@ def _pids_of_uid(uid):
             if real_uid == uid:
                 found.append(int(entry))
     return found
+
+
+def test_admin_status_counts_open_ides_and_running_programs(local_server):
+    from tests.server_process import ADMIN_PASSWORD
+    ada = student(local_server, "ada")
+    save(ada, "wait.py", "input('waiting ')\n")
+    admin = local_server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+
+    async def go():
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="wait.py")
+            await rc.until("output")
+            during = admin.get("/api/status").json()["runs"]
+            await rc.send(type="kill")
+            await rc.until("exit")
+            return during
+    during = asyncio.run(go())
+    assert during == {"active_runs": 1, "queued_runs": 0, "connected_ides": 1}
+    deadline = time.monotonic() + 5
+    while admin.get("/api/status").json()["runs"]["connected_ides"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert admin.get("/api/status").json()["runs"] == {"active_runs": 0, "queued_runs": 0, "connected_ides": 0}

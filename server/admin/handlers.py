@@ -5,7 +5,7 @@ import time
 import asyncpg
 import tornado
 
-from .. import __version__
+from .. import __version__, metrics
 from ..files import paths
 from ..files.handlers import FilesBase
 from ..web import ApiError, ApiHandler
@@ -21,6 +21,7 @@ class StatusHandler(ApiHandler):
                       (SELECT count(*) FROM users WHERE active) AS active_users,
                       (SELECT count(*) FROM sessions WHERE expires_at > now()) AS sessions""")
         workers = await ctx.files.run(ctx.instance.read_workers)
+        live = await ctx.files.run(metrics.snapshot)
         self.finish_json({
             "mode": "single process" if ctx.cfg.process_count == 1 else "multi-process",
             "processes": ctx.cfg.process_count,
@@ -30,6 +31,9 @@ class StatusHandler(ApiHandler):
             "versions": {"pyclassroom": __version__, "python": platform.python_version(),
                          "tornado": tornado.version, "asyncpg": asyncpg.__version__},
             "counts": dict(counts),
+            "sandbox": ctx.sandbox.name,
+            "runs": {k: live[k] for k in ("active_runs", "queued_runs", "connected_ides")},
+            "requests": {"count": live["requests"], "latency_ms": live["latency_ms"]},
             "settings": dict(ctx.cfg.masked()),
         })
 

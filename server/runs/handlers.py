@@ -43,6 +43,7 @@ class RunSocket(websocket.WebSocketHandler):
     def open(self):
         self.set_nodelay(True)  # small frames must not wait for a delayed ACK
         self.ctx.websockets.add(self)
+        metrics.SOCKETS.inc()
         self.run = None
         self.task = None
         self.warm = None  # a task making the next Sandboxed
@@ -52,6 +53,7 @@ class RunSocket(websocket.WebSocketHandler):
     def on_close(self):
         self.closed = True
         self.ctx.websockets.discard(self)
+        metrics.SOCKETS.dec()
         asyncio.ensure_future(self._discard())
 
     async def _discard(self):
