@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import re
 import socket
 import subprocess
@@ -320,3 +321,38 @@ def test_nginx_tunnels_websockets(nginx_prefix):
                 assert chunk, rest
                 rest += chunk
             assert rest == b"echo: print('hi')\n"
+
+
+# --- docker compose --------------------------------------------------------------
+
+def compose_config(**env):
+    """`docker-compose config` of the repository's file: what compose would run."""
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.fail("docker-compose is not installed: apt-get install docker-compose (scripts/install-system-deps)")
+    full_env = {k: v for k, v in os.environ.items() if k not in ("TORNADO_PROCESSES", "COOKIE_SECRET")}
+    full_env.update(env)
+    return subprocess.run([binary, "-f", os.path.join(ROOT, "docker-compose.yml"), "config"],
+                          capture_output=True, text=True, env=full_env, timeout=60)
+
+
+def test_compose_file_validates_and_takes_the_process_mode_from_the_environment():
+    import yaml
+    secret = "c" * 40
+    default = compose_config(COOKIE_SECRET=secret)
+    assert default.returncode == 0, default.stderr
+    server = yaml.safe_load(default.stdout)["services"]["server"]
+    assert server["environment"]["TORNADO_PROCESSES"] == "1"
+    assert server["environment"]["SANDBOX"] == "docker"
+    assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(map(str, server["volumes"]))
+    two = yaml.safe_load(compose_config(COOKIE_SECRET=secret, TORNADO_PROCESSES="2").stdout)
+    assert two["services"]["server"]["environment"]["TORNADO_PROCESSES"] == "2"
+    # Every setting compose passes is one the server knows, with a valid value.
+    for name, value in two["services"]["server"]["environment"].items():
+        assert name in config.BY_NAME, name
+        config.BY_NAME[name].parse(str(value))
+
+
+def test_compose_refuses_to_start_without_a_cookie_secret():
+    done = compose_config()
+    assert done.returncode != 0 and "COOKIE_SECRET" in done.stderr
