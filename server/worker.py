@@ -93,6 +93,12 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     watcher.attach_loop(asyncio.get_running_loop())
     asyncio.set_child_watcher(watcher)
     ctx = Context(cfg, instance, processes)
+    try:
+        removed = await ctx.sandbox.cleanup_leftovers()
+        if removed:
+            log.info("removed %d sandboxes left by a stopped worker", removed)
+    except Exception:
+        log.exception("could not remove sandboxes left by a previous worker")
     await open_database(ctx, dsn)
     app = make_app(ctx)
     # xheaders stays off: Tornado would also believe X-Real-Ip and X-Scheme,

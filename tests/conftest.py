@@ -3,6 +3,7 @@ one DATABASE_URL names), a fresh database per test that needs one, and the
 real server started as a subprocess."""
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from urllib.parse import urlsplit, urlunsplit
@@ -94,3 +95,15 @@ def nginx_prefix():
     os.chmod(path, 0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def docker_image():
+    """A running Docker engine with the sandbox image (scripts/start-docker,
+    scripts/build-sandbox-image: minutes the first time, then cached)."""
+    if os.geteuid() != 0 or not shutil.which("dockerd"):
+        pytest.skip("the docker sandbox needs root and docker.io (scripts/install-system-deps)")
+    image = "pyclassroom-sandbox:latest"
+    for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
+        subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
+    return image

@@ -1,6 +1,6 @@
 """Running programs over a real WebSocket against the real server, in the
-`local` (bubblewrap) and `process` sandboxes; tests/test_runs_docker.py
-repeats the sandbox-specific ones for Docker."""
+`local` (bubblewrap), `docker` and `process` sandboxes (the attacks only
+where isolation is promised: local and docker)."""
 import asyncio
 import base64
 import os
@@ -45,9 +45,21 @@ def run(server, client, code, inputs=(), path="main.py", timeout=30, on=None):
     return asyncio.run(go())
 
 
-@pytest.fixture(params=["local", "process"])
+def _server_for(request, start_server, kind):
+    if kind == "docker":
+        request.getfixturevalue("docker_image")
+    return start_server(SANDBOX=kind, **LIMITS)
+
+
+@pytest.fixture(params=["local", "docker", "process"])
 def sandbox_server(request, start_server):
-    return start_server(SANDBOX=request.param, **LIMITS)
+    return _server_for(request, start_server, request.param)
+
+
+@pytest.fixture(params=["local", "docker"])
+def isolated_server(request, start_server):
+    """A server whose sandbox promises isolation."""
+    return _server_for(request, start_server, request.param)
 
 
 @pytest.fixture
@@ -190,7 +202,8 @@ def test_a_huge_single_line_arrives_whole(start_server):
     assert max(len(m.get("data", "")) for m in rc.messages) < 3_000_000  # sent in pieces
 
 
-def test_fork_bomb_is_contained_and_another_students_run_still_works(local_server):
+def test_fork_bomb_is_contained_and_another_students_run_still_works(isolated_server):
+    local_server = isolated_server
     ada = student(local_server, "ada")
     bob = student(local_server, "bob")
     save(ada, "bomb.py", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
@@ -214,8 +227,8 @@ def test_fork_bomb_is_contained_and_another_students_run_still_works(local_serve
 
 # -- attacks that must fail ------------------------------------------------------
 
-def test_attacks_from_student_code_fail(local_server):
-    server = local_server
+def test_attacks_from_student_code_fail(isolated_server):
+    server = isolated_server
     data_dir = server.env["DATA_DIR"]
     storage = os.path.join(data_dir, "storage")
     bob = student(server, "bob")
@@ -261,7 +274,8 @@ print("env-keys", sorted(os.environ))
     assert server.proc.poll() is None and server.client().get("/healthz").status_code == 200
 
 
-def test_a_program_cannot_signal_anything_outside_its_sandbox(local_server):
+def test_a_program_cannot_signal_anything_outside_its_sandbox(isolated_server):
+    local_server = isolated_server
     ada = student(local_server, "ada")
     victim = subprocess.Popen(["sleep", "60"])
     try:
@@ -354,7 +368,8 @@ def test_one_run_per_student_across_tabs_and_workers(start_server):
 
 # -- the socket itself -----------------------------------------------------------
 
-def test_closing_the_socket_kills_the_program_and_leaves_no_process(local_server):
+def test_closing_the_socket_kills_the_program_and_leaves_no_process(isolated_server):
+    local_server = isolated_server
     ada = student(local_server, "ada")
     save(ada, "forever.py", "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\n"
                             "print('started', flush=True)\ntime.sleep(300)\n")

@@ -263,6 +263,7 @@ def relay(pid, master, err_r, status_r, buf):
     stdin_open = True
     status = None
     reason = b""
+    buf = act_on_frames(master, pid, buf)  # input that came in the same read as `go`
     while True:
         watch = list(open_fds) + ([status_r] if status_open else []) + ([0] if stdin_open else [])
         ready, _, _ = select.select(watch, [], [], 0.05 if status is not None else 1.0)
@@ -297,11 +298,15 @@ def relay(pid, master, err_r, status_r, buf):
 
 
 def handle_input(master, pid, buf):
-    """Act on the frames waiting on stdin; (stdin still open, leftover bytes)."""
+    """Read stdin and act on the whole frames; (stdin still open, leftover bytes)."""
     chunk = os.read(0, 65536)
     if not chunk:
         return False, buf
-    buf += chunk
+    return True, act_on_frames(master, pid, buf + chunk)
+
+
+def act_on_frames(master, pid, buf):
+    """Carry out every whole frame in `buf`; return what is left of it."""
     while len(buf) >= 5:
         kind, size = buf[:1], struct.unpack(">I", buf[1:5])[0]
         if len(buf) < 5 + size:
@@ -319,7 +324,7 @@ def handle_input(master, pid, buf):
                 write_all(master, b"\x04")
         except (OSError, ValueError, KeyError):
             pass  # the program is gone or the frame was bad: nothing to do
-    return True, buf
+    return buf
 
 
 def _now():

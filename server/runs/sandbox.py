@@ -27,7 +27,8 @@ from ..traverse import blocked_parent
 
 log = logging.getLogger(__name__)
 
-LAUNCHER_SOURCE = open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-8").read()
+with open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-8") as _f:
+    LAUNCHER_SOURCE = _f.read()
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
 STREAM_LIMIT = 64 << 10  # bytes read ahead from a sandbox before its writes block

@@ -48,6 +48,9 @@ KILL_DRAIN = 2  # seconds the output may take to end after a forced removal
 MEMORY_HEADROOM_MB = 96
 LAUNCHER_PROCESSES = 4  # the launcher itself, plus slack for its fork
 STDOUT, STDERR = 1, 2  # stream numbers in Docker's frame headers
+# Threads for the SDK's calls: each takes milliseconds (a start, up to about
+# a second on a busy host) and none waits for a program to finish.
+THREADS = 8
 # matplotlib's font list, built into the image (deploy/sandbox.Dockerfile,
 # scripts/build-sandbox-image); the launcher copies it into /tmp.
 MPL_CACHE = "/opt/pyclassroom/matplotlib"
@@ -63,17 +66,16 @@ class DockerSandbox:
         self.cfg = cfg
         self.image = cfg.SANDBOX_IMAGE
         self.owner = _owner_id(os.getpid())
-        # A handful of threads is plenty: each call takes milliseconds, and
-        # none waits for a program to finish.
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docker")
+        self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="docker")
         self._client = None  # made on first use, in the pool: it talks to the daemon
         self._client_lock = threading.Lock()
 
     # -- the daemon, from the thread pool ---------------------------------
 
-    async def _call(self, fn, *args, **kwargs):
+    async def _call(self, fn, *args):
+        """fn(client, *args) in the pool."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(self._api(), *args, **kwargs))
+        return await loop.run_in_executor(self._pool, lambda: fn(self._api(), *args))
 
     def _api(self):
         with self._client_lock:
@@ -91,7 +93,13 @@ class DockerSandbox:
             settings = json.loads(settings)
         settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE))
         user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
-        container, raw = await self._call(self._create_and_start, home, user, settings_json)
+        starting = asyncio.ensure_future(self._call(self._create_and_start, home, user, settings_json))
+        try:
+            container, raw = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # The thread goes on regardless: remove what it makes.
+            starting.add_done_callback(self._discard_started)
+            raise
         try:
             reader, writer = await asyncio.open_connection(sock=raw, limit=STREAM_LIMIT)
         except BaseException:
@@ -99,6 +107,12 @@ class DockerSandbox:
             await self._call(_remove, container)
             raise
         return DockerPrepared(self, container, reader, writer)
+
+    def _discard_started(self, starting):
+        if not starting.cancelled() and starting.exception() is None:
+            container, raw = starting.result()
+            raw.close()
+            self._pool.submit(lambda: _remove(self._api(), container))
 
     @staticmethod
     def works(cfg):
@@ -122,6 +136,13 @@ class DockerSandbox:
         host or on another one sharing the daemon, are left alone.
         Returns how many were removed."""
         return await self._call(self._cleanup)
+
+    def close(self):
+        """Let the threads and the daemon connection go (a worker's sandbox
+        lives as long as the worker; tests make several)."""
+        self._pool.shutdown(wait=False)
+        if self._client is not None:
+            self._client.close()
 
     # -- blocking parts (in the pool) -------------------------------------
 
@@ -198,15 +219,23 @@ class DockerSandbox:
 
     def _cleanup(self, api):
         removed = 0
-        host = socket.gethostname()
         for c in api.containers(all=True, filters={"label": LABEL}):
             owner = (c.get("Labels") or {}).get(OWNER_LABEL, "")
-            if owner == self.owner or (owner.split("/")[0] != host and owner) or _owner_alive(owner):
+            if not self._orphaned(owner):
                 continue
             log.info("removing the sandbox container %.12s left by %s", c["Id"], owner or "an unknown worker")
             _remove(api, c["Id"])
             removed += 1
         return removed
+
+
+    def _orphaned(self, owner):
+        """Is the worker named by a container's owner label gone?"""
+        if owner == self.owner:
+            return False
+        if owner and owner.split("/")[0] != socket.gethostname():
+            return False  # another host's, sharing the daemon: its workers clean up after it
+        return not _owner_alive(owner)  # no label at all counts as gone
 
 
 class DockerPrepared:
@@ -285,7 +314,8 @@ class DockerPrepared:
         try:
             await asyncio.wait_for(asyncio.shield(self._pump_task), KILL_DRAIN)
         except asyncio.TimeoutError:
-            self._close()
+            pass
+        self._close()
 
     def _close(self):
         if not self._writer.is_closing():
@@ -356,12 +386,12 @@ def _take_socket(sdk_socket):
     raw = socket.socket(fileno=os.dup(inner.fileno()))
     raw.setblocking(False)
     response = getattr(sdk_socket, "_response", None)
-    try:
-        sdk_socket.close()
-        if response is not None:
-            response.close()
-    except Exception:
-        pass
+    for part in (sdk_socket, inner, response):
+        try:
+            if part is not None:
+                part.close()
+        except Exception:
+            pass  # closing someone else's half: nothing to do about it
     return raw
 
 
