@@ -47,6 +47,7 @@ class Context:
         self.sandbox = sandbox.create(cfg)
         self.admission = Admission.share(cfg, processes)
         self.runs = set()
+        self.run_tasks = set()  # runs and sandbox discards, awaited at shutdown
         self.draining = False
         self.inflight = 0
         self.websockets = set()
@@ -127,13 +128,17 @@ async def drain(ctx, server):
     log.info("worker %d shutting down", os.getpid())
     ctx.draining = True
     server.stop()
-    # Runs end first, so each client is told why before its socket closes.
+    # Runs end first and give back their locks, so each client is told why
+    # before its socket closes and no student stays locked out.
     await asyncio.gather(*(run.stop("server_restart") for run in list(ctx.runs)))
-    deadline = time.monotonic() + 3
-    while ctx.runs and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    if ctx.run_tasks:
+        await asyncio.wait(list(ctx.run_tasks), timeout=3)
     for ws in list(ctx.websockets):
         ws.close(1012, "server restarting")
+    # Closing a socket discards its waiting sandbox: let that finish while
+    # the sandbox engine and the database are still there.
+    if ctx.run_tasks:
+        await asyncio.wait(list(ctx.run_tasks), timeout=5)
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
     while ctx.inflight > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)

@@ -501,3 +501,28 @@ def test_admin_status_counts_open_ides_and_running_programs(local_server):
     while admin.get("/api/status").json()["runs"]["connected_ides"] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert admin.get("/api/status").json()["runs"] == {"active_runs": 0, "queued_runs": 0, "connected_ides": 0}
+
+
+def test_student_code_runs_at_a_lower_priority_than_the_server(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, rc = run(sandbox_server, ada, "import os\nprint('nice', os.nice(0))\n"
+                                         "print(open('/proc/self/autogroup').read().strip())\n")
+    assert exit_["reason"] == "ok", rc.messages
+    out = rc.output("stdout")
+    assert "nice 10" in out
+    # Each session is its own scheduling group: the group is lowered too, or
+    # 60 busy loops would get 60 shares of the CPU to the server's one.
+    assert "nice 19" in out.splitlines()[1]
+
+
+def test_run_again_right_after_exit_is_not_refused(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    save(ada, "quick.py", "print('quick')\n")
+
+    async def go():
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            exits = []
+            for _ in range(5):  # as fast as a student double-clicking Run
+                exits.append(await rc.run("quick.py"))
+            return exits
+    assert [e["reason"] for e in asyncio.run(go())] == ["ok"] * 5

@@ -45,7 +45,7 @@ class RunSocket(websocket.WebSocketHandler):
         self.ctx.websockets.add(self)
         metrics.SOCKETS.inc()
         self.run = None
-        self.task = None
+        self.busy = False  # from `run` until its last message
         self.warm = None  # a task making the next Sandboxed
         self.closed = False
         self._warm_up()
@@ -54,7 +54,7 @@ class RunSocket(websocket.WebSocketHandler):
         self.closed = True
         self.ctx.websockets.discard(self)
         metrics.SOCKETS.dec()
-        asyncio.ensure_future(self._discard())
+        self._track(self._discard())
 
     async def _discard(self):
         if self.run:
@@ -99,7 +99,7 @@ class RunSocket(websocket.WebSocketHandler):
             await self.send({"type": "error", "error": e.code, "message": e.message})
 
     def _start(self, msg):
-        if self.task and not self.task.done():
+        if self.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         parts = paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False)
         args = msg.get("args", [])
@@ -108,40 +108,57 @@ class RunSocket(websocket.WebSocketHandler):
             raise Refused(400, "bad_args", f"args must be a list of at most {MAX_ARGS} strings.")
         cols = _int(msg, "cols", 10, 500, default=80)
         rows = _int(msg, "rows", 2, 200, default=24)
-        self.task = asyncio.ensure_future(self._run(parts, args, cols, rows))
+        self.busy = True
+        self._track(self._run(parts, args, cols, rows))
+
+    def _track(self, coroutine):
+        """Run it as a task the worker waits for when it shuts down, so no run
+        lock or sandbox is left behind when the database pool closes."""
+        task = asyncio.ensure_future(coroutine)
+        self.ctx.run_tasks.add(task)
+        task.add_done_callback(self.ctx.run_tasks.discard)
 
     # -- a run --------------------------------------------------------------
 
     async def _run(self, parts, args, cols, rows):
+        """One run, start to end. Its last message (`exit` or `error`) is sent
+        only after the run lock and the place in admission are given back, so
+        a Run pressed right after it is never refused as already running."""
+        try:
+            last = await self._run_locked(parts, args, cols, rows)
+        finally:
+            self.busy = False
+            if not self.closed:
+                self._warm_up()
+        await self.send(last)
+
+    async def _run_locked(self, parts, args, cols, rows):
         ctx, username = self.ctx, self.user["username"]
         try:
             is_file = await ctx.files.run(ctx.store.is_file, Area.home(username), parts)
         except Refused as e:
-            return await self.send({"type": "error", "error": e.code, "message": e.message})
+            return {"type": "error", "error": e.code, "message": e.message}
         if not is_file:
-            return await self.send({"type": "error", "error": "not_a_file",
-                                    "message": "Only a file can be run."})
+            return {"type": "error", "error": "not_a_file", "message": "Only a file can be run."}
         run_id_claim = f"{id(self):x}-{time.monotonic_ns():x}"
         if not await runlock.claim(ctx.pool, username, run_id_claim):
-            return await self.send({"type": "error", "error": "already_running",
-                                    "message": "You already have a program running (in another tab or "
-                                               "window). Stop it there first."})
+            return {"type": "error", "error": "already_running",
+                    "message": "You already have a program running (in another tab or window). "
+                               "Stop it there first."}
         queued_at = time.monotonic()
         try:
             try:
                 await ctx.admission.enter(self._queued)
             except QueueFull:
-                return await self.send({"type": "error", "error": "server_busy",
-                                        "message": "The server is busy. Try again in a moment."})
+                return {"type": "error", "error": "server_busy",
+                        "message": "The server is busy. Try again in a moment."}
             metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
             try:
-                await self._run_admitted(parts, args, cols, rows, run_id_claim)
+                return await self._run_admitted(parts, args, cols, rows, run_id_claim)
             finally:
                 ctx.admission.leave()
         finally:
             await runlock.release(ctx.pool, username, run_id_claim)
-            if not self.closed:
-                self._warm_up()
 
     async def _queued(self, position):
         metrics.RUN_QUEUE.set(len(self.ctx.admission.waiting))
@@ -157,10 +174,8 @@ class RunSocket(websocket.WebSocketHandler):
         if sandboxed is None or self.closed:
             if sandboxed:
                 await sandboxed.prepared.kill()
-            if not self.closed:
-                await self.send({"type": "error", "error": "sandbox_failed",
-                                 "message": "The sandbox could not start. Tell your teacher."})
-            return
+            return {"type": "error", "error": "sandbox_failed",
+                    "message": "The sandbox could not start. Tell your teacher."}
         self.run = Run(ctx.cfg, sandboxed, self.send)
         self.run.claim_id = claim_id
         ctx.runs.add(self.run)
@@ -170,7 +185,7 @@ class RunSocket(websocket.WebSocketHandler):
             exit_msg = await self.run.execute("/".join(parts), args, cols, rows)
             metrics.RUN_DURATION.observe(exit_msg["duration"])
             metrics.RUN_EXITS.labels(exit_msg["reason"]).inc()
-            await self.send(exit_msg)
+            return exit_msg
         finally:
             metrics.RUNS_ACTIVE.dec()
             ctx.runs.discard(self.run)

@@ -136,6 +136,7 @@ class Run:
         self.output_bytes = 0
         self.last_activity = time.monotonic()
         self._pending = []  # [(stream, text)]
+        self._sent_output = False
         self._pending_size = 0
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
@@ -208,7 +209,8 @@ class Run:
         if not self._count(len(data)):
             return
         self._queue(stream, self._decoders[stream].decode(data))
-        if self._pending_size >= FLUSH_BYTES:
+        if self._pending_size >= FLUSH_BYTES or not self._sent_output:
+            # The first output goes at once: it is what "Run feels instant" means.
             await self._flush()  # waits for the client: reading pauses meanwhile
 
     async def _image(self, b64):
@@ -244,6 +246,7 @@ class Run:
                 else:
                     merged.append((stream, [text]))
             for stream, texts in merged:
+                self._sent_output = True
                 await self.send({"type": "output", "stream": stream, "data": "".join(texts)})
 
     async def _send(self, message):
