@@ -1,6 +1,5 @@
 """make_app(): the route table, the one place to see every URL."""
 import logging
-import os
 import time
 
 from tornado import web
@@ -12,14 +11,18 @@ from .admin.handlers import (ImportUsersHandler, PushHandler, RosterHandler, Use
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
+from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
-from .web import NotFoundHandler, PageHandler, WorkerHeaders, client_address
+from .web import NotFoundHandler, WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
-STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 
 ROUTES = [
-    (r"/", PageHandler, {"path": os.path.join(STATIC, "index.html")}),
+    (r"/", LoginPage),
+    (r"/ide", IdePage),
+    (r"/teacher", TeacherPage),
+    (r"/admin", AdminPage),
+    (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),

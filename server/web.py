@@ -266,22 +266,3 @@ class ApiHandler(BaseHandler):
 class NotFoundHandler(BaseHandler):
     def prepare(self):
         raise ApiError(404, "not_found", f"There is nothing at {self.request.path}.")
-
-
-class PageHandler(BaseHandler):
-    """An HTML page of static/: always revalidated, so a deploy shows at once."""
-
-    def initialize(self, path):
-        super().initialize()
-        self.path = path
-
-    async def get(self):
-        body = await self.ctx.files.run(_read_bytes, self.path)
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Cache-Control", "no-cache")
-        self.finish(body)
-
-
-def _read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()

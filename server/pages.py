@@ -1,0 +1,148 @@
+"""The browser pages and their bundle (static/dist/, built by
+`npm run build` from static/src/; see static/build.mjs).
+
+Everything is read once, when the module is imported at start-up, so no
+request ever waits on the disk:
+
+- `/static/dist/<name>`: the content-hashed bundle files, from memory, with
+  `Cache-Control: public, max-age=31536000, immutable` (a new build has new
+  names). Text files are gzipped once here; clients that accept gzip get
+  those bytes, the others the plain ones.
+- the HTML pages (`/` sign-in, `/ide`, `/teacher`, `/admin`): templates of
+  static/src/pages/ filled in with the hashed names of manifest.json, sent
+  with `Cache-Control: no-cache` (and an ETag), so a deploy shows at once.
+"""
+import gzip
+import hashlib
+import html
+import json
+import logging
+import os
+import re
+
+from .web import ApiError, BaseHandler
+
+log = logging.getLogger(__name__)
+
+STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
+DIST = os.path.join(STATIC, "dist")
+TEMPLATES = os.path.join(STATIC, "src", "pages")
+IMMUTABLE = "public, max-age=31536000, immutable"
+TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
+         ".json": "application/json; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
+         ".woff2": "font/woff2", ".txt": "text/plain; charset=utf-8"}
+COMPRESSIBLE = (".js", ".css", ".json", ".svg", ".txt")
+# CodeMirror sets styles from JavaScript, hence 'unsafe-inline' for styles;
+# figures are data: URLs; the run socket is same-origin ('self').
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+       "connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+       "form-action 'self'")
+
+# path -> (template, title, view, which bundle)
+PAGES = {
+    "/": ("login.html", "Sign in", "", "login"),
+    "/ide": ("ide.html", "IDE", "ide", "ide"),
+    "/teacher": ("ide.html", "Teacher", "teacher", "ide"),
+    "/admin": ("admin.html", "Administration", "", "admin"),
+}
+
+
+class Asset:
+    __slots__ = ("body", "gzipped", "content_type", "etag")
+
+    def __init__(self, name, body):
+        ext = os.path.splitext(name)[1]
+        self.body = body
+        self.content_type = TYPES.get(ext, "application/octet-stream")
+        self.gzipped = gzip.compress(body, compresslevel=9, mtime=0) if ext in COMPRESSIBLE else None
+        self.etag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def load(dist=DIST, templates=TEMPLATES):
+    """(assets by file name, page bodies by URL path), from disk, once."""
+    try:
+        manifest = json.loads(_read(os.path.join(dist, "manifest.json")))
+    except FileNotFoundError:
+        log.error("static/dist/manifest.json is missing: run `npm ci && npm run build`")
+        return {}, {path: _not_built() for path in PAGES}
+    assets = {name: Asset(name, _read(os.path.join(dist, name))) for name in manifest["files"]}
+    pages = {}
+    for path, (template, title, view, bundle) in PAGES.items():
+        page = manifest["pages"][bundle]
+        head = "\n".join(
+            [f'<link rel="stylesheet" href="/static/dist/{html.escape(css)}">' for css in page["styles"]]
+            + [f'<link rel="modulepreload" href="/static/dist/{html.escape(c)}">' for c in page["preload"]]
+            + [f'<script type="module" src="/static/dist/{html.escape(page["script"])}"></script>'])
+        text = _read(os.path.join(templates, template)).decode("utf-8")
+        values = {"head": head, "title": html.escape(title), "view": html.escape(view)}
+        pages[path] = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], text).encode("utf-8")
+    return assets, pages
+
+
+def _not_built():
+    return (b"<!doctype html><title>PyClassroom</title><p>The front-end is not built: run "
+            b"<code>npm ci &amp;&amp; npm run build</code>.</p>")
+
+
+ASSETS, PAGE_BODIES = load()
+
+
+class PageHandler(BaseHandler):
+    """One of the HTML pages; the page's script asks /api/me who is there."""
+
+    path = None  # the key of PAGES
+
+    def get(self):
+        self.body = PAGE_BODIES[self.path]
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("Content-Security-Policy", CSP)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Referrer-Policy", "same-origin")
+        self.finish(self.body)  # Tornado adds the ETag and answers 304, and gzips
+
+
+class AssetHandler(BaseHandler):
+    """A file of the built bundle, by its content-hashed name."""
+
+    def get(self, name):
+        asset = ASSETS.get(name)
+        if asset is None:
+            raise ApiError(404, "not_found", f"There is no file {name} in this build.")
+        self.set_header("Content-Type", asset.content_type)
+        self.set_header("Cache-Control", IMMUTABLE)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("ETag", asset.etag)
+        if self.check_etag_header():
+            self.set_status(304)
+            return self.finish()
+        if asset.gzipped is not None and "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            self.set_header("Content-Encoding", "gzip")  # already compressed: Tornado leaves it
+            return self.finish(asset.gzipped)
+        self.finish(asset.body)
+
+    def compute_etag(self):
+        return None  # set above, from the content, not from the (maybe gzipped) body
+
+    head = get
+
+
+class LoginPage(PageHandler):
+    path = "/"
+
+
+class IdePage(PageHandler):
+    path = "/ide"
+
+
+class TeacherPage(PageHandler):
+    path = "/teacher"
+
+
+class AdminPage(PageHandler):
+    path = "/admin"

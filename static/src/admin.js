@@ -1,0 +1,260 @@
+// The admin page: accounts (list, search, create, import, reset password,
+// deactivate) and the server's status.
+import { h, $, $$, clear, ago, debounce, toast, duration } from "./dom.js";
+import { get, post, meWhenReachable, ApiError } from "./api.js";
+import { openDialog, confirmDialog, secretDialog, alertDialog } from "./dialog.js";
+import { userMenu } from "./account.js";
+import "./settings.js"; // applies the theme
+
+const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
+if (!user) {
+  location.replace("/?next=/admin");
+  throw new Error("not signed in");
+}
+if (user.role !== "admin") {
+  location.replace(user.role === "teacher" ? "/teacher" : "/ide");
+  throw new Error("not an admin");
+}
+userMenu($("#user-btn"), user, "admin");
+
+// -- tabs -----------------------------------------------------------------------
+
+const loaders = { accounts: loadAccounts, import: () => {}, status: loadStatus };
+function showTab(name) {
+  for (const tab of $$(".admin-tabs [role=tab]")) {
+    const on = tab.getAttribute("aria-controls") === name;
+    tab.setAttribute("aria-selected", String(on));
+    tab.tabIndex = on ? 0 : -1;
+    $(`#${tab.getAttribute("aria-controls")}`).hidden = !on;
+  }
+  clearInterval(statusTimer);
+  if (name === "status") statusTimer = setInterval(() => { if (!document.hidden) loadStatus(); }, 5000);
+  loaders[name]();
+  history.replaceState(null, "", `#${name}`);
+}
+for (const tab of $$(".admin-tabs [role=tab]")) {
+  tab.addEventListener("click", () => showTab(tab.getAttribute("aria-controls")));
+  tab.addEventListener("keydown", (e) => {
+    const tabs = $$(".admin-tabs [role=tab]");
+    const i = tabs.indexOf(tab);
+    const to = e.key === "ArrowRight" ? tabs[(i + 1) % tabs.length] : e.key === "ArrowLeft" ? tabs[(i + tabs.length - 1) % tabs.length] : null;
+    if (to) { to.focus(); to.click(); e.preventDefault(); }
+  });
+}
+let statusTimer = null;
+
+// -- accounts -------------------------------------------------------------------
+
+const search = h("input", { type: "search", id: "user-search", placeholder: "Search by name or username", "aria-label": "Search accounts" });
+const roleFilter = h("select", { id: "role-filter", "aria-label": "Role" },
+  h("option", { value: "", text: "All roles" }), ["student", "teacher", "admin"].map((r) => h("option", { value: r, text: r })));
+const table = h("table", { class: "users", id: "users" });
+const count = h("p", { class: "hint", role: "status", "aria-live": "polite" });
+clear($("#accounts"),
+  h("div", { class: "toolbar" }, search, roleFilter, h("div", { class: "spacer" }),
+    h("button", { class: "btn primary", type: "button", id: "create-user", onclick: createDialog }, "Create account")),
+  count, h("div", { class: "table-wrap" }, table));
+search.addEventListener("input", debounce(loadAccounts, 250));
+roleFilter.addEventListener("change", loadAccounts);
+
+async function loadAccounts() {
+  const params = new URLSearchParams();
+  if (search.value.trim()) params.set("q", search.value.trim());
+  if (roleFilter.value) params.set("role", roleFilter.value);
+  let data;
+  try {
+    data = await get(`/api/admin/users?${params}`);
+  } catch (e) {
+    clear(table, h("caption", { class: "field-error" }, e.message));
+    return;
+  }
+  count.textContent = `${data.users.length} account${data.users.length === 1 ? "" : "s"}`
+    + (data.users.length >= data.limit ? ` (the first ${data.limit}: search to narrow)` : "");
+  clear(table,
+    h("thead", {}, h("tr", {}, ["Username", "Name", "Role", "Status", "Created", "Last save", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, data.users.map((u) => h("tr", { dataset: { username: u.username }, class: u.active ? "" : "inactive" },
+      h("td", {}, h("code", {}, u.username)),
+      h("td", {}, u.display_name),
+      h("td", {}, h("span", { class: `role ${u.role}` }, u.role)),
+      h("td", {}, u.active ? "Active" : "Deactivated"),
+      h("td", {}, new Date(u.created_at).toLocaleDateString()),
+      h("td", {}, u.last_save_at ? ago(u.last_save_at) : "—"),
+      h("td", { class: "actions" },
+        h("button", { class: "btn small", type: "button", "aria-label": `Reset the password of ${u.username}`, onclick: () => resetPassword(u) }, "Reset password"),
+        u.username === user.username ? null : h("button", {
+          class: `btn small ${u.active ? "danger-outline" : ""}`, type: "button",
+          "aria-label": `${u.active ? "Deactivate" : "Activate"} ${u.username}`, onclick: () => setActive(u, !u.active),
+        }, u.active ? "Deactivate" : "Activate"))))));
+}
+
+async function createDialog() {
+  const username = h("input", { name: "username", autocomplete: "off", autocapitalize: "none", spellcheck: "false", required: true, autofocus: true });
+  const name = h("input", { name: "display_name", autocomplete: "off", required: true });
+  const role = h("select", { name: "role" }, ["student", "teacher", "admin"].map((r) => h("option", { value: r, text: r })));
+  const problem = h("p", { class: "field-error", role: "alert" });
+  await openDialog({
+    title: "Create an account",
+    body: h("form", { class: "form", onsubmit: (e) => e.preventDefault() },
+      h("label", {}, "Username", username, h("span", { class: "hint" }, "Lowercase letters, digits, . _ -")),
+      h("label", {}, "Full name", name),
+      h("label", {}, "Role", role),
+      h("p", { class: "hint" }, "A password is generated and shown once."),
+      problem),
+    buttons: [
+      { label: "Cancel", value: null },
+      {
+        label: "Create", kind: "primary", id: "create-submit",
+        action: async (close) => {
+          try {
+            const r = await post("/api/admin/users", { username: username.value.trim(), display_name: name.value.trim(), role: role.value });
+            close(true);
+            loadAccounts();
+            await secretDialog(`Account ${r.user.username} created`, `The password of ${r.user.display_name} (${r.user.username}):`, r.password);
+          } catch (e) {
+            problem.textContent = e.message;
+          }
+        },
+      },
+    ],
+  });
+}
+
+async function resetPassword(u) {
+  if (!(await confirmDialog(`Reset the password of ${u.username}?`,
+    `${u.display_name} gets a new password and is signed out everywhere. The old password stops working.`, { ok: "Reset password" }))) return;
+  try {
+    const r = await post(`/api/admin/users/${encodeURIComponent(u.username)}/password`);
+    await secretDialog(`New password for ${u.username}`, `The new password of ${u.display_name}:`, r.password);
+  } catch (e) {
+    alertDialog("Could not reset the password", e.message);
+  }
+}
+
+async function setActive(u, active) {
+  {
+    const ok = await confirmDialog(`${active ? "Activate" : "Deactivate"} ${u.username}?`,
+      active ? `${u.display_name} can sign in again.` : `${u.display_name} is signed out and cannot sign in until the account is activated again. Their files are kept.`,
+      { ok: active ? "Activate" : "Deactivate", danger: !active });
+    if (!ok) return;
+  }
+  try {
+    await post(`/api/admin/users/${encodeURIComponent(u.username)}/active`, { active });
+    toast(`${u.username} is ${active ? "active" : "deactivated"}.`);
+    loadAccounts();
+  } catch (e) {
+    alertDialog("Could not change the account", e.message);
+  }
+}
+
+// -- import -----------------------------------------------------------------------
+
+const csvText = h("textarea", { id: "csv", rows: "10", spellcheck: "false",
+  placeholder: "username,display_name,role[,password]\nada,Ada Lovelace,student\nalan,Alan Turing,student" });
+const csvFile = h("input", { type: "file", accept: ".csv,text/csv,text/plain", id: "csv-file" });
+const importReport = h("div", { id: "import-report", class: "report-area", role: "status", "aria-live": "polite" });
+csvFile.addEventListener("change", async () => {
+  const file = csvFile.files[0];
+  if (file) csvText.value = await file.text();
+});
+clear($("#import"),
+  h("p", {}, "One account per line: ", h("code", {}, "username,display_name,role[,password]"),
+    ". Every row is checked first: if one is wrong, nothing is created. Usernames that exist already are skipped."),
+  h("div", { class: "form" },
+    h("label", {}, "Class list (CSV)", csvText),
+    h("label", {}, "…or choose a file", csvFile),
+    h("div", {}, h("button", { class: "btn primary", type: "button", id: "import-submit", onclick: importCsv }, "Import"))),
+  importReport);
+
+async function importCsv() {
+  const text = csvText.value.trim();
+  if (!text) {
+    clear(importReport, h("p", { class: "field-error" }, "Paste a class list or choose a file first."));
+    return;
+  }
+  clear(importReport, h("p", { class: "hint" }, "Importing… (each new password is hashed: about a second for 10 accounts)"));
+  try {
+    const r = await post("/api/admin/users/import", { csv: text });
+    const withPasswords = r.rows.some((row) => row.password);
+    clear(importReport,
+      h("p", { class: "ok" }, `${r.created} created, ${r.skipped} skipped.`),
+      withPasswords ? h("p", { class: "hint" }, "The generated passwords are shown only now: print or copy this table.") : null,
+      h("table", { class: "report" },
+        h("thead", {}, h("tr", {}, ["Line", "Username", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, r.rows.map((row) => h("tr", {}, h("td", {}, row.line), h("td", {}, row.username),
+          h("td", {}, row.outcome), h("td", {}, row.password ? h("code", {}, row.password) : "—"))))));
+    loadAccounts();
+  } catch (e) {
+    if (e instanceof ApiError && e.body.rows) {
+      clear(importReport,
+        h("p", { class: "field-error" }, e.message),
+        h("table", { class: "report" },
+          h("thead", {}, h("tr", {}, ["Line", "Username", "Problem"].map((c) => h("th", { scope: "col" }, c)))),
+          h("tbody", {}, e.body.rows.map((row) => h("tr", {}, h("td", {}, row.line), h("td", {}, row.username || "—"), h("td", {}, row.problem))))));
+    } else {
+      clear(importReport, h("p", { class: "field-error" }, e.message));
+    }
+  }
+}
+
+// -- status -------------------------------------------------------------------------
+
+const KNOWN = ["mode", "processes", "worker_pids", "answered_by", "uptime_seconds", "versions", "counts", "settings"];
+
+async function loadStatus() {
+  const el = $("#status");
+  let s;
+  try {
+    s = await get("/api/status");
+  } catch (e) {
+    clear(el, h("p", { class: "field-error" }, e.message));
+    return;
+  }
+  const cards = [
+    card("Process mode", s.mode, `${s.processes} process${s.processes === 1 ? "" : "es"}`),
+    card("Worker pids", (s.worker_pids || []).join(", ") || "—", `this answer: ${s.answered_by}`),
+    card("Up for", duration(s.uptime_seconds || 0), ""),
+    ...Object.entries(s.counts || {}).map(([k, v]) => card(words(k), v, "")),
+  ];
+  const extra = Object.entries(s).filter(([k]) => !KNOWN.includes(k));
+  for (const [k, v] of extra) {
+    if (v === null || typeof v !== "object") cards.push(card(words(k), v, ""));
+  }
+  clear(el,
+    h("div", { class: "cards" }, cards),
+    extra.filter(([, v]) => v && typeof v === "object").map(([k, v]) => section(words(k), v)),
+    section("Versions", s.versions || {}),
+    section("Settings (secrets masked)", s.settings || {}),
+    h("p", { class: "hint" }, `Updated ${new Date().toLocaleTimeString()} · refreshes every 5 s`));
+}
+
+function card(title, value, sub) {
+  return h("div", { class: "card" }, h("div", { class: "card-title" }, title),
+    h("div", { class: "card-value" }, String(value)), sub ? h("div", { class: "card-sub" }, sub) : null);
+}
+
+function section(title, obj) {
+  const rows = Array.isArray(obj) ? obj.map((v, i) => [String(i + 1), v]) : Object.entries(obj);
+  return h("section", { class: "kv" }, h("h3", {}, title),
+    h("table", { class: "kv-table" }, h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
+      h("td", {}, show(v)))))));
+}
+
+/** {"p50": 3.2, "p95": 9} -> "p50 3.2 · p95 9"; lists joined with commas. */
+function show(v) {
+  if (v === null || v === undefined) return "—";
+  if (Array.isArray(v)) return v.map(show).join(", ");
+  if (typeof v === "object") return Object.entries(v).map(([k, x]) => `${k} ${show(x)}`).join(" · ");
+  return String(v);
+}
+
+function words(key) {
+  const s = key.replace(/_/g, " ");
+  return s[0].toUpperCase() + s.slice(1);
+}
+
+// -- start -----------------------------------------------------------------------------
+
+const first = location.hash.slice(1);
+showTab(loaders[first] ? first : "accounts");
+document.body.classList.remove("loading");
+document.body.dataset.ready = "true";

@@ -1,0 +1,261 @@
+// Saving: about 1 s after typing stops, on tab switch, before Run and on
+// Ctrl+S. Every save names the version it was edited from (If-Match), so a
+// change made elsewhere is never overwritten: it becomes a Conflict the
+// student resolves. Until a text is saved it is also kept in localStorage,
+// so closing the tab, a crash or a server restart loses nothing.
+import { request, areaUrl, ApiError, connection, backoff } from "./api.js";
+
+export const DELAY_MS = 1000;
+
+/** An open file. `state` is its CodeMirror EditorState. */
+export class Doc {
+  constructor({ area, path, etag, text, readOnly }) {
+    this.area = area;
+    this.path = path;
+    this.etag = etag;
+    this.savedText = text;
+    this.readOnly = readOnly;
+    this.state = null;
+    this.status = "saved";
+    this.message = "";
+    this.timer = null;
+    this.retryTimer = null;
+    this.attempt = 0;
+    this.inflight = null;
+    this.again = false;
+    this.conflict = null; // {current, mine} while in conflict
+  }
+
+  get key() {
+    return `${this.area}:${this.path}`;
+  }
+
+  get name() {
+    return this.path.split("/").pop();
+  }
+
+  text() {
+    return this.state ? this.state.doc.toString() : this.savedText;
+  }
+
+  get dirty() {
+    return this.text() !== this.savedText;
+  }
+}
+
+/** What the status shows, in words, for each state. */
+export const STATUS_TEXT = {
+  saved: "Saved",
+  dirty: "Unsaved changes",
+  saving: "Saving…",
+  offline: "Offline — retrying",
+  conflict: "Conflict",
+  error: "Not saved",
+};
+
+export class Saver extends EventTarget {
+  /** onConflict(doc) opens the conflict view; the doc has .conflict set. */
+  constructor(username, { onConflict }) {
+    super();
+    this.prefix = `pyc.unsaved.${username}.`;
+    this.onConflict = onConflict;
+    this.docs = new Set();
+    connection.addEventListener("change", () => {
+      if (connection.online) this.retryAll();
+    });
+  }
+
+  add(doc) {
+    this.docs.add(doc);
+  }
+
+  remove(doc) {
+    clearTimeout(doc.timer);
+    clearTimeout(doc.retryTimer);
+    this.docs.delete(doc);
+  }
+
+  setStatus(doc, status, message = "") {
+    doc.status = status;
+    doc.message = message;
+    this.dispatchEvent(new CustomEvent("status", { detail: doc }));
+  }
+
+  /** After every edit: keep a copy, save when typing stops. */
+  changed(doc) {
+    if (doc.readOnly) return;
+    if (!doc.dirty && !doc.inflight) {
+      clearTimeout(doc.timer);
+      this.forget(doc);
+      if (doc.status !== "conflict") this.setStatus(doc, "saved");
+      return;
+    }
+    this.keep(doc);
+    if (doc.status === "conflict") return; // saved only once the student has chosen
+    if (doc.status === "saved") this.setStatus(doc, "dirty");
+    clearTimeout(doc.timer);
+    doc.timer = setTimeout(() => this.save(doc), DELAY_MS);
+  }
+
+  /** Save now; resolves true when the text as it is now is saved. */
+  async flush(doc) {
+    if (!doc || doc.readOnly) return true;
+    clearTimeout(doc.timer);
+    if (doc.status === "conflict") return false;
+    if (!doc.dirty && !doc.inflight && doc.etag) {
+      this.forget(doc);
+      if (doc.status !== "saved") this.setStatus(doc, "saved");
+      return true;
+    }
+    await this.save(doc);
+    while (doc.inflight) await doc.inflight;
+    return !doc.dirty && doc.status === "saved";
+  }
+
+  flushAll() {
+    return Promise.all([...this.docs].map((d) => this.flush(d)));
+  }
+
+  /** Something not yet saved (the page warns before closing). */
+  unsaved() {
+    return [...this.docs].filter((d) => !d.readOnly && (d.dirty || d.inflight || d.status === "conflict"));
+  }
+
+  retryAll() {
+    for (const doc of this.docs) {
+      if (doc.status === "offline" || (doc.status === "error" && doc.dirty)) {
+        clearTimeout(doc.retryTimer);
+        this.save(doc);
+      }
+    }
+  }
+
+  save(doc) {
+    clearTimeout(doc.timer);
+    if (doc.inflight) {
+      doc.again = true;
+      return doc.inflight;
+    }
+    doc.inflight = this._saveLoop(doc).finally(() => {
+      doc.inflight = null;
+    });
+    return doc.inflight;
+  }
+
+  async _saveLoop(doc) {
+    for (;;) {
+      doc.again = false;
+      const text = doc.text();
+      if (doc.status === "conflict") return;
+      if (text === doc.savedText && doc.etag) {
+        this.forget(doc);
+        this.setStatus(doc, "saved");
+        return;
+      }
+      this.setStatus(doc, "saving");
+      const headers = { "Content-Type": "text/plain; charset=utf-8" };
+      if (doc.etag) headers["If-Match"] = `"${doc.etag}"`;
+      try {
+        const meta = await request("PUT", areaUrl("files", doc.area, doc.path), { body: text, headers });
+        doc.etag = meta.etag;
+        doc.savedText = text;
+        doc.attempt = 0;
+        this.dispatchEvent(new CustomEvent("saved", { detail: doc }));
+        if (doc.text() === text) {
+          this.forget(doc);
+          this.setStatus(doc, "saved");
+          if (!doc.again) return;
+        }
+        // typed during the save: go round again
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 409) {
+          const current = e.body.current || null;
+          if (current && current.content === text) {
+            // Our own save already went through (its answer was lost).
+            doc.etag = current.etag;
+            doc.savedText = text;
+            continue;
+          }
+          if (!current) {
+            // Deleted elsewhere: saving creates it again, nothing is lost.
+            doc.etag = null;
+            continue;
+          }
+          doc.conflict = { current, mine: text };
+          this.keep(doc);
+          this.setStatus(doc, "conflict", "This file was changed somewhere else.");
+          this.onConflict(doc);
+          return;
+        }
+        if (e.temporary) {
+          this.keep(doc);
+          this.setStatus(doc, "offline", e.message);
+          this.retryLater(doc, e.retryAfter);
+          return;
+        }
+        this.keep(doc);
+        this.setStatus(doc, "error", e.message);
+        return;
+      }
+    }
+  }
+
+  retryLater(doc, seconds) {
+    clearTimeout(doc.retryTimer);
+    const delay = seconds ? seconds * 1000 : backoff(doc.attempt++);
+    doc.retryTimer = setTimeout(() => this.save(doc), delay);
+  }
+
+  /** The student chose: the doc's text now (theirs, mine or a mix) is
+   * saved over the version the conflict showed. Resolves like flush(). */
+  async resolve(doc) {
+    const current = doc.conflict.current;
+    doc.conflict = null;
+    doc.etag = current.etag;
+    doc.savedText = current.content === undefined ? null : current.content;
+    this.setStatus(doc, doc.dirty ? "dirty" : "saved");
+    return this.flush(doc);
+  }
+
+  // -- the copy in localStorage ------------------------------------------
+
+  keep(doc) {
+    try {
+      localStorage.setItem(this.prefix + doc.key, JSON.stringify({
+        text: doc.text(), etag: doc.etag, at: Date.now(),
+      }));
+    } catch {
+      // storage full or disabled: the server copy is all there is
+    }
+  }
+
+  forget(doc) {
+    localStorage.removeItem(this.prefix + doc.key);
+  }
+
+  /** The copy of a file's unsaved text, if any: {text, etag, at}. */
+  kept(key) {
+    try {
+      return JSON.parse(localStorage.getItem(this.prefix + key) || "null");
+    } catch {
+      return null;
+    }
+  }
+
+  /** Keys ("home:a.py") of every file with unsaved text in this browser. */
+  keptKeys() {
+    const keys = [];
+    for (let i = 0; i < localStorage.length; i++) {
+      const k = localStorage.key(i);
+      if (k && k.startsWith(this.prefix)) keys.push(k.slice(this.prefix.length));
+    }
+    return keys;
+  }
+
+  rename(doc, newPath) {
+    const kept = this.kept(doc.key);
+    this.forget(doc);
+    doc.path = newPath;
+    if (kept) this.keep(doc);
+  }
+}

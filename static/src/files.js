@@ -1,0 +1,385 @@
+// The file tree of one area (My files, Course, a student's files): browse,
+// open, create, rename, move (drag or menu), delete, upload, download.
+import { h, clear, formatBytes, ago } from "./dom.js";
+import { get, post, request, areaUrl, ApiError } from "./api.js";
+import { promptDialog, confirmDialog, alertDialog } from "./dialog.js";
+import { showMenu } from "./menu.js";
+import { toast } from "./dom.js";
+import { icon } from "./icons.js";
+
+const parentOf = (path) => (path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "");
+const join = (folder, name) => (folder ? `${folder}/${name}` : name);
+const baseName = (path) => path.split("/").pop();
+
+function nameProblem(name) {
+  if (name.includes("/")) return "A name cannot contain “/”.";
+  if (name === "." || name === "..") return "Choose another name.";
+  if (name.length > 255) return "That name is too long.";
+  return "";
+}
+
+export class FileTree extends EventTarget {
+  /**
+   * area: "home" | "course" | "user/<name>"; writable: may change it.
+   * events: "open" {area, path}, "moved" {area, from, to}, "deleted" {area, path}
+   */
+  constructor({ area, title, writable, extraItems = () => [] }) {
+    super();
+    this.area = area;
+    this.title = title;
+    this.writable = writable;
+    this.extraItems = extraItems;
+    this.expanded = new Set();
+    this.entries = [];
+    this.activePath = null;
+    this.selected = null;
+    this.collapsed = false;
+    this.el = h("section", { class: "tree-section", "aria-label": title, dataset: { area } });
+    this.upload = h("input", { type: "file", multiple: true, hidden: true, onchange: () => this.uploadChosen() });
+    this.render();
+  }
+
+  async load() {
+    try {
+      const data = await get(areaUrl("files", this.area) + "?tree=1");
+      this.entries = data.entries;
+      this.error = null;
+    } catch (e) {
+      this.error = e.message;
+    }
+    this.render();
+  }
+
+  /** Mark the file shown in the editor. */
+  setActive(path) {
+    this.activePath = path;
+    for (const row of this.el.querySelectorAll(".tree-row")) {
+      row.classList.toggle("active", row.dataset.path === path);
+    }
+  }
+
+  // -- rendering -------------------------------------------------------------
+
+  render() {
+    const titleId = `tree-title-${this.area.replace(/\W/g, "-")}`;
+    const header = h("div", { class: "tree-header" },
+      h("button", {
+        class: "tree-title", type: "button", id: titleId, "aria-expanded": String(!this.collapsed),
+        onclick: () => { this.collapsed = !this.collapsed; this.render(); },
+      }, h("span", { class: "chevron", "aria-hidden": "true" }, this.collapsed ? "▸" : "▾"), this.title),
+      h("div", { class: "tree-tools" },
+        this.writable ? [
+          h("button", { class: "icon-btn", type: "button", title: "New file", "aria-label": `New file in ${this.title}`,
+            onclick: () => this.newFile("") }, icon("newFile")),
+          h("button", { class: "icon-btn", type: "button", title: "New folder", "aria-label": `New folder in ${this.title}`,
+            onclick: () => this.newFolder("") }, icon("newFolder")),
+          h("button", { class: "icon-btn", type: "button", title: "Upload files", "aria-label": `Upload files to ${this.title}`,
+            onclick: () => this.chooseUpload("") }, icon("upload")),
+        ] : null,
+        h("button", { class: "icon-btn", type: "button", title: "Download all as a zip", "aria-label": `Download ${this.title} as a zip`,
+          onclick: () => download(areaUrl("zip", this.area)) }, icon("download")),
+        h("button", { class: "icon-btn", type: "button", title: "Refresh", "aria-label": `Refresh ${this.title}`,
+          onclick: () => this.load() }, icon("refresh"))),
+    );
+    const list = h("ul", { class: "tree", role: "tree", "aria-labelledby": titleId });
+    if (this.writable) this.dropTarget(list, "");
+    if (this.error) list.append(h("li", { class: "tree-note error", role: "none" }, this.error));
+    else if (!this.entries.length) list.append(h("li", { class: "tree-note", role: "none" }, this.writable ? "No files yet: use “New file” above." : "No files."));
+    else this.renderLevel(list, "", 1);
+    clear(this.el, header, this.collapsed ? null : list, this.upload);
+    const rows = [...this.el.querySelectorAll(".tree-row")];
+    const focusable = rows.find((r) => r.dataset.path === this.selected) || rows[0];
+    if (focusable) focusable.tabIndex = 0;
+  }
+
+  renderLevel(parent, folder, level) {
+    const children = this.entries.filter((e) => parentOf(e.path) === folder);
+    children.sort((a, b) => (a.kind === b.kind ? a.path.localeCompare(b.path) : a.kind === "folder" ? -1 : 1));
+    for (const entry of children) {
+      const isFolder = entry.kind === "folder";
+      const open = this.expanded.has(entry.path);
+      const row = h("div", {
+        class: `tree-row ${entry.path === this.activePath ? "active" : ""}`, role: "treeitem",
+        tabindex: "-1", "aria-level": String(level), "aria-selected": String(entry.path === this.selected),
+        "aria-expanded": isFolder ? String(open) : null, dataset: { path: entry.path, kind: entry.kind },
+        title: isFolder ? entry.path : `${entry.path} — ${formatBytes(entry.size)}, changed ${ago(entry.modified)}`,
+        style: `--level: ${level - 1}`,
+        onclick: () => this.activate(entry),
+        onkeydown: (e) => this.onKey(e, entry, row),
+        oncontextmenu: (e) => { e.preventDefault(); this.menu(entry, row, { x: e.clientX, y: e.clientY }); },
+      },
+      h("span", { class: "twisty", "aria-hidden": "true" }, isFolder ? (open ? "▾" : "▸") : ""),
+      icon(isFolder ? (open ? "folderOpen" : "folder") : /\.pyw?$/i.test(entry.path) ? "python" : "file"),
+      h("span", { class: "name" }, baseName(entry.path)),
+      h("button", { class: "row-menu", type: "button", tabindex: "-1", "aria-label": `Actions for ${baseName(entry.path)}`,
+        onclick: (e) => { e.stopPropagation(); this.menu(entry, e.currentTarget); } }, icon("more")));
+      if (this.writable) {
+        row.draggable = true;
+        row.addEventListener("dragstart", (e) => {
+          e.dataTransfer.setData("application/x-pyclassroom-path", JSON.stringify({ area: this.area, path: entry.path }));
+          e.dataTransfer.effectAllowed = "move";
+        });
+        if (isFolder) this.dropTarget(row, entry.path);
+      }
+      const li = h("li", { role: "none" }, row);
+      parent.append(li);
+      if (isFolder && open) {
+        const group = h("ul", { role: "group" });
+        li.append(group);
+        this.renderLevel(group, entry.path, level + 1);
+      }
+    }
+  }
+
+  dropTarget(el, folder) {
+    el.addEventListener("dragover", (e) => {
+      if (!e.dataTransfer.types.includes("application/x-pyclassroom-path") && !e.dataTransfer.types.includes("Files")) return;
+      e.preventDefault();
+      e.stopPropagation();
+      el.classList.add("drop");
+    });
+    el.addEventListener("dragleave", () => el.classList.remove("drop"));
+    el.addEventListener("drop", (e) => {
+      e.preventDefault();
+      e.stopPropagation();
+      el.classList.remove("drop");
+      if (e.dataTransfer.files.length) {
+        this.uploadFiles([...e.dataTransfer.files], folder);
+        return;
+      }
+      const raw = e.dataTransfer.getData("application/x-pyclassroom-path");
+      if (!raw) return;
+      const { area, path } = JSON.parse(raw);
+      if (area !== this.area || parentOf(path) === folder || path === folder) return;
+      this.move(path, join(folder, baseName(path)));
+    });
+  }
+
+  chooseUpload(folder) {
+    this.uploadFolder = folder;
+    this.upload.click();
+  }
+
+  activate(entry) {
+    this.selected = entry.path;
+    if (entry.kind === "folder") {
+      if (this.expanded.has(entry.path)) this.expanded.delete(entry.path);
+      else this.expanded.add(entry.path);
+      this.render();
+      this.focusRow(entry.path);
+    } else {
+      this.dispatchEvent(new CustomEvent("open", { detail: { area: this.area, path: entry.path } }));
+    }
+  }
+
+  focusRow(path) {
+    const row = [...this.el.querySelectorAll(".tree-row")].find((r) => r.dataset.path === path);
+    if (!row) return;
+    for (const r of this.el.querySelectorAll(".tree-row")) r.tabIndex = -1;
+    row.tabIndex = 0;
+    row.focus();
+  }
+
+  focus() {
+    const row = this.el.querySelector('.tree-row[tabindex="0"]') || this.el.querySelector(".tree-title");
+    row?.focus();
+  }
+
+  onKey(e, entry, row) {
+    const rows = [...this.el.querySelectorAll(".tree-row")];
+    const i = rows.indexOf(row);
+    const go = (r) => { if (r) { this.selected = r.dataset.path; this.focusRow(r.dataset.path); } };
+    switch (e.key) {
+      case "ArrowDown": go(rows[i + 1]); break;
+      case "ArrowUp": go(rows[i - 1]); break;
+      case "Home": go(rows[0]); break;
+      case "End": go(rows[rows.length - 1]); break;
+      case "ArrowRight":
+        if (entry.kind === "folder" && !this.expanded.has(entry.path)) this.activate(entry);
+        else go(rows[i + 1]);
+        break;
+      case "ArrowLeft":
+        if (entry.kind === "folder" && this.expanded.has(entry.path)) this.activate(entry);
+        else go(rows.find((r) => r.dataset.path === parentOf(entry.path)));
+        break;
+      case "Enter": case " ": this.activate(entry); break;
+      case "F2": if (this.writable) this.rename(entry); break;
+      case "Delete": if (this.writable) this.remove(entry); break;
+      case "ContextMenu": this.menu(entry, row); break;
+      default:
+        if (e.key === "F10" && e.shiftKey) this.menu(entry, row);
+        else return;
+    }
+    e.preventDefault();
+  }
+
+  menu(entry, anchor, at) {
+    this.selected = entry.path;
+    const isFile = entry.kind === "file";
+    const items = [];
+    if (isFile) items.push({ label: "Open", action: () => this.activate(entry) });
+    if (this.writable) {
+      if (!isFile) {
+        items.push({ label: "New file here…", action: () => this.newFile(entry.path) });
+        items.push({ label: "New folder here…", action: () => this.newFolder(entry.path) });
+        items.push({ label: "Upload files here…", action: () => this.chooseUpload(entry.path) });
+      }
+      items.push({ label: "Rename…", action: () => this.rename(entry) });
+      items.push({ label: "Move to folder…", action: () => this.moveTo(entry) });
+    }
+    items.push({ label: isFile ? "Download" : "Download as zip",
+      action: () => download(isFile ? areaUrl("files", this.area, entry.path) + "?download=1" : areaUrl("zip", this.area, entry.path)) });
+    items.push(...this.extraItems(entry, this));
+    if (this.writable) items.push("-", { label: "Delete…", danger: true, action: () => this.remove(entry) });
+    showMenu(anchor, items, at);
+  }
+
+  // -- changes ---------------------------------------------------------------
+
+  async newFile(folder) {
+    const where = folder ? ` in ${folder}` : "";
+    const path = await promptDialog(`New file${where}`, "File name", {
+      value: "untitled.py", ok: "Create",
+      hint: "Names without an extension get “.py”.",
+      check: async (name) => {
+        const problem = nameProblem(name);
+        if (problem) return problem;
+        const full = join(folder, name.includes(".") ? name : `${name}.py`);
+        try {
+          await request("PUT", areaUrl("files", this.area, full), { body: "", headers: { "Content-Type": "text/plain" } });
+          return "";
+        } catch (e) {
+          return e instanceof ApiError && e.status === 409 ? "A file with this name already exists." : e.message;
+        }
+      },
+    });
+    if (!path) return;
+    const full = join(folder, path.includes(".") ? path : `${path}.py`);
+    if (folder) this.expanded.add(folder);
+    this.selected = full;
+    await this.load();
+    this.dispatchEvent(new CustomEvent("open", { detail: { area: this.area, path: full } }));
+  }
+
+  async newFolder(folder) {
+    const name = await promptDialog(folder ? `New folder in ${folder}` : "New folder", "Folder name", {
+      value: "", ok: "Create",
+      check: async (n) => {
+        const problem = nameProblem(n);
+        if (problem) return problem;
+        try {
+          await post(areaUrl("files", this.area, join(folder, n)), { action: "mkdir" });
+          return "";
+        } catch (e) {
+          return e.message;
+        }
+      },
+    });
+    if (!name) return;
+    if (folder) this.expanded.add(folder);
+    this.expanded.add(join(folder, name));
+    this.load();
+  }
+
+  async rename(entry) {
+    const old = baseName(entry.path);
+    await promptDialog(`Rename ${old}`, "New name", {
+      value: old, ok: "Rename",
+      check: async (name) => {
+        if (name === old) return "";
+        return nameProblem(name) || (await this.move(entry.path, join(parentOf(entry.path), name), true));
+      },
+    });
+  }
+
+  async moveTo(entry) {
+    const folders = this.entries.filter((e) => e.kind === "folder" && e.path !== entry.path && !e.path.startsWith(entry.path + "/"));
+    const target = await promptDialog(`Move ${baseName(entry.path)}`, "To the folder (empty = the top)", {
+      value: parentOf(entry.path), ok: "Move", allowEmpty: true,
+      hint: folders.length ? `Folders: ${folders.map((f) => f.path).join(", ")}` : "Type a folder name: it is made if needed.",
+      check: async (folder) => {
+        folder = folder.trim().replace(/^\/+|\/+$/g, "");
+        return this.move(entry.path, join(folder, baseName(entry.path)), true);
+      },
+    });
+    return target;
+  }
+
+  /** Returns "" or the problem (with `quiet`, for a dialog to show). */
+  async move(from, to, quiet = false) {
+    if (from === to) return "";
+    try {
+      await post(areaUrl("files", this.area, from), { action: "move", to });
+    } catch (e) {
+      if (quiet) return e.message;
+      alertDialog("Could not move", e.message);
+      return e.message;
+    }
+    if (parentOf(to)) this.expanded.add(parentOf(to));
+    this.selected = to;
+    this.dispatchEvent(new CustomEvent("moved", { detail: { area: this.area, from, to } }));
+    await this.load();
+    toast(parentOf(from) === parentOf(to) ? `Renamed to ${baseName(to)}` : `Moved to ${to}`);
+    return "";
+  }
+
+  async remove(entry) {
+    const folder = entry.kind === "folder";
+    const ok = await confirmDialog(`Delete ${baseName(entry.path)}?`,
+      folder ? `The folder “${entry.path}” and everything in it will be deleted.`
+        : `“${entry.path}” will be deleted. Its earlier versions are kept in its history.`,
+      { ok: "Delete", danger: true });
+    if (!ok) return;
+    try {
+      await request("DELETE", areaUrl("files", this.area, entry.path));
+    } catch (e) {
+      alertDialog("Could not delete", e.message);
+      return;
+    }
+    this.dispatchEvent(new CustomEvent("deleted", { detail: { area: this.area, path: entry.path, folder } }));
+    toast(`Deleted ${entry.path}`);
+    this.load();
+  }
+
+  uploadChosen() {
+    const files = [...this.upload.files];
+    this.upload.value = "";
+    if (files.length) this.uploadFiles(files, this.uploadFolder || "");
+  }
+
+  async uploadFiles(files, folder, overwrite = false) {
+    const form = new FormData();
+    for (const f of files) form.append("files", f, f.name);
+    let report;
+    try {
+      report = await request("POST", areaUrl("upload", this.area, folder) + (overwrite ? "?overwrite=1" : ""), { body: form });
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 409 && e.body.refused)) {
+        alertDialog("Upload failed", e.message);
+        return;
+      }
+      report = e.body;
+    }
+    const exists = report.refused.filter((r) => r.error === "conflict");
+    if (report.saved.length) toast(`Uploaded ${report.saved.length} file${report.saved.length > 1 ? "s" : ""}`);
+    if (folder) this.expanded.add(folder);
+    await this.load();
+    const others = report.refused.filter((r) => r.error !== "conflict");
+    if (others.length) alertDialog("Some files were not uploaded", others.map((r) => `${r.path}: ${r.message}`).join("\n"));
+    if (exists.length && !overwrite) {
+      const names = exists.map((r) => r.path);
+      if (await confirmDialog("Replace existing files?", `Already there: ${names.join(", ")}. Replace them with the uploaded ones?`, { ok: "Replace" })) {
+        const again = files.filter((f) => names.includes(join(folder, f.name)));
+        await this.uploadFiles(again, folder, true);
+        this.dispatchEvent(new CustomEvent("replaced", { detail: { area: this.area, paths: names } }));
+      }
+    }
+  }
+}
+
+export function download(url) {
+  const a = h("a", { href: url, download: "" });
+  document.body.append(a);
+  a.click();
+  a.remove();
+}

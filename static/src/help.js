@@ -1,0 +1,34 @@
+// The keyboard shortcuts, in a dialog (F1 or ?).
+import { h } from "./dom.js";
+import { openDialog } from "./dialog.js";
+
+const SHORTCUTS = [
+  ["Run the current file", "F5 · Ctrl+Enter"],
+  ["Stop the program", "Ctrl+Shift+Enter"],
+  ["Save now (it also saves by itself)", "Ctrl+S"],
+  ["Find / replace", "Ctrl+F · Ctrl+H"],
+  ["Comment or uncomment lines", "Ctrl+/"],
+  ["Indent / unindent", "Tab · Shift+Tab"],
+  ["Leave the editor (Tab then moves on)", "Esc"],
+  ["Undo / redo", "Ctrl+Z · Ctrl+Y"],
+  ["Go to the file tree / editor / console", "Alt+1 · Alt+2 · Alt+3"],
+  ["Next / previous open file", "Alt+PageDown · Alt+PageUp"],
+  ["Bigger / smaller code", "Ctrl+Alt+= · Ctrl+Alt+-"],
+  ["In the console: interrupt (KeyboardInterrupt)", "Ctrl+C"],
+  ["In the console: end of input (EOFError)", "Ctrl+D"],
+  ["In the file tree: open, rename, delete", "Enter · F2 · Delete"],
+  ["This list", "F1 · ?"],
+];
+
+export function helpDialog() {
+  return openDialog({
+    title: "Keyboard shortcuts",
+    body: h("table", { class: "shortcuts" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "What"), h("th", { scope: "col" }, "Keys"))),
+      h("tbody", {}, SHORTCUTS.map(([what, keys]) =>
+        h("tr", {}, h("td", {}, what), h("td", {}, keys.split(" · ").map((k, i) =>
+          [i ? " or " : "", ...k.split("+").map((part, j) => [j ? "+" : "", h("kbd", {}, part)])])))))),
+    className: "help-dialog",
+    buttons: [{ label: "Close", value: true, kind: "primary" }],
+  });
+}

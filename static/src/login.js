@@ -1,0 +1,79 @@
+// The sign-in page: clear messages for wrong credentials, throttling (with
+// how long to wait) and deactivated accounts; then on to the user's page.
+import { $ } from "./dom.js";
+import { post, me, homePage, ApiError, NetworkError } from "./api.js";
+import { duration } from "./dom.js";
+
+const form = $("#login");
+const message = $("#message");
+const button = $("#sign-in");
+let countdown = null;
+
+function say(text, kind = "error") {
+  message.textContent = text;
+  message.dataset.kind = kind;
+}
+
+function destination(user) {
+  const next = new URLSearchParams(location.search).get("next");
+  const allowed = { student: ["/ide"], teacher: ["/ide", "/teacher"], admin: ["/ide", "/teacher", "/admin"] }[user.role] || [];
+  return next && allowed.includes(next) ? next : homePage(user);
+}
+
+function waitFor(seconds) {
+  clearInterval(countdown);
+  const until = Date.now() + seconds * 1000;
+  button.disabled = true;
+  const tick = () => {
+    const left = (until - Date.now()) / 1000;
+    if (left <= 0) {
+      clearInterval(countdown);
+      button.disabled = false;
+      say("You can try again now.", "info");
+      return;
+    }
+    say(`Too many failed attempts. Try again in ${duration(left)}.`);
+  };
+  tick();
+  countdown = setInterval(tick, 1000);
+}
+
+form.addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const username = $("#username").value.trim();
+  const password = $("#password").value;
+  if (!username || !password) {
+    say(!username ? "Type your username." : "Type your password.");
+    (!username ? $("#username") : $("#password")).focus();
+    return;
+  }
+  button.disabled = true;
+  say("Signing in…", "info");
+  try {
+    const { user } = await post("/api/login", { username, password });
+    say("Signed in.", "ok");
+    location.assign(destination(user));
+    return;
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 429) {
+      waitFor(err.retryAfter || 60);
+      return;
+    }
+    if (err instanceof ApiError && err.status === 401) {
+      say("Wrong username or password. Check both and try again.");
+      $("#password").select();
+    } else if (err instanceof ApiError && err.code === "account_deactivated") {
+      say(err.message);
+    } else if (err instanceof NetworkError) {
+      say("The server cannot be reached. Check your connection and try again.");
+    } else {
+      say(err.message);
+    }
+    button.disabled = false;
+  }
+});
+
+// Already signed in: straight on.
+me().then((user) => {
+  if (user) location.replace(destination(user));
+}).catch(() => {});

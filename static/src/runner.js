@@ -1,0 +1,73 @@
+// The run socket (/ws/run, see server/runs/PROTOCOL.md): kept open while
+// the IDE is, reopened by itself with backoff when it closes (a network
+// drop, or code 1012 when the server restarts).
+import { backoff, connection } from "./api.js";
+
+export class RunSocket extends EventTarget {
+  constructor() {
+    super();
+    this.ws = null;
+    this.state = "connecting"; // connecting | open | waiting
+    this.attempt = 0;
+    this.timer = null;
+    this.retryAt = 0;
+    this.lastClose = null;
+    connection.addEventListener("change", () => {
+      // Requests see the server again: do not wait for the next backoff step.
+      if (connection.online && this.state === "waiting") this.connectNow();
+    });
+  }
+
+  connect() {
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/run`;
+    this.setState("connecting");
+    const ws = new WebSocket(url);
+    this.ws = ws;
+    ws.onopen = () => {
+      this.attempt = 0;
+      this.setState("open");
+      connection.back();
+    };
+    ws.onmessage = (e) => {
+      let msg;
+      try {
+        msg = JSON.parse(e.data);
+      } catch {
+        return;
+      }
+      this.dispatchEvent(new CustomEvent("message", { detail: msg }));
+    };
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.lastClose = { code: e.code, reason: e.reason };
+      this.dispatchEvent(new CustomEvent("closed", { detail: this.lastClose }));
+      if (e.code === 1006 && this.attempt > 1) connection.lost();
+      const delay = e.code === 1012 ? 300 + Math.random() * 700 : backoff(this.attempt);
+      this.attempt++;
+      this.retryAt = Date.now() + delay;
+      this.setState("waiting");
+      this.timer = setTimeout(() => this.connect(), delay);
+    };
+  }
+
+  connectNow() {
+    clearTimeout(this.timer);
+    if (!this.ws) this.connect();
+  }
+
+  setState(state) {
+    this.state = state;
+    this.dispatchEvent(new Event("state"));
+  }
+
+  get open() {
+    return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  send(msg) {
+    if (!this.open) return false;
+    this.ws.send(JSON.stringify(msg));
+    return true;
+  }
+}

@@ -1,0 +1,123 @@
+"""Helpers for the browser tests: Playwright driving Debian's Chromium
+(never a downloaded browser), pages that log in, and screenshots kept in
+test-artifacts/ for a human to look at."""
+import os
+import re
+import socket
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "test-artifacts"))
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+VIEWPORT = {"width": 1366, "height": 768}  # a school Chromebook
+
+try:
+    from playwright.sync_api import expect, sync_playwright
+except ImportError:  # pragma: no cover - requirements-test.txt pins it
+    sync_playwright = expect = None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's tests (each test gets fresh contexts)."""
+    if sync_playwright is None:
+        pytest.skip("playwright is not installed (pip install -r requirements-test.txt)")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/install-system-deps installs it)")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def new_page(browser):
+    """new_page(server) -> a Page in a fresh context (own cookies and
+    storage), with the page's JavaScript errors collected in page.errors."""
+    contexts = []
+
+    def make(server, viewport=VIEWPORT):
+        context = browser.new_context(base_url=server.url, viewport=viewport)
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def shot(page, name):
+    """Save a screenshot as test-artifacts/<name>.png."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    page.screenshot(path=os.path.join(ARTIFACTS, f"{name}.png"))
+
+
+def login(page, username, password, lands_on=None):
+    """Sign in through the sign-in page; waits for the page it leads to."""
+    page.goto("/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    if lands_on:
+        page.wait_for_url(re.compile(re.escape(lands_on) + "$"))
+        wait_ready(page)
+
+
+def wait_ready(page):
+    """The page's script has finished starting (body[data-ready])."""
+    page.wait_for_selector("body[data-ready=true]")
+
+
+def editor(page):
+    return page.locator("#editor .cm-content")
+
+
+def editor_text(page):
+    """The text in the editor, line by line (CodeMirror renders a div per line)."""
+    return page.evaluate("""() => [...document.querySelectorAll('#editor .cm-line')]
+        .map((l) => l.textContent).join('\\n')""")
+
+
+def replace_text(page, text):
+    """Select all in the editor and insert `text` as one input (no auto-indent)."""
+    editor(page).click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(text)
+
+
+def save_status(page):
+    return page.locator("#save-status")
+
+
+def expect_saved(page, timeout=15_000):
+    expect(save_status(page)).to_have_attribute("data-status", "saved", timeout=timeout)
+    expect(save_status(page)).to_have_text("Saved")
+
+
+def terminal_text(page):
+    return page.evaluate("() => document.querySelector('#terminal .xterm-rows')?.innerText || ''")
+
+
+def wait_terminal(page, pattern, timeout=30):
+    """Wait until the console shows text matching `pattern` (a regex)."""
+    page.wait_for_function(
+        "([p]) => new RegExp(p).test(document.querySelector('#terminal .xterm-rows')?.innerText || '')",
+        arg=[pattern], timeout=timeout * 1000)
+    return terminal_text(page)
+
+
+def open_file(page, name, area="home"):
+    page.locator(f'.tree-section[data-area="{area}"] .tree-row[data-path="{name}"]').click()
+    expect(page.locator(".tab.selected")).to_contain_text(name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
