@@ -451,7 +451,7 @@ def _rss(pid):
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
 
 
-def _wait_no_processes_of(server, username, timeout=10):
+def _wait_no_processes_of(server, username, timeout=30):
     """True once no process of `username`'s sandbox uid is left on the host."""
     import psycopg2
     with psycopg2.connect(server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:

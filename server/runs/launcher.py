@@ -29,6 +29,7 @@ Sequences on stdout (OSC, as terminals use them):
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
 """
+import errno
 import fcntl
 import io
 import json
@@ -127,11 +128,18 @@ def set_size(fd, cols, rows):
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-def run_program(path, args, slave, err_w, status_w):
-    """In the forked child: become the terminal's session, run the program."""
-    os.setsid()
-    lower_priority(0)  # the new session is a new scheduling group: lower it too
-    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+def run_program(path, args, slave, err_w, status_w, own_session):
+    """In the forked child: take the terminal's foreground, run the program."""
+    if own_session:  # the launcher could not own the terminal: take it ourselves
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    else:
+        # In the launcher's session (so in its lowered scheduling group), as
+        # the terminal's foreground process group: Ctrl-C and reads reach it.
+        os.setpgid(0, 0)
+        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        os.tcsetpgrp(slave, os.getpid())
+        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
     os.dup2(slave, 0)
     os.dup2(slave, 1)
     os.dup2(err_w, 2)
@@ -233,22 +241,33 @@ def seed_matplotlib_cache(cache):
         pass  # matplotlib will build its own, slowly
 
 
-def lower_priority(nice):
-    """Make this process (and its scheduling group) less important than the
+def lower_priority(nice, patience=3.0):
+    """Make this process and its scheduling group less important than the
     server. With autogroup scheduling every session is its own group, and a
     process's nice only ranks it inside its group: 60 busy loops in 60
-    sessions would otherwise get 60 shares of the CPU to the server's one."""
-    if nice:
-        os.nice(nice)
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("19")
-    except OSError:
-        pass  # no autogroup scheduling here: nice alone does the job
+    sessions would otherwise get 60 shares of the CPU to the server's one.
+    The kernel lets an unprivileged process change a group's nice once per
+    100 ms machine-wide, so this retries; it runs before `ready`, never
+    while a student waits."""
+    os.nice(nice)
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write("19")
+            return
+        except OSError as e:
+            if e.errno != errno.EAGAIN or time.monotonic() > deadline:
+                return  # no autogroup scheduling here: nice alone does the job
+            time.sleep(0.02 + 0.1 * (os.getpid() % 7) / 7)
 
 
 def main():
     settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    try:
+        os.setsid()  # a session of our own: its own scheduling group, and the program's terminal
+    except OSError:
+        pass  # already a session leader
     lower_priority(settings.get("nice", 10))  # the server stays more important than student code
     seed_matplotlib_cache(settings.get("mpl_cache"))
     apply_limits(settings.get("limits", {}))
@@ -259,6 +278,11 @@ def main():
     go = json.loads(payload)
     master, slave = os.openpty()
     set_size(master, go.get("cols", 80), go.get("rows", 24))
+    try:
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        owns_terminal = True
+    except OSError:
+        owns_terminal = False
     err_r, err_w = os.pipe()
     status_r, status_w = os.pipe()
     pid = os.fork()
@@ -266,7 +290,7 @@ def main():
         os.close(master)
         os.close(err_r)
         os.close(status_r)
-        run_program(go["path"], go.get("args", []), slave, err_w, status_w)
+        run_program(go["path"], go.get("args", []), slave, err_w, status_w, own_session=not owns_terminal)
     os.close(slave)
     os.close(err_w)
     os.close(status_w)
