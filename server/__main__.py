@@ -45,6 +45,20 @@ def setup_logging(level):
                         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
 
 
+def raise_priority():
+    """As root, put the server's scheduling group ahead of the sandboxes'.
+    With autogroup scheduling each sandbox session is a group of its own;
+    each lowers itself, but the kernel rate-limits that when many start at
+    once. Root may raise its own group without limit; workers inherit it."""
+    if os.geteuid() != 0:
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write("-15")
+    except OSError:
+        pass  # no autogroup scheduling on this kernel
+
+
 def serving_line(cfg, port, pids):
     host = cfg.HOST if ":" not in cfg.HOST else f"[{cfg.HOST}]"
     if len(pids) == 1 and cfg.process_count == 1:
@@ -66,6 +80,7 @@ def main(argv=None):
             print(f"{name}={value}")
         return 0
     setup_logging(cfg.LOG_LEVEL)
+    raise_priority()
     instance = Instance(cfg)
     instance.create()
     pg = None

@@ -138,3 +138,13 @@ def test_embedded_postgres_is_created_reused_and_stopped(tmp_path):
                 locals()[s].stop()
         import shutil
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def test_as_root_the_server_outranks_the_sandboxes_for_cpu(start_server):
+    if os.geteuid() != 0 or not os.path.exists("/proc/self/autogroup"):
+        import pytest
+        pytest.skip("needs root and autogroup scheduling")
+    server = start_server(processes=2)
+    for pid in server.pids:
+        with open(f"/proc/{pid}/autogroup") as f:
+            assert f.read().strip().endswith("nice -15")
