@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
-# Single- versus multi-process latency, measured with real users.
+# One process or several? The load test of the README's "Measuring" section.
 #
-# Starts its own PostgreSQL and server (TORNADO_PROCESSES=1, then 2), creates
-# real accounts with real argon2id hashes, checks one can log in, then has
-# 30 and 60 students log in at once and prints p50/p95/p99, logins/s and
-# errors per mode, with the ratio measured in the same run. Every answer is
-# checked: a 401 or a 5xx is an error, never a success.
+# With no options: starts its own PostgreSQL and, in turn, the server with
+# TORNADO_PROCESSES=1 and with one process per CPU (at least 2), each on a
+# fresh database and data folder; creates real users with real argon2id
+# hashes; checks that one can log in and run a program (stops with the
+# reason if not); runs the login, files, run and classroom scenarios at 30,
+# 50 and 60 users after an uncounted warm-up; prints a table per scenario
+# and load with a verdict, and writes report.txt, results.json, results.csv
+# and latency.png into loadtest-<timestamp>/ (in the current folder).
 #
-#   ./simple_load_test.sh                      # defaults
-#   ./simple_load_test.sh --processes 1,2,4 --concurrency 30,60 --json out.json
+#   ./simple_load_test.sh                                   # the defaults (about 10 minutes)
+#   ./simple_load_test.sh --processes 1,2,4 --concurrency 30,60 --scenario files
+#   ./simple_load_test.sh --rate 40 --scenario files,login  # open loop
+#   ./simple_load_test.sh --sweep 10:200:10                 # where the time goes as load grows
+#   ./simple_load_test.sh --url https://ide.example.org --users users.csv
 #   ./simple_load_test.sh --help
 set -euo pipefail
-cd "$(dirname "$0")"
-make -s system-deps .venv/.installed
-exec .venv/bin/python -m server.ops.bench_login "$@"
+here="$(cd "$(dirname "$0")" && pwd)"
+make -s -C "$here" system-deps .venv/.installed
+# Run from the caller's folder, so that --out and --users paths mean what they say.
+export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
+export LOADTEST_ARGV0="$0"
+exec "$here/.venv/bin/python" -m server.ops.loadtest "$@"

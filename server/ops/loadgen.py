@@ -13,10 +13,22 @@ The pieces every scenario shares (more scenarios will be added):
   TCP connection.
 - `closed_loop`: N users, released together, each doing an operation and
   waiting for its answer before the next one.
+- `open_loop`: operations started at fixed scheduled times (R per second)
+  whether or not earlier ones were answered, each on a free user (the users
+  cap what is outstanding); latency counts from the SCHEDULED start, so a
+  server that stalls cannot hide the stall by slowing the generator down
+  (no coordinated omission). An operation that finds no free user within
+  its time limit is an error (`not_sent`), never silently skipped.
+- `ServerTiming`: the server's own account of each answer (`Server-Timing`
+  parts, mean per request), collected from the responses of users created
+  with `on_response=lambda response: tally.observe(response.headers)`.
 
 Scenarios (`SCENARIOS`):
 
 - `login`: a class logging in at once (`run_login`).
+
+(The load test's scenarios, built on these pieces, are in loadtest_scenarios
+and loadtest_classroom.)
 
 It needs only aiohttp and hdrh (no server code), so it can run on another
 machine than the server.
@@ -63,11 +75,14 @@ def error_kind(exc):
     return "exception_" + type(exc).__name__
 
 
-async def timed(recorder, operation):
+async def timed(recorder, operation, started=None):
     """Await `operation()` and record it: its latency when it returns (its
     result, if any, is the pid of the worker that answered), its error kind
-    when it raises. Returns True on success."""
-    started = time.perf_counter()
+    when it raises. Returns True on success. The latency counts from
+    `started` (a `time.perf_counter()` value, e.g. an open loop's scheduled
+    start) when given, else from now."""
+    if started is None:
+        started = time.perf_counter()
     try:
         worker = await operation()
     except Exception as e:  # every failure is a counted error, never a crash
@@ -105,9 +120,10 @@ class VirtualUser:
     (limit=1), so N users are N connections, as N students' browsers are.
     Use as `async with VirtualUser(url) as user:`."""
 
-    def __init__(self, base_url, timeout=REQUEST_TIMEOUT):
+    def __init__(self, base_url, timeout=REQUEST_TIMEOUT, on_response=None):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.on_response = on_response  # called with every response (aiohttp's), e.g. to read Server-Timing
         self.http = None
         self.xsrf = None
         self.logged_in = False
@@ -118,7 +134,8 @@ class VirtualUser:
             # unsafe=True: keep cookies of an IP-address host such as
             # 127.0.0.1, which aiohttp's jar otherwise drops silently.
             cookie_jar=aiohttp.CookieJar(unsafe=True),
-            timeout=aiohttp.ClientTimeout(total=self.timeout))
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            trace_configs=[response_trace(self.on_response)] if self.on_response else None)
         return self
 
     async def __aexit__(self, *exc):
@@ -160,6 +177,66 @@ class VirtualUser:
 def worker_pid(resp):
     value = resp.headers.get("X-Worker-Pid", "")
     return int(value) if value.isdigit() else None
+
+
+def response_trace(callback):
+    """An aiohttp TraceConfig that calls `callback(response)` for every
+    response a session receives (method, url, status and headers are
+    there), whoever made the request."""
+    trace = aiohttp.TraceConfig()
+
+    async def on_request_end(session, context, params):
+        callback(params.response)
+
+    trace.on_request_end.append(on_request_end)
+    return trace
+
+
+# -- the server's side: Server-Timing ---------------------------------------------
+
+SERVER_PARTS = ("hash_wait", "hash", "fs_wait", "fs", "db", "app")  # as in server/timing.py
+
+
+def parse_server_timing(value):
+    """{part: milliseconds} of a `Server-Timing` header value; {} if absent
+    or unreadable."""
+    parts = {}
+    for item in (value or "").split(","):
+        name, _, params = item.strip().partition(";")
+        for param in params.split(";"):
+            key, _, number = param.strip().partition("=")
+            if key == "dur":
+                try:
+                    parts[name.strip()] = float(number)
+                except ValueError:
+                    pass
+    return parts
+
+
+class ServerTiming:
+    """Sums of each `Server-Timing` part over the responses observed, for
+    the mean per request of each part (a part a request did not use counts
+    as 0 for it). `observe` takes a response's headers."""
+
+    def __init__(self):
+        self.responses = 0
+        self.without = 0  # responses that carried no Server-Timing
+        self.sums = Counter()
+
+    def observe(self, headers):
+        parts = parse_server_timing(headers.get("Server-Timing"))
+        if "total" not in parts:
+            self.without += 1
+            return
+        self.responses += 1
+        self.sums.update(parts)
+
+    def means_ms(self):
+        """{part: mean ms per request} for SERVER_PARTS and total; None when
+        no response carried the header."""
+        if not self.responses:
+            return None
+        return {part: round(self.sums[part] / self.responses, 3) for part in SERVER_PARTS + ("total",)}
 
 
 # -- closed loop ---------------------------------------------------------------
@@ -210,6 +287,110 @@ async def closed_loop(users, operation, recorder, iterations=1, duration=None):
     return Window(time.perf_counter() - started, cpu_seconds() - cpu)
 
 
+# -- open loop -------------------------------------------------------------------
+
+# An operation that waited longer than this for a free user, or that the
+# generator itself started this late, was not sent on time.
+LATE_SECONDS = 0.010
+
+
+@dataclass
+class OpenLoopStats:
+    """What the open-loop schedule met, beside the latencies."""
+    rate: float
+    scheduled: int = 0  # operations due within the window
+    sent: int = 0       # operations started (each on a free user)
+    waited: int = 0     # due operations that found every user busy and had to wait for one
+    late: int = 0       # of those, how many started more than LATE_SECONDS after their time
+    not_sent: int = 0   # found no free user within max_wait: counted as errors `not_sent`
+    max_lag_s: float = 0.0  # the latest start after the scheduled time
+    max_outstanding: int = 0  # the most operations in flight at once
+    window: Window = field(default_factory=Window)
+
+    def summary(self):
+        return {"rate": self.rate, "scheduled": self.scheduled, "sent": self.sent, "waited": self.waited,
+                "late": self.late, "not_sent": self.not_sent, "max_lag_ms": round(self.max_lag_s * 1000, 2),
+                "max_outstanding": self.max_outstanding,
+                "achieved_rate": round(self.sent / self.window.wall, 2) if self.window.wall else 0.0}
+
+
+async def open_loop(users, operation, rate, recorder, duration=None, requests=None, max_wait=REQUEST_TIMEOUT,
+                    rest=0.0):
+    """Start `operation(user, scheduled)` at fixed times, `rate` per second,
+    for `duration` seconds or `requests` operations, whether or not earlier
+    ones have been answered. Each runs on a free one of `users` (so at most
+    len(users) are outstanding); a user rests `rest` seconds after each
+    operation before it is free again. `scheduled` is the perf_counter time
+    the operation was due: the operation records its latency from it, so
+    waiting for a free user, or for a generator that fell behind, counts as
+    waiting, as it does for a student. An operation that finds no free user
+    within `max_wait` seconds of its time is recorded in `recorder` as the
+    error `not_sent`. Returns OpenLoopStats, whose window runs from the
+    first scheduled time to the last answer."""
+    if rate <= 0:
+        raise ValueError("open_loop needs a positive rate")
+    if duration is None and requests is None:
+        raise ValueError("open_loop needs duration or requests")
+    stats = OpenLoopStats(rate)
+    free = asyncio.Queue()
+    for user in users:
+        free.put_nowait(user)
+    outstanding = 0
+    tasks = set()
+
+    async def one(scheduled):
+        nonlocal outstanding
+        if free.empty():
+            stats.waited += 1
+        try:
+            user = await asyncio.wait_for(free.get(), max(0.0, scheduled + max_wait - time.perf_counter()))
+        except asyncio.TimeoutError:
+            stats.not_sent += 1
+            recorder.error("not_sent")
+            return
+        lag = time.perf_counter() - scheduled
+        stats.sent += 1
+        stats.late += lag > LATE_SECONDS
+        stats.max_lag_s = max(stats.max_lag_s, lag)
+        outstanding += 1
+        stats.max_outstanding = max(stats.max_outstanding, outstanding)
+        try:
+            await operation(user, scheduled)
+        except Exception as e:  # an operation should record its own failures; never lose one
+            recorder.error(error_kind(e))
+        finally:
+            outstanding -= 1
+            if rest:  # free again later, without holding up the end of the window
+                asyncio.get_running_loop().call_later(rest, free.put_nowait, user)
+            else:
+                free.put_nowait(user)
+
+    cpu = cpu_seconds()
+    first = time.perf_counter() + 0.005
+    number = 0
+    try:
+        while requests is None or number < requests:
+            scheduled = first + number / rate
+            if duration is not None and scheduled >= first + duration:
+                break
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            # When the generator is behind, every operation now due starts at
+            # once, each still timed from its own scheduled time.
+            task = asyncio.create_task(one(scheduled))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            number += 1
+        stats.scheduled = number
+        await asyncio.gather(*list(tasks))
+    finally:
+        for task in list(tasks):
+            task.cancel()
+    stats.window = Window(time.perf_counter() - first, cpu_seconds() - cpu)
+    return stats
+
+
 # -- scenario: login -----------------------------------------------------------
 
 @dataclass
@@ -237,15 +418,17 @@ class LoginResult:
                 "housekeeping_errors": dict(self.housekeeping)}
 
 
-async def login_round(base_url, credentials, recorder, housekeeping, timeout=REQUEST_TIMEOUT):
+async def login_round(base_url, credentials, recorder, housekeeping, timeout=REQUEST_TIMEOUT, on_response=None):
     """One class logging in at once: a new browser per (username, password),
     each loads the login page (untimed), then all POST /api/login at the same
     instant; each login's latency is one sample. Afterwards everyone logs out
     so that sessions do not pile up from round to round. New browsers every
     round mean new connections, which the kernel spreads over the workers
-    anew, so rounds sample that spread rather than repeat one."""
+    anew, so rounds sample that spread rather than repeat one.
+    `on_response`: see VirtualUser."""
     async with contextlib.AsyncExitStack() as stack:
-        users = [await stack.enter_async_context(VirtualUser(base_url, timeout)) for _ in credentials]
+        users = [await stack.enter_async_context(VirtualUser(base_url, timeout, on_response))
+                 for _ in credentials]
         ready = []
         for user, creds, outcome in zip(users, credentials, await asyncio.gather(
                 *(user.fetch_xsrf() for user in users), return_exceptions=True)):
