@@ -39,8 +39,9 @@ from collections import Counter
 
 from ..embedded_postgres import EmbeddedPostgres
 from ..files.store import etag_of
+from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
-from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, int_list, machine,
+from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
                           make_credentials, run_async, server_env, with_database)
 
 FILE_BYTES = (2048, 4096)  # size range of each saved file
@@ -267,9 +268,6 @@ def parse_args(argv):
     return args
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # so that the cleanup below runs on SIGTERM too
-
 
 def _raise_file_limit():
     """Each student holds a connection, on our side and on the server's
@@ -282,7 +280,7 @@ def _raise_file_limit():
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    clean_up_on_sigterm()
     _raise_file_limit()
     deadline = time.monotonic() + args.max_seconds
     base = tempfile.mkdtemp(prefix="pyclassroom-bench-files-")

@@ -39,6 +39,7 @@ import psycopg2
 from .. import config
 from ..auth.passwords import HASHER, hash_password
 from ..embedded_postgres import EmbeddedPostgres
+from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -267,15 +268,6 @@ def report(settings, info, hash_ms, results):
 
 # -- main --------------------------------------------------------------------------
 
-def int_list(text):
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, not {text!r}")
-    return values
-
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m server.ops.bench_login", description=__doc__.split("\n\n")[0])
@@ -294,13 +286,10 @@ def parse_args(argv):
     return args
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # so that the cleanup below runs on SIGTERM too
-
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    clean_up_on_sigterm()
     deadline = time.monotonic() + args.max_seconds
     base = tempfile.mkdtemp(prefix="pyclassroom-bench-")
     os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when we are root

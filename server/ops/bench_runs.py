@@ -75,9 +75,10 @@ import aiohttp
 
 from .. import config
 from ..embedded_postgres import EmbeddedPostgres
+from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 from .bench_files import LOGIN_CONCURRENCY, Student, _raise_file_limit
-from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, int_list, machine,
+from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
                           make_credentials, run_async, server_env, with_database)
 
 SANDBOXES = ("local", "docker", "process")
@@ -900,13 +901,10 @@ def parse_args(argv):
     return args
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # so that the cleanup below runs on SIGTERM too
-
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    clean_up_on_sigterm()
     _raise_file_limit()
     deadline = time.monotonic() + args.max_seconds
     cfg = config.load()  # SANDBOX_PYTHON, SANDBOX_IMAGE, SANDBOX_UID_BASE as the server will see them

@@ -66,6 +66,7 @@ from collections import Counter
 from .. import config
 from ..errors import Refused
 from ..files.store import Area, Limits, Store
+from .cli import clean_up_on_sigterm, int_list
 from .recording import Recorder, cpu_seconds
 
 FORMAT = 1  # bump when the JSON layout changes incompatibly
@@ -490,15 +491,6 @@ def size_range(text):
     return low, high
 
 
-def int_list(text):
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, not {text!r}")
-    return values
-
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m server.ops.efs_bench", description=__doc__.split("\n\n")[0],
@@ -540,9 +532,6 @@ def say(text):
     print(text, file=sys.stderr, flush=True)
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM cleans up as Ctrl-C does
-
 
 def main(argv=None):
     args = parse_args(argv)
@@ -564,7 +553,7 @@ def main(argv=None):
                          f"needs about {fmt_size(need)}")
     started = datetime.datetime.now().astimezone()
     host = host_info(args.dir)
-    signal.signal(signal.SIGTERM, _terminate)
+    clean_up_on_sigterm()
     try:
         results = benchmark(args)
     except KeyboardInterrupt:

@@ -50,6 +50,7 @@ import tornado
 from .. import __version__, config
 from ..auth.passwords import HASHER
 from ..embedded_postgres import EmbeddedPostgres
+from .cli import clean_up_on_sigterm
 from . import loadgen, loadtest_report as report
 from .bench_files import _raise_file_limit
 from .bench_login import (ROOT, Aborted, ServerUnderTest, admin_sql, insert_users, machine, make_credentials,
@@ -281,9 +282,6 @@ def text_report(args, document, modes, records, found, sweeps):
 
 # -- main --------------------------------------------------------------------------
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # so that the cleanup runs on SIGTERM too
-
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
@@ -291,7 +289,7 @@ def main(argv=None):
     started = datetime.datetime.now()
     args.out = args.out or f"loadtest-{started:%Y%m%d-%H%M%S}"
     command = shlex.join([os.environ.get("LOADTEST_ARGV0", f"{sys.executable} -m server.ops.loadtest"), *argv])
-    signal.signal(signal.SIGTERM, _terminate)
+    clean_up_on_sigterm()
     _raise_file_limit()
     deadline = time.monotonic() + args.max_seconds
     load_start = os.getloadavg()[0]

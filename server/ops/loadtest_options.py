@@ -4,6 +4,7 @@ import argparse
 import csv
 import os
 
+from .cli import int_list
 from . import loadgen
 from .loadtest_cell import SCENARIOS
 
@@ -16,15 +17,6 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
         self.exit(2, f"{PROG}: error: {message} (see --help)\n")
 
-
-def int_list(text):
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, not {text!r}")
-    return values
 
 
 def scenario_list(text):
