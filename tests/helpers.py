@@ -1,4 +1,6 @@
 """Small helpers the server tests share."""
+from concurrent.futures import ThreadPoolExecutor
+
 import psycopg2
 import requests
 
@@ -30,13 +32,16 @@ def fresh_connection_get(url, path, cookies=None, headers=None):
         return s.get(url + path, cookies=cookies, headers=headers or {}, timeout=30)
 
 
-def on_each_worker(server, path, cookies=None, tries=200):
-    """{pid: response} for one request answered by each worker of `server`."""
+def on_each_worker(server, path, cookies=None, rounds=25):
+    """{pid: response} for one request answered by each worker of `server`.
+    Requests go out 8 at a time: one after another, the kernel may hand
+    every new connection to the same worker."""
     seen = {}
-    for _ in range(tries):
-        r = fresh_connection_get(server.url, path, cookies=cookies)
-        seen.setdefault(int(r.headers["X-Worker-Pid"]), r)
-        if len(seen) == len(server.pids):
-            break
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(rounds):
+            for r in pool.map(lambda _: fresh_connection_get(server.url, path, cookies=cookies), range(8)):
+                seen.setdefault(int(r.headers["X-Worker-Pid"]), r)
+            if len(seen) == len(server.pids):
+                break
     assert set(seen) == set(server.pids), f"answers came only from {sorted(seen)}, workers {server.pids}"
     return seen
