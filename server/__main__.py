@@ -40,23 +40,33 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+SERVER_NICE = -15  # above any student program (they run at 10, their groups at 19)
+
+
 def setup_logging(level):
     logging.basicConfig(level=level, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
 
 
 def raise_priority():
-    """As root, put the server's scheduling group ahead of the sandboxes'.
-    With autogroup scheduling each sandbox session is a group of its own;
-    each lowers itself, but the kernel rate-limits that when many start at
-    once. Root may raise its own group without limit; workers inherit it."""
+    """As root, rank the server's CPU share above the sandboxes'. With
+    autogroup scheduling each sandbox session is a group of its own; each
+    lowers itself, but the kernel rate-limits that when many start at once,
+    so root raises its own group instead (workers inherit it). A process in
+    no group of its own (started by init without a session, as under some
+    CI runners and containers) competes task by task: raise its nice."""
     if os.geteuid() != 0:
         return
     try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write("-15")
+        with open("/proc/self/autogroup") as f:
+            in_group = bool(f.read().strip())  # empty: the default group, which has no weight
+        if in_group:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write(str(SERVER_NICE))
+            return
     except OSError:
         pass  # no autogroup scheduling on this kernel
+    os.setpriority(os.PRIO_PROCESS, 0, SERVER_NICE)
 
 
 def serving_line(cfg, port, pids):

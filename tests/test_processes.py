@@ -143,10 +143,17 @@ def test_embedded_postgres_is_created_reused_and_stopped(tmp_path):
 
 
 def test_as_root_the_server_outranks_the_sandboxes_for_cpu(start_server):
-    if os.geteuid() != 0 or not os.path.exists("/proc/self/autogroup"):
+    if os.geteuid() != 0:
         import pytest
-        pytest.skip("needs root and autogroup scheduling")
+        pytest.skip("needs root")
     server = start_server(processes=2)
     for pid in server.pids:
-        with open(f"/proc/{pid}/autogroup") as f:
-            assert f.read().strip().endswith("nice -15")
+        try:
+            with open(f"/proc/{pid}/autogroup") as f:
+                group = f.read().strip()
+        except FileNotFoundError:
+            group = ""  # a kernel without autogroup scheduling
+        if group:  # a session of its own: the group's weight is what counts
+            assert group.endswith("nice -15"), group
+        else:  # the default group (started by init, as CI runners do): task by task
+            assert os.getpriority(os.PRIO_PROCESS, pid) == -15
