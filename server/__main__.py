@@ -101,7 +101,7 @@ def main(argv=None):
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
         cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
-        log.info("student programs run in the %s sandbox", cfg.SANDBOX)
+        log.info("student programs run in the %s sandbox%s", cfg.SANDBOX, sandbox.priority_note(cfg.SANDBOX))
         try:
             sockets = bind_sockets(cfg.PORT, cfg.HOST, backlog=1024)
         except OSError as e:

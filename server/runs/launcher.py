@@ -241,25 +241,26 @@ def seed_matplotlib_cache(cache):
         pass  # matplotlib will build its own, slowly
 
 
-def lower_priority(nice, patience=3.0):
+def lower_priority(nice, lower_group, patience=3.0):
     """Make this process and its scheduling group less important than the
     server. With autogroup scheduling every session is its own group, and a
     process's nice only ranks it inside its group: 60 busy loops in 60
     sessions would otherwise get 60 shares of the CPU to the server's one.
-    The kernel lets an unprivileged process change a group's nice once per
-    100 ms machine-wide, so this retries; it runs before `ready`, never
-    while a student waits."""
+    A server running as root lowers the group when we are ready (it may do
+    so without limit); otherwise the kernel lets an unprivileged process
+    change a group's nice once per 100 ms machine-wide, so this retries. It
+    runs before `ready`, never while a student waits."""
     os.setpriority(os.PRIO_PROCESS, 0, nice)  # absolute: the server's own may be raised
     deadline = time.monotonic() + patience
-    while True:
+    while lower_group:
         try:
             with open("/proc/self/autogroup", "w") as f:
-                f.write("19")
+                f.write("19")  # as sandbox.GROUP_NICE
             return
         except OSError as e:
             if e.errno != errno.EAGAIN or time.monotonic() > deadline:
                 return  # no autogroup scheduling here: nice alone does the job
-            time.sleep(0.02 + 0.1 * (os.getpid() % 7) / 7)
+            time.sleep(0.02 + 0.1 * os.urandom(1)[0] / 255)  # apart from the others
 
 
 def main():
@@ -268,7 +269,8 @@ def main():
         os.setsid()  # a session of our own: its own scheduling group, and the program's terminal
     except OSError:
         pass  # already a session leader
-    lower_priority(settings.get("nice", 10))  # the server stays more important than student code
+    # The server stays more important than student code.
+    lower_priority(settings.get("nice", 10), settings.get("lower_group", True))
     seed_matplotlib_cache(settings.get("mpl_cache"))
     apply_limits(settings.get("limits", {}))
     write_all(1, OSC + b"ready" + BEL)

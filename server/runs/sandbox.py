@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass
 
 from ..traverse import blocked_parent
+from . import cpu_group
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ with open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
 STREAM_LIMIT = 64 << 10  # bytes read ahead from a sandbox before its writes block
+GROUP_NICE = 19  # a sandbox session's CPU group: the lowest weight there is
+INFO_TIMEOUT = 10.0
 
 
 class SandboxError(RuntimeError):
@@ -73,10 +76,17 @@ def launcher_argv(python, settings_json):
 class Prepared:
     """A launcher waiting for its `go` frame (a plain or bubblewrapped child)."""
 
-    def __init__(self, proc):
+    def __init__(self, proc, lower_at_ready=None):
         self.proc = proc
         self.stdout = proc.stdout
         self.stderr = proc.stderr
+        self.lower_at_ready = lower_at_ready  # the launcher's pid, if the server lowers its autogroup
+
+    def on_ready(self):
+        """The launcher said ready: its session exists now, and no student
+        code runs before `go`."""
+        if self.lower_at_ready:
+            lower_group(self.lower_at_ready, GROUP_NICE)
 
     def send(self, frame):
         try:
@@ -110,6 +120,7 @@ class ProcessSandbox:
 
     def __init__(self, cfg):
         self.cfg = cfg
+        self.cpu_group = cpu_group.create()
         log.warning("SANDBOX=process: student code is NOT isolated from the server. "
                     "Use it for development only; use local (bubblewrap) or docker for a class.")
 
@@ -118,13 +129,31 @@ class ProcessSandbox:
 
     async def prepare(self, home, uid, settings):
         """Start the launcher for `home` as `uid`; `settings` are the
-        launcher's (limits, nice)."""
-        proc = await asyncio.create_subprocess_exec(
-            *self.argv(home, settings), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        launcher's (limits, nice). As root, the server ranks it below
+        everything else itself: in the idle CPU group, or else by lowering
+        its autogroup once it is ready (which root may do without the
+        kernel's rate limit, and only once the launcher's session exists)."""
+        if os.geteuid() == 0:
+            settings = dict(settings, lower_group=False)
+        proc, launcher_pid = await self.start(home, uid, settings)
+        if os.geteuid() != 0 or launcher_pid is None:
+            return Prepared(proc)
+        if self.cpu_group and await asyncio.get_running_loop().run_in_executor(
+                None, self.cpu_group.add, launcher_pid, proc.pid):  # (bubblewrap's own, if another)
+            return Prepared(proc)
+        return Prepared(proc, lower_at_ready=launcher_pid)
+
+    async def start(self, home, uid, settings):
+        """(process, pid of the launcher, which forks nothing before `go`)."""
+        proc = await self.spawn(self.argv(home, settings), home, uid)
+        return proc, proc.pid
+
+    async def spawn(self, argv, home, uid, pass_fds=()):
+        return await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=home, env=environment(self.env_home(home)),
-            start_new_session=True, limit=STREAM_LIMIT, close_fds=True,
+            start_new_session=True, limit=STREAM_LIMIT, close_fds=True, pass_fds=pass_fds,
             **_as_user(uid))
-        return Prepared(proc)
 
     def env_home(self, home):
         return home
@@ -145,12 +174,30 @@ class LocalSandbox(ProcessSandbox):
     def __init__(self, cfg):
         self.cfg = cfg
         self.bwrap = shutil.which("bwrap")
+        self.cpu_group = cpu_group.create()
 
     def env_home(self, home):
         return SANDBOX_HOME
 
-    def argv(self, home, settings):
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+    async def start(self, home, uid, settings):
+        """As ProcessSandbox.start; bubblewrap tells the launcher's pid (the
+        sandbox's first process) on an --info-fd pipe."""
+        info_r, info_w = os.pipe()
+        try:
+            proc = await self.spawn(self.argv(home, settings, info_fd=info_w), home, uid,
+                                    pass_fds=(info_w,))
+        finally:
+            os.close(info_w)
+        try:
+            info = json.loads(await asyncio.wait_for(read_to_end(info_r, 4096), INFO_TIMEOUT))
+            return proc, int(info["child-pid"])
+        except (ValueError, KeyError, TypeError, OSError, asyncio.TimeoutError):
+            return proc, None  # bubblewrap failed: the launcher never says ready, which is reported
+
+    def argv(self, home, settings, info_fd=None):
+        # --as-pid-1: the launcher is the sandbox's first process and session
+        # leader, so the child pid that --info-fd reports is in its session.
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
                 "--cap-drop", "ALL", "--hostname", "sandbox",
                 "--ro-bind", "/usr", "/usr"]
         for link in ("bin", "lib", "lib64", "sbin"):
@@ -166,6 +213,8 @@ class LocalSandbox(ProcessSandbox):
                  "--bind", home, SANDBOX_HOME, "--chdir", SANDBOX_HOME,
                  "--remount-ro", "/",  # the sandbox's own root: nothing there to write but home and /tmp
                  "--uid", "1000", "--gid", "1000", "--clearenv"]
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
         for key, value in environment(SANDBOX_HOME).items():
             args += ["--setenv", key, value]
         settings = json.dumps(dict(settings, mpl_cache=MPL_CACHE_IN_SANDBOX))
@@ -198,6 +247,36 @@ class LocalSandbox(ProcessSandbox):
         return done.stdout.strip() == b"42"
 
 
+def lower_group(pid, nice):
+    """As root, set the nice of `pid`'s autogroup (its session's CPU share).
+    The launcher could do it itself, but the kernel lets unprivileged
+    processes do that once per 100 ms machine-wide: 60 sandboxes starting
+    together would queue for seconds, or run at full weight meanwhile."""
+    try:
+        with open(f"/proc/{int(pid)}/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError:
+        pass  # already gone, or no autogroup scheduling: the launcher's nice still applies
+
+
+async def read_to_end(fd, limit):
+    """All of a pipe's bytes (at most `limit`), without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                open(fd, "rb", buffering=0))
+    data = b""
+    try:
+        while len(data) < limit:
+            chunk = await reader.read(limit - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        transport.close()
+    return data
+
+
 def run_uid(cfg, user_id):
     """The host uid a user's programs run as: their own when the server is
     root (so one student's processes cannot touch another's), else ours."""
@@ -225,6 +304,16 @@ def resolve(cfg):
     if kind in ("local", "process"):
         build_mpl_cache(cfg)
     return kind
+
+
+def priority_note(kind):
+    """How student code ranks below the server, for the start-up log."""
+    if kind == "docker":
+        return ", each container with a low CPU weight"
+    group = cpu_group.create() if os.geteuid() == 0 else None
+    if group:
+        return f", at idle CPU priority (cgroup {group.path})"
+    return ", below the server by scheduling group nice (no idle CPU group here: needs root and cgroup v1 cpu)"
 
 
 def mpl_cache(cfg):

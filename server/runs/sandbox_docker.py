@@ -91,7 +91,9 @@ class DockerSandbox:
         are the launcher's (limits, nice), as a dict or JSON text."""
         if isinstance(settings, (str, bytes)):
             settings = json.loads(settings)
-        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE))
+        # lower_group: autogroups do not apply inside a container's cgroup,
+        # whose weight (cpu_shares) ranks it instead.
+        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False))
         user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
         starting = asyncio.ensure_future(self._call(self._create_and_start, home, user, settings_json))
         try:
@@ -253,6 +255,9 @@ class DockerPrepared:
         self._pump_task = asyncio.ensure_future(self._pump())
         self._kill_task = None
         self._exit = None
+
+    def on_ready(self):
+        """Nothing to do: the container's cgroup sets its CPU weight."""
 
     async def _pump(self):
         """Split Docker's frames into stdout and stderr until the stream ends."""

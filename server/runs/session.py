@@ -104,9 +104,12 @@ class Sandboxed:
                     if kind == "osc" and payload == b"ready":
                         return True
         try:
-            return await asyncio.wait_for(until_ready(), READY_TIMEOUT)
+            ready = await asyncio.wait_for(until_ready(), READY_TIMEOUT)
         except asyncio.TimeoutError:
             return False
+        if ready:
+            self.prepared.on_ready()
+        return ready
 
 
 REASON_WORDS = {
