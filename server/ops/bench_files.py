@@ -55,8 +55,9 @@ FIGURES = ("save_p50_ms", "save_p95_ms", "save_p99_ms", "load_p50_ms", "load_p95
 class Student:
     """One student editing one file in its own home, through one browser."""
 
-    def __init__(self, user, username, path):
+    def __init__(self, user, username, path, timing=None):
         self.user = user
+        self.timing = timing  # a loadgen.ServerTiming that sees each save's answer
         self.username = username
         self.url = f"{user.base_url}/api/files/home/{path}"
         self.etag = None   # of the last acknowledged save; None: the file is new
@@ -77,6 +78,8 @@ class Student:
             headers["If-Match"] = f'"{self.etag}"'
         async with self.user.http.put(self.url, data=text.encode(), headers=headers) as resp:
             body = await resp.read()
+        if self.timing:
+            self.timing.observe(resp.headers)
         loadgen.check_status(resp.status, 200)
         etag = _json(body).get("etag")
         if etag != etag_of(text.encode()):

@@ -484,8 +484,11 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
 
 async def save_loop(savers, duration, server_pids=()):
     """Each saver saves its own file in a closed loop for `duration` s:
-    (recorder, window, server CPU seconds meanwhile)."""
+    (recorder, window, {server CPU meanwhile, server_timing_ms})."""
     recorder = loadgen.Recorder()
+    timing = loadgen.ServerTiming()
+    for student in savers:
+        student.timing = timing
     watch = CpuWatch(server_pids).start()
 
     async def save(student):
@@ -496,7 +499,7 @@ async def save_loop(savers, duration, server_pids=()):
             raise
 
     window = await loadgen.closed_loop(savers, save, recorder, iterations=None, duration=duration)
-    return recorder, window, watch.stop()
+    return recorder, window, dict(watch.stop(), server_timing_ms=timing.means_ms())
 
 
 def save_summary(recorder, window, used):
@@ -799,6 +802,10 @@ def report(args, info, bare, python, results, skipped):
                              f"{fmt(s['p50_ms']):>7} {fmt(s['p95_ms']):>7} {fmt(s['p99_ms']):>7} "
                              f"{fmt(s['max_ms']):>7}       {s['saves_per_s']:>7.1f}  {pct(s['server_cpu']):>7}  "
                              f"{pct(s['machine_busy']):>7}  {s['loadgen_cpu']:>7.0%}")
+            for label, s in (("idle", resp["idle"]), ("loops", resp["busy"])):
+                parts = s.get("server_timing_ms") or {}
+                lines.append(f"{'':>8} {label:>10} server time per save (Server-Timing, mean ms): " + ", ".join(
+                    f"{k} {v:.1f}" for k, v in parts.items() if v))
             ratio = resp["busy_to_idle"]
             lines.append(f"{'':>8} {'busy/idle':>10} {'':>6} {'':>6}  {fmt(ratio.get('p50_ms'), '.2f'):>7} "
                          f"{fmt(ratio.get('p95_ms'), '.2f'):>7} {fmt(ratio.get('p99_ms'), '.2f'):>7}")
