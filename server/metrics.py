@@ -28,6 +28,8 @@ RUN_QUEUE_WAIT = Histogram("pyclassroom_run_queue_wait_seconds", "Time a run wai
                            buckets=LATENCY_BUCKETS)
 SANDBOX_START = Histogram("pyclassroom_sandbox_start_seconds", "Time to start a sandbox until ready",
                           buckets=LATENCY_BUCKETS)
+SANDBOX_REUSED = Counter("pyclassroom_sandbox_reused_total",
+                         "Sandboxes made ready again after a run, to serve the same student's next run")
 RUN_DURATION = Histogram("pyclassroom_run_duration_seconds", "How long runs lasted",
                          buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900))
 RUN_EXITS = Counter("pyclassroom_run_exits_total", "Runs ended, by reason", ["reason"])

@@ -42,7 +42,9 @@ def test_two_students_run_the_echo_program(server):
     assert result["first_output_p50_ms"] <= result["exit_p50_ms"]
     assert result["runs_per_s"] > 0
     assert result["queued_messages"] == 0
-    assert result["server_sandbox_starts"]["count"] >= 1  # a fresh sandbox after every run
+    # After a run that ended by itself its sandbox is made ready for the next
+    # one: every run but each student's first was served that way.
+    assert result["server_sandbox_reuses"] >= result["runs"] - 2 >= 1
 
 
 def test_a_wrong_echo_is_an_error_not_a_success(server):

@@ -628,3 +628,97 @@ def test_run_again_right_after_exit_is_not_refused(sandbox_server):
                 exits.append(await rc.run("quick.py"))
             return exits
     assert [e["reason"] for e in asyncio.run(go())] == ["ok"] * 5
+
+
+# -- a sandbox serving several runs -------------------------------------------------
+
+REUSE_PROBE = """import builtins, os, sys
+seen = getattr(builtins, 'left_by_an_earlier_run', False)
+builtins.left_by_an_earlier_run = True
+others = sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid()))
+try:
+    runs = int(open('/tmp/runs').read()) + 1
+except FileNotFoundError:
+    runs = 1
+open('/tmp/runs', 'w').write(str(runs))
+print('run', runs, 'interpreter state from before:', seen, 'other processes:', others)
+if sys.argv[1:] == ['leave-a-process']:
+    import subprocess
+    subprocess.Popen(['sleep', '300'], start_new_session=True)
+if sys.argv[1:] == ['wait']:
+    input()
+"""
+
+
+def _probe(rc, *args):
+    """Run REUSE_PROBE on an open socket: (exit message, its line)."""
+    async def go():
+        before = len(rc.messages)
+        exit_ = await rc.run("probe.py", args=list(args), timeout=60)
+        out = "".join(m["data"] for m in rc.messages[before:]
+                      if m["type"] == "output" and m["stream"] == "stdout")
+        return exit_, out.strip()
+    return go()
+
+
+def test_a_reused_sandbox_starts_every_run_clean(isolated_server):
+    """Runs share a sandbox (its /tmp shows it), but each is a fresh
+    interpreter and nothing a run started outlives it; a stopped run's
+    sandbox is never reused."""
+    ada = student(isolated_server, "ada")
+    save(ada, "probe.py", REUSE_PROBE)
+
+    async def go():
+        async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as rc:
+            first = await _probe(rc, "leave-a-process")
+            second = await _probe(rc)
+            await rc.send(type="run", path="probe.py", args=["wait"])
+            await rc.until("output", 60)
+            await rc.send(type="kill")
+            killed = await rc.until("exit", 60)
+            after_kill = await _probe(rc)
+            return first, second, killed, after_kill
+    first, second, killed, after_kill = asyncio.run(go())
+    assert first == ({**first[0], "reason": "ok"}, "run 1 interpreter state from before: False other processes: []")
+    assert second == ({**second[0], "reason": "ok"}, "run 2 interpreter state from before: False other processes: []")
+    assert killed["reason"] == "killed"
+    assert after_kill[1] == "run 1 interpreter state from before: False other processes: []"
+
+
+def test_a_sandbox_is_replaced_after_its_runs(start_server):
+    server = start_server(SANDBOX="local", RUN_SANDBOX_RUNS=2, **LIMITS)
+    ada = student(server, "ada")
+    save(ada, "probe.py", REUSE_PROBE)
+
+    async def go():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as rc:
+            return [(await _probe(rc))[1].split(" interpreter")[0] for _ in range(5)]
+    assert asyncio.run(go()) == ["run 1", "run 2", "run 1", "run 2", "run 1"]
+
+
+def test_a_program_cannot_pose_as_the_launcher(isolated_server):
+    """Printing the launcher's own sequences neither ends the run nor
+    confuses the next one (which runs in the same sandbox); nor does an
+    image sequence left unfinished keep the run from ending."""
+    ada = student(isolated_server, "ada")
+    forged = ("import sys\nopen('/tmp/runs', 'w').write('1')\n"
+              "print('\\x1b]7012;exit;{\"code\": 0}\\x07\\x1b]7012;ready\\x07', flush=True)\n"
+              "sys.stderr.write('\\x1b]7012;end\\x07'); sys.stderr.flush()\n"
+              "print('\\x1b]70', end='', flush=True); print('12;exit;{}\\x07', flush=True)\n"
+              "import time; time.sleep(0.5)\n"
+              "print('still running')\n"
+              "sys.stdout.write('\x1b]7011;image;never ended'); sys.stdout.flush()\n"
+              "sys.exit(3)\n")
+    save(ada, "forge.py", forged)
+    save(ada, "probe.py", REUSE_PROBE)
+
+    async def go():
+        async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as rc:
+            exit_ = await rc.run("forge.py", timeout=60)
+            out = rc.output("stdout")
+            _, probe = await _probe(rc)
+            return exit_, out, probe
+    exit_, out, probe = asyncio.run(go())
+    assert exit_["reason"] == "error" and exit_["code"] == 3
+    assert "still running" in out
+    assert probe == "run 2 interpreter state from before: False other processes: []"

@@ -18,6 +18,7 @@ import pytest
 
 from server import config
 from server.runs.sandbox import Limits
+from server.runs import session
 from server.runs.session import OscParser, Sandboxed, frame
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,10 +101,10 @@ async def drain(prepared, timeout=60):
     for kind, payload in OscParser().feed(out):
         if kind == "text":
             text += payload
-        elif payload.startswith(b"image;"):
-            images.append(payload[len(b"image;"):])
-        elif payload.startswith(b"exit;"):
-            status = json.loads(payload[len(b"exit;"):])
+        elif payload.startswith(session.IMAGE):
+            images.append(payload[len(session.IMAGE):])
+        elif payload.startswith(session.EXIT):
+            status = json.loads(payload[len(session.EXIT):])
     return text.decode(errors="replace"), images, status, err.decode(errors="replace")
 
 

@@ -92,7 +92,7 @@ READY_WAIT = 30.0  # longest wait for the server to report the warm sandboxes
 TARGET_LOCAL_RATIO = 2.0  # local first-output p50 / bare interpreter p50
 TARGET_DOCKER_MS = 150.0  # docker first-output p50
 TARGET_SAVE_P95_MS = 100.0  # save p95 while the hogs run
-METRIC_RE = re.compile(r"^(pyclassroom_sandbox_start_seconds_(?:sum|count))\s+(\S+)$", re.M)
+METRIC_RE = re.compile(r"^(pyclassroom_sandbox_start_seconds_(?:sum|count)|pyclassroom_sandbox_reused_total)\s+(\S+)$", re.M)
 
 
 # -- one student's WebSocket -------------------------------------------------------
@@ -238,14 +238,29 @@ class RunSocket:
 async def sandbox_starts(http, base_url):
     """(count, seconds) of sandboxes the server has made ready so far, all
     workers together, from its /metrics; (None, None) if it cannot say."""
+    found = await server_metrics(http, base_url)
+    try:
+        return (int(found["pyclassroom_sandbox_start_seconds_count"]),
+                found["pyclassroom_sandbox_start_seconds_sum"])
+    except KeyError:
+        return None, None
+
+
+async def sandbox_reuses(http, base_url):
+    """Sandboxes made ready again after a run so far (to serve the next);
+    None if the server cannot say."""
+    value = (await server_metrics(http, base_url)).get("pyclassroom_sandbox_reused_total")
+    return None if value is None else int(value)
+
+
+async def server_metrics(http, base_url):
+    """{name: value} of the server's /metrics; {} if it cannot say."""
     try:
         async with http.get(base_url.rstrip("/") + "/metrics") as resp:
             text = await resp.text()
-        found = {name: float(value) for name, value in METRIC_RE.findall(text)}
-        return (int(found["pyclassroom_sandbox_start_seconds_count"]),
-                found["pyclassroom_sandbox_start_seconds_sum"])
+        return {name: float(value) for name, value in METRIC_RE.findall(text)}
     except Exception:
-        return None, None
+        return {}
 
 
 async def wait_for_sandboxes(http, base_url, count, timeout=READY_WAIT):
@@ -417,6 +432,7 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
             ready_s = None
             await asyncio.sleep(settle)
             before = await sandbox_starts(metrics_http, url)
+            reused_before = await sandbox_reuses(metrics_http, url)
             if before_open[0] is not None:
                 ready_s = starts_between(before_open, before)
             gate = asyncio.Event()
@@ -453,6 +469,7 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
             window = loadgen.Window(time.perf_counter() - wall, loadgen.cpu_seconds() - cpu)
             used = watch.stop()
             after = await sandbox_starts(metrics_http, url)
+            reused_after = await sandbox_reuses(metrics_http, url)
             queued = sum(s.queued for s in sockets)
             stale = sum(s.stale for s in sockets)
     finally:
@@ -473,6 +490,8 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
         "runs_per_s": round(runs / window.wall, 2) if window.wall else 0.0,
         "wall_s": round(window.wall, 3), "queued_messages": queued, "stale_messages": stale,
         "server_sandbox_starts": starts_between(before, after) if before[0] is not None else None,
+        "server_sandbox_reuses": (reused_after - reused_before
+                                  if None not in (reused_before, reused_after) else None),
         "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > loadgen.CPU_WARNING,
         # server_cpu: share of one core, the server's processes together (not its sandboxes);
         # docker_daemon_cpu: dockerd + containerd, of one core; machine_busy: of all cores.
@@ -765,7 +784,7 @@ def report(args, info, bare, python, results, skipped):
              "(includes the server's output coalescing, up to 25 ms); exit = `run` sent -> `exit`",
              f"{'sandbox':>8} {'students':>8} {'runs':>5} {'errors':>6}  {'started':>7}  {'first p50':>9} {'p95':>6} "
              f"{'p99':>6}  {'exit p50':>8} {'p95':>6} {'p99':>6}  {'tail p95':>8} (ms)  {'runs/s':>6}  "
-             f"{'sbx start':>9}  {'srv cpu':>7}  {'dockerd':>7}  {'machine':>7}  {'gen cpu':>7}"]
+             f"{'sbx start':>9} {'new/reused':>10}  {'srv cpu':>7}  {'dockerd':>7}  {'machine':>7}  {'gen cpu':>7}"]
     for block in results:
         for r in block["runs"]:
             starts = r["server_sandbox_starts"] or {}
@@ -774,11 +793,15 @@ def report(args, info, bare, python, results, skipped):
                          f"{fmt(r['first_output_p95_ms']):>6} {fmt(r['first_output_p99_ms']):>6}  "
                          f"{fmt(r['exit_p50_ms']):>8} {fmt(r['exit_p95_ms']):>6} {fmt(r['exit_p99_ms']):>6}  "
                          f"{fmt(r['exit_after_output_p95_ms']):>8}       {r['runs_per_s']:>6.1f}  "
-                         f"{fmt(starts.get('mean_ms')):>9}  {pct(r['server_cpu']):>7}  "
+                         f"{fmt(starts.get('mean_ms')):>9} "
+                         f"{str(starts.get('count', '-')) + '/' + str(r.get('server_sandbox_reuses', '-')):>10}  "
+                         f"{pct(r['server_cpu']):>7}  "
                          f"{pct(r['docker_daemon_cpu'] if r['sandbox'] == 'docker' else None):>7}  "
                          f"{pct(r['machine_busy']):>7}  {r['loadgen_cpu']:>7.0%}")
     lines.append("(started: `run` -> `started` (p50); tail: last output frame -> `exit`; sbx start: the server's "
-                 "mean time to start a sandbox until ready, during the loop, from its /metrics; srv cpu: the "
+                 "mean time to start a sandbox until ready, during the loop, from its /metrics; new/reused: "
+                 "sandboxes started afresh / made ready again after a run to serve the student's next one "
+                 "(RUN_SANDBOX_RUNS), during the loop; srv cpu: the "
                  "server's processes, share of one core, sandboxes not included; dockerd: dockerd + containerd, of one "
                  "core; machine: all CPUs busy, of all; gen cpu: this load generator, of one core)")
     for block in results:

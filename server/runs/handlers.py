@@ -2,8 +2,10 @@
 
 The socket keeps one sandbox started ahead of time (a launcher waiting for
 `go`), so pressing Run costs only the fork of an already-started
-interpreter. After each run a fresh one is started: a sandbox is never
-reused. The protocol is written down in PROTOCOL.md.
+interpreter. A run that ends by itself leaves its sandbox to serve the
+next one (up to RUN_SANDBOX_RUNS; each run is a fresh fork and nothing of
+the last run survives in it); one that is stopped, or the last, gets a
+fresh sandbox. The protocol is written down in PROTOCOL.md.
 """
 import asyncio
 import json
@@ -176,24 +178,37 @@ class RunSocket(websocket.WebSocketHandler):
                 await sandboxed.prepared.kill()
             return {"type": "error", "error": "sandbox_failed",
                     "message": "The sandbox could not start. Tell your teacher."}
-        self.run = Run(ctx.cfg, sandboxed, self.send)
-        self.run.claim_id = claim_id
-        ctx.runs.add(self.run)
+        self.run = run = Run(ctx.cfg, sandboxed, self.send)
+        run.claim_id = claim_id
+        ctx.runs.add(run)
         metrics.RUNS_ACTIVE.inc()
         try:
-            await self.send({"type": "started", "run_id": self.run.id})
-            exit_msg = await self.run.execute("/".join(parts), args, cols, rows)
+            await self.send({"type": "started", "run_id": run.id})
+            exit_msg = await run.execute("/".join(parts), args, cols, rows)
             metrics.RUN_DURATION.observe(exit_msg["duration"])
             metrics.RUN_EXITS.labels(exit_msg["reason"]).inc()
             return exit_msg
         finally:
             metrics.RUNS_ACTIVE.dec()
-            ctx.runs.discard(self.run)
+            ctx.runs.discard(run)
             self.run = None
+            if run.reusable:
+                if self.closed or ctx.draining or self.warm:
+                    await sandboxed.prepared.kill()
+                else:
+                    self.warm = asyncio.ensure_future(self._reuse(sandboxed))
 
     def _warm_up(self):
         if self.warm is None and not self.ctx.draining:
             self.warm = asyncio.ensure_future(self._prepare())
+
+    async def _reuse(self, sandboxed):
+        """The sandbox of the run that just ended, once it is ready again."""
+        if await sandboxed.ready():
+            metrics.SANDBOX_REUSED.inc()
+            return sandboxed
+        await sandboxed.prepared.kill()
+        return None
 
     async def _prepare(self):
         """Start a sandbox for this user and wait until its launcher is ready."""
@@ -204,12 +219,13 @@ class RunSocket(websocket.WebSocketHandler):
             await ctx.files.run(ctx.store.ensure_home, self.user["username"],
                                 self.user["role"] == "student", uid)
             home = ctx.store.home_path(self.user["username"])
-            settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10}
+            runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
+            settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
             prepared = await ctx.sandbox.prepare(home, uid, settings)
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
             return None
-        sandboxed = Sandboxed(prepared, started)
+        sandboxed = Sandboxed(prepared, started, runs)
         if not await sandboxed.ready():
             await prepared.kill()
             why = await prepared.stderr.read(2000)

@@ -16,15 +16,23 @@ needs nothing but a Python interpreter. The launcher
    and frames from its stdin to the PTY. It writes with blocking writes, so
    when the server stops reading, the program stops at its next print
    instead of anything buffering without bound;
-5. ends with a status sequence on stdout, then exits.
+5. ends the run with a status sequence on stdout, then exits, or, when it
+   may serve more runs (settings "runs", only as the first process of a PID
+   namespace), marks the end of stderr, kills everything the run left in
+   the namespace, and says ready again. Each run is a fresh fork of the
+   same never-used interpreter, so no run sees another's state.
 
 Frames on stdin: 1 byte type, 4 bytes big-endian length, payload.
   g go {"path", "args", "cols", "rows"}   d stdin bytes   r resize {"cols","rows"}
   i interrupt (SIGINT to the program)     e end of input (Ctrl-D)
 
-Sequences on stdout (OSC, as terminals use them):
-  ESC ] 7011 ; ready BEL          ESC ] 7011 ; exit ; {json} BEL
-  ESC ] 7011 ; image ; <base64 PNG> BEL    (from the matplotlib backend below)
+Sequences (OSC, as terminals use them), the launcher's own on stdout:
+  ESC ] 7012 ; ready BEL          ESC ] 7012 ; exit ; {json} BEL
+and on stderr, between runs:  ESC ] 7012 ; end BEL
+The program's own (from the matplotlib backend below), on stdout:
+  ESC ] 7011 ; image ; <base64 PNG> BEL
+A program that prints ESC ] 7012 ; itself has it defanged on the way, so it
+cannot end a run early or pose as the launcher.
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -44,7 +52,8 @@ import termios
 import time
 import traceback
 
-OSC = b"\x1b]7011;"
+CTL = b"\x1b]7012;"  # the launcher's own sequences
+DEFANGED = b"\x1b]7012_"  # what becomes of CTL in a program's output
 BEL = b"\x07"
 
 MPL_BACKEND = r'''
@@ -147,6 +156,9 @@ def run_program(path, args, slave, err_w, status_w, own_session):
         if fd > 2:
             os.close(fd)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.close(signal.set_wakeup_fd(-1))  # the launcher's, not the program's
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8",
                                                  errors="replace")
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
@@ -269,15 +281,64 @@ def main():
         os.setsid()  # a session of our own: its own scheduling group, and the program's terminal
     except OSError:
         pass  # already a session leader
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # each run's terminal hangs up as it ends
     # The server stays more important than student code.
     lower_priority(settings.get("nice", 10), settings.get("lower_group", True))
     seed_matplotlib_cache(settings.get("mpl_cache"))
     apply_limits(settings.get("limits", {}))
-    write_all(1, OSC + b"ready" + BEL)
-    kind, payload, buf = read_frame(0, b"")
-    if kind != b"g":
-        os._exit(0)  # the server went away before the run started
-    go = json.loads(payload)
+    # Only the first process of a PID namespace can clear what a run leaves
+    # behind (kill(-1) there reaches the namespace only): elsewhere, one run.
+    runs = max(1, int(settings.get("runs", 1))) if os.getpid() == 1 else 1
+    # A child's exit wakes the relay at once (not at its next timeout).
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    buf = b""
+    for left in range(runs - 1, -1, -1):
+        write_all(1, CTL + b"ready" + BEL)
+        go, buf = wait_for_go(buf)
+        if go is None:
+            os._exit(0)  # the server went away before the run started
+        result, buf = run_once(go, buf, wake_r)
+        if not left:
+            write_all(1, CTL + b"exit;" + json.dumps(result).encode() + BEL)
+            os._exit(0)
+        write_all(2, CTL + b"end" + BEL)
+        write_all(1, CTL + b"exit;" + json.dumps(result).encode() + BEL)
+        clear_namespace()
+
+
+def wait_for_go(buf):
+    """(the `go` frame's settings, leftover bytes); None at EOF. Frames
+    meant for the previous run (input typed after it ended) are dropped."""
+    while True:
+        kind, payload, buf = read_frame(0, buf)
+        if kind is None:
+            return None, buf
+        if kind == b"g":
+            return json.loads(payload), buf
+
+
+def clear_namespace():
+    """Kill everything a run left (background processes) and reap it all:
+    as PID 1 of the namespace, kill(-1) reaches every other process in it."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass  # nothing left
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def run_once(go, buf, wake_r):
+    """Fork the program on a new terminal and relay until it ends:
+    (status, leftover stdin bytes)."""
     master, slave = os.openpty()
     set_size(master, go.get("cols", 80), go.get("rows", 24))
     try:
@@ -292,25 +353,31 @@ def main():
         os.close(master)
         os.close(err_r)
         os.close(status_r)
+        os.close(wake_r)
         run_program(go["path"], go.get("args", []), slave, err_w, status_w, own_session=not owns_terminal)
     os.close(slave)
     os.close(err_w)
     os.close(status_w)
-    relay(pid, master, err_r, status_r, buf)
+    try:
+        return relay(pid, master, err_r, status_r, buf, wake_r)
+    finally:
+        for fd in (master, err_r, status_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
-def relay(pid, master, err_r, status_r, buf):
+def relay(pid, master, err_r, status_r, buf, wake_r):
+    """Relay until the program has exited and its output is through:
+    (status dict, leftover stdin bytes)."""
     open_fds = {master: 1, err_r: 2}
+    carry = {master: b"", err_r: b""}  # a CTL possibly cut across reads
     status_open = True
     stdin_open = True
     status = None
     reason = b""
     buf = act_on_frames(master, pid, buf)  # input that came in the same read as `go`
-    # The child's exit wakes the loop at once (not at the next timeout).
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
     while True:
         watch = list(open_fds) + [wake_r] + ([status_r] if status_open else []) + ([0] if stdin_open else [])
         ready, _, _ = select.select(watch, [], [], 0.05 if status is not None else 1.0)
@@ -329,9 +396,10 @@ def relay(pid, master, err_r, status_r, buf):
                 except OSError:  # EIO: the terminal's last user is gone
                     data = b""
                 if data:
-                    write_all(open_fds[fd], data)
+                    safe, carry[fd] = defang(carry[fd] + data)
+                    write_all(open_fds[fd], safe)
                 else:
-                    del open_fds[fd]
+                    write_all(open_fds.pop(fd), carry[fd])
         if status is None:
             done, wstatus = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -339,11 +407,22 @@ def relay(pid, master, err_r, status_r, buf):
                 deadline = _now() + 0.2  # let buffered output through, not a background child's
         if status is not None and (not open_fds or _now() > deadline):
             break
+    for fd, out in open_fds.items():
+        write_all(out, carry[fd])
     result = {"code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
               "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
               "reason": reason.decode(errors="replace") or None}
-    write_all(1, OSC + b"exit;" + json.dumps(result).encode() + BEL)
-    os._exit(0)
+    return result, buf
+
+
+def defang(data):
+    """(data with every CTL made harmless, a tail held back because it may
+    be the start of a CTL cut across reads)."""
+    data = data.replace(CTL, DEFANGED)
+    for n in range(min(len(CTL) - 1, len(data)), 0, -1):
+        if data.endswith(CTL[:n]):
+            return data[:-n], data[-n:]
+    return data, b""
 
 
 def handle_input(master, pid, buf):

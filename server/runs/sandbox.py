@@ -117,6 +117,7 @@ class ProcessSandbox:
 
     name = "process"
     isolated = False
+    reusable = False  # the launcher is not PID 1 of a namespace: it cannot clear up after a run
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -167,6 +168,7 @@ class LocalSandbox(ProcessSandbox):
 
     name = "local"
     isolated = True
+    reusable = True
     # Read-only system files Python, numpy and matplotlib need; nothing else of /etc.
     ETC = ("alternatives", "fonts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
            "mime.types", "matplotlibrc", "python3", "python3.11")

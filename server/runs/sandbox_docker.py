@@ -61,6 +61,7 @@ class DockerSandbox:
 
     name = "docker"
     isolated = True
+    reusable = True
 
     def __init__(self, cfg):
         self.cfg = cfg

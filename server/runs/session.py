@@ -11,6 +11,7 @@ buffers without bound.
 import asyncio
 import base64
 import codecs
+import collections
 import json
 import logging
 import signal
@@ -18,10 +19,17 @@ import struct
 import time
 import uuid
 
+from .sandbox import Exit
+
 log = logging.getLogger(__name__)
 
-OSC = b"\x1b]7011;"
+# ESC ] 7011 ; the program's images, ESC ] 7012 ; the launcher's own (see launcher.py)
+OSC = b"\x1b]701"
 BEL = b"\x07"
+IMAGE = b"1;image;"
+READY = b"2;ready"
+EXIT = b"2;exit;"
+END = b"2;end"
 FLUSH_SECONDS = 0.025
 FLUSH_BYTES = 16 << 10
 MAX_IMAGE_BYTES = 8 << 20
@@ -33,29 +41,40 @@ def frame(kind, payload=b""):
 
 
 class OscParser:
-    """Splits the launcher's stdout into text and `ESC ] 7011 ; ... BEL`
+    """Splits the launcher's output into text and `ESC ] 701x ; ... BEL`
     sequences, even when a sequence is cut across reads. A sequence longer
-    than `limit` is dropped (reported as ("dropped", size))."""
+    than `limit` is dropped (reported as ("dropped", size)); one that never
+    ends (a program's stray `ESC ] 7011 ;`) is abandoned where the next
+    begins, so it cannot swallow the launcher's end of the run."""
 
     def __init__(self, limit=MAX_IMAGE_BYTES):
         self.limit = limit
         self.pending = b""
         self.inside = False
         self.skipped = 0
+        self.scanned = 0  # of pending, inside a sequence: searched already
 
     def feed(self, data):
         self.pending += data
         out = []
         while self.pending:
             if self.inside:
-                end = self.pending.find(BEL)
+                end = self.pending.find(BEL, self.scanned)
+                restart = self.pending.find(OSC, self.scanned, end if end >= 0 else len(self.pending))
+                if restart >= 0:
+                    self.pending = self.pending[restart + len(OSC):]
+                    self.skipped = self.scanned = 0
+                    continue
                 if end < 0:
+                    keep = _prefix_overlap(self.pending, OSC)  # perhaps the start of the next
                     if len(self.pending) > self.limit:
-                        self.skipped += len(self.pending)
-                        self.pending = b""
+                        self.skipped += len(self.pending) - keep
+                        self.pending = self.pending[len(self.pending) - keep:]
+                    self.scanned = len(self.pending) - keep
                     break
                 payload, self.pending = self.pending[:end], self.pending[end + 1:]
                 self.inside = False
+                self.scanned = 0
                 if self.skipped:
                     out.append(("dropped", self.skipped + len(payload)))
                     self.skipped = 0
@@ -85,24 +104,44 @@ def _prefix_overlap(data, marker):
     return 0
 
 
-class Sandboxed:
-    """A prepared sandbox plus what is read from it before the run starts."""
+class Channel:
+    """One of the launcher's streams as items: ("text", bytes),
+    ("osc", payload) or ("dropped", size); None at its end. Items read past
+    the end of a run wait for the next one."""
 
-    def __init__(self, prepared, started):
-        self.prepared = prepared
+    def __init__(self, stream):
+        self.stream = stream
         self.parser = OscParser()
+        self.items = collections.deque()
+
+    async def next(self):
+        while not self.items:
+            data = await self.stream.read(65536)
+            if not data:
+                return None
+            self.items.extend(self.parser.feed(data))
+        return self.items.popleft()
+
+
+class Sandboxed:
+    """A prepared sandbox, read as items; it may serve `runs` runs."""
+
+    def __init__(self, prepared, started, runs=1):
+        self.prepared = prepared
+        self.out = Channel(prepared.stdout)
+        self.err = Channel(prepared.stderr)
         self.prepare_started = started
+        self.runs_left = runs
 
     async def ready(self):
         """Wait for the launcher's `ready`; False if it died instead."""
         async def until_ready():
             while True:
-                data = await self.prepared.stdout.read(4096)
-                if not data:
+                item = await self.out.next()
+                if item is None:
                     return False
-                for kind, payload in self.parser.feed(data):
-                    if kind == "osc" and payload == b"ready":
-                        return True
+                if item == ("osc", READY):
+                    return True
         try:
             ready = await asyncio.wait_for(until_ready(), READY_TIMEOUT)
         except asyncio.TimeoutError:
@@ -136,6 +175,7 @@ class Run:
         self.id = uuid.uuid4().hex[:12]
         self.stop_reason = None
         self.status = None  # what the launcher said at the end
+        self.reusable = False  # the launcher ended the run itself and goes on
         self.output_bytes = 0
         self.last_activity = time.monotonic()
         self._pending = []  # [(stream, text)]
@@ -176,37 +216,43 @@ class Run:
                                                    "rows": rows}).encode()))
         watchdog = asyncio.create_task(self._watchdog(started))
         flusher = asyncio.create_task(self._flush_every())
+        sandboxed = self.sandboxed
+        sandboxed.runs_left -= 1
         try:
-            await asyncio.gather(self._read(self.prepared.stdout, "stdout"),
-                                 self._read(self.prepared.stderr, "stderr"))
-            exit_ = await self.prepared.wait()
+            ended = await asyncio.gather(self._read(sandboxed.out, "stdout"), self._read(sandboxed.err, "stderr"))
+            # Both streams marked their end: the launcher clears up and says
+            # ready again. Otherwise it is ending (or was killed): wait for it.
+            self.reusable = all(ended) and self.status is not None and self.stop_reason is None
+            exit_ = Exit() if self.reusable else await self.prepared.wait()
         finally:
             watchdog.cancel()
             flusher.cancel()
         await self._flush()
         return self._exit_message(exit_, time.monotonic() - started)
 
-    async def _read(self, stream, name):
-        parser = self.sandboxed.parser if name == "stdout" else None
+    async def _read(self, channel, name):
+        """Relay one stream until the launcher marks the run's end on it
+        (True) or the stream ends (False)."""
         while True:
-            data = await stream.read(65536)
-            if not data:
+            item = await channel.next()
+            if item is None:
                 self._queue(name, self._decoders[name].decode(b"", final=True))
-                return
+                return False
             self.last_activity = time.monotonic()
-            if parser is None:
-                await self._text(name, data)
-                continue
-            for kind, payload in parser.feed(data):
-                if kind == "text":
-                    await self._text(name, payload)
-                elif kind == "dropped":
-                    await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n"
-                                     .encode())
-                elif payload.startswith(b"image;"):
-                    await self._image(payload[len(b"image;"):])
-                elif payload.startswith(b"exit;"):
-                    self.status = _json(payload[len(b"exit;"):])
+            kind, payload = item
+            if kind == "text":
+                await self._text(name, payload)
+            elif kind == "dropped":
+                await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n"
+                                 .encode())
+            elif payload.startswith(IMAGE) and name == "stdout":
+                await self._image(payload[len(IMAGE):])
+            elif payload.startswith(EXIT) and name == "stdout":
+                self.status = _json(payload[len(EXIT):])
+                return True
+            elif payload == END and name == "stderr":
+                self._queue(name, self._decoders[name].decode(b"", final=True))
+                return True
 
     async def _text(self, stream, data):
         if not self._count(len(data)):
