@@ -255,3 +255,15 @@ def test_bottleneck_is_the_part_that_grows():
     assert part == "fs_wait" and "bottleneck: fs_wait: +90.0 ms" in text
     part, text = report.bottleneck([step(2, 0.0, 40.0), step(8, 0.2, 40.5)])
     assert part is None and "no bottleneck reached" in text
+
+
+def test_the_classroom_counts_runs_that_waited_for_a_place(start_server, fresh_db):
+    """A classroom p95 that is the wait in the server's line of runs must
+    say so: with one place for six students, some runs queue."""
+    server = start_server(processes=1, SANDBOX="local", RUN_MAX_CONCURRENT=1)
+    cell = Cell(server.url, make_users(fresh_db, 6), timeout=30, pace=120)
+    outcome = asyncio.run(run_cell("classroom", cell, Budget(duration=4.0), warmup=0))
+    record = report.cell_record({"label": "1 process", "url": server.url}, "classroom", 6, outcome, "x")
+    assert record["errors"] == 0, record["errors_by_kind"]
+    assert record["metrics"]["run first output"]["count"] > 0
+    assert outcome["counts"]["queued_messages"] > 0

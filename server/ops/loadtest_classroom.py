@@ -74,6 +74,11 @@ class Classroom(Scenario):
                 f"class time {pace:g}x faster (--pace {pace:g}); every action timed from its scheduled time; "
                 "all = login, open, save and run first output together")
 
+    queued = 0  # `queued` messages of the sockets closed so far: runs that waited for a place
+
+    def counters(self, actors):
+        return {"queued_messages": self.queued}
+
     async def measure(self, actors, budget, recs):
         budget.start()
         cell = self.cell
@@ -113,7 +118,10 @@ class Classroom(Scenario):
                 recs["open"].error("ide_" + loadgen.error_kind(e))
                 return
             stack.push_async_callback(sock.close)
-            await self.work(editor, sock, budget, recs)
+            try:
+                await self.work(editor, sock, budget, recs)
+            finally:
+                self.queued += sock.queued
 
     async def work(self, editor, sock, budget, recs):
         """Two timelines, as in the IDE: autosaves while typing, and now and
