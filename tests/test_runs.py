@@ -722,3 +722,34 @@ def test_a_program_cannot_pose_as_the_launcher(isolated_server):
     assert exit_["reason"] == "error" and exit_["code"] == 3
     assert "still running" in out
     assert probe == "run 2 interpreter state from before: False other processes: []"
+
+
+def _sandboxes_started(server):
+    import requests
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    return int(float(re.search(r"^pyclassroom_sandbox_start_seconds_count (\S+)$", text, re.M).group(1)))
+
+
+def test_beyond_the_queue_the_server_says_it_is_busy_and_keeps_the_sandbox(start_server):
+    server = start_server(SANDBOX="local", RUN_MAX_CONCURRENT=1, RUN_QUEUE_MAX=0, **LIMITS)
+    ada, bob = student(server, "ada"), student(server, "bob")
+    save(ada, "wait.py", "input('waiting')\n")
+    save(bob, "hello.py", "print('hello')\n")
+
+    async def go():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(server.url, bob.http.cookies.get_dict()) as b:
+            await a.send(type="run", path="wait.py")
+            await a.until("output")  # ada's program holds the only place
+            await b.send(type="run", path="hello.py")
+            busy = await b.until("error")
+            started = await asyncio.to_thread(_sandboxes_started, server)
+            await a.send(type="stdin", data="\r")
+            await a.until("exit")
+            retry = await b.run("hello.py")
+            return busy, started, retry, b.output("stdout")
+    busy, started, retry, out = asyncio.run(go())
+    assert busy["error"] == "server_busy" and "busy" in busy["message"]
+    assert retry["reason"] == "ok" and out == "hello\r\n"
+    # bob's retry ran in the sandbox that was ready when he was turned away
+    assert _sandboxes_started(server) == started

@@ -147,16 +147,23 @@ class RunSocket(websocket.WebSocketHandler):
             return {"type": "error", "error": "already_running",
                     "message": "You already have a program running (in another tab or window). "
                                "Stop it there first."}
-        queued_at = time.monotonic()
         try:
+            # The sandbox first, then a place in the host's line: a run waiting
+            # for its sandbox to start must not hold a place another run could use.
+            sandboxed = await self._sandbox()
+            if sandboxed is None:
+                return {"type": "error", "error": "sandbox_failed",
+                        "message": "The sandbox could not start. Tell your teacher."}
+            queued_at = time.monotonic()
             try:
                 await ctx.admission.enter(self._queued)
             except QueueFull:
+                self.warm = asyncio.ensure_future(_ready(sandboxed))  # for the next try
                 return {"type": "error", "error": "server_busy",
                         "message": "The server is busy. Try again in a moment."}
             metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
             try:
-                return await self._run_admitted(parts, args, cols, rows, run_id_claim)
+                return await self._run_admitted(sandboxed, parts, args, cols, rows, run_id_claim)
             finally:
                 ctx.admission.leave()
         finally:
@@ -166,16 +173,23 @@ class RunSocket(websocket.WebSocketHandler):
         metrics.RUN_QUEUE.set(len(self.ctx.admission.waiting))
         await self.send({"type": "queued", "position": position})
 
-    async def _run_admitted(self, parts, args, cols, rows, claim_id):
-        ctx = self.ctx
-        metrics.RUN_QUEUE.set(len(ctx.admission.waiting))
+    async def _sandbox(self):
+        """The socket's waiting sandbox, or a fresh one if it has none (or it
+        failed); None if none can start or the socket closed meanwhile."""
         warm, self.warm = self.warm, None
         sandboxed = await warm if warm else None
         if sandboxed is None:
             sandboxed = await self._prepare()
-        if sandboxed is None or self.closed:
-            if sandboxed:
-                await sandboxed.prepared.kill()
+        if sandboxed is not None and self.closed:
+            await sandboxed.prepared.kill()
+            return None
+        return sandboxed
+
+    async def _run_admitted(self, sandboxed, parts, args, cols, rows, claim_id):
+        ctx = self.ctx
+        metrics.RUN_QUEUE.set(len(ctx.admission.waiting))
+        if self.closed:  # while it waited in line
+            await sandboxed.prepared.kill()
             return {"type": "error", "error": "sandbox_failed",
                     "message": "The sandbox could not start. Tell your teacher."}
         self.run = run = Run(ctx.cfg, sandboxed, self.send)
@@ -244,6 +258,10 @@ class RunSocket(websocket.WebSocketHandler):
             self.closed = True
             if self.run:
                 asyncio.ensure_future(self.run.stop("killed"))
+
+
+async def _ready(sandboxed):
+    return sandboxed
 
 
 def _text(msg, key, max_len):
