@@ -31,18 +31,16 @@ import random
 import resource
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from collections import Counter
 
-from ..embedded_postgres import EmbeddedPostgres
 from ..files.store import etag_of
 from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
-                          make_credentials, run_async, server_env, with_database)
+                          make_credentials, run_async, scratch, server_env, with_database)
 
 FILE_BYTES = (2048, 4096)  # size range of each saved file
 # Logins at once while setting up: each costs the server one argon2 hash, and
@@ -286,28 +284,20 @@ def main(argv=None):
     clean_up_on_sigterm()
     _raise_file_limit()
     deadline = time.monotonic() + args.max_seconds
-    base = tempfile.mkdtemp(prefix="pyclassroom-bench-files-")
-    os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when we are root
-    pg = EmbeddedPostgres(base)
     try:
-        print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
-        admin_dsn = pg.start()
-        credentials = make_credentials(max(args.students))
-        results = []
-        for processes in args.processes:
-            results += measure(args, processes, admin_dsn, base, credentials, deadline)
+        with scratch("pyclassroom-bench-files-") as (base, pg):
+            print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
+            admin_dsn = pg.start()
+            credentials = make_credentials(max(args.students))
+            results = []
+            for processes in args.processes:
+                results += measure(args, processes, admin_dsn, base, credentials, deadline)
     except Aborted as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
+        print("interrupted; cleaned up", file=sys.stderr)
         return 130
-    finally:
-        # Cleanup is bounded (the stops time out): a second Ctrl-C must not cut it short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
     info = machine()
     print(report(args, info, results))
     if args.json:

@@ -18,6 +18,7 @@ high enough to distort the figures.
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import platform
@@ -144,6 +145,25 @@ def hash_time_ms(samples=5):
         hash_password(secrets.token_urlsafe(12))
         times.append((time.perf_counter() - started) * 1000)
     return round(statistics.median(times), 2)
+
+
+@contextlib.contextmanager
+def scratch(prefix):
+    """(folder, its EmbeddedPostgres, not started) for one benchmark run. On
+    the way out, however it goes, PostgreSQL stops and the folder goes; the
+    stops time out, so a second Ctrl-C is ignored rather than let it cut the
+    cleanup short. The folder is 0755: PostgreSQL runs as 'postgres' when we
+    are root, and students' uids walk through it to their homes."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(base, 0o755)
+    pg = EmbeddedPostgres(base)
+    try:
+        yield base, pg
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pg.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def machine():
@@ -291,30 +311,21 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     clean_up_on_sigterm()
     deadline = time.monotonic() + args.max_seconds
-    base = tempfile.mkdtemp(prefix="pyclassroom-bench-")
-    os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when we are root
-    pg = EmbeddedPostgres(base)
     try:
-        print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
-        admin_dsn = pg.start()
-        hash_ms = hash_time_ms()
-        credentials = make_credentials(max(args.concurrency))
-        results = []
-        for processes in args.processes:
-            results += measure(args, processes, admin_dsn, base, credentials, deadline)
+        with scratch("pyclassroom-bench-") as (base, pg):
+            print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
+            admin_dsn = pg.start()
+            hash_ms = hash_time_ms()
+            credentials = make_credentials(max(args.concurrency))
+            results = []
+            for processes in args.processes:
+                results += measure(args, processes, admin_dsn, base, credentials, deadline)
     except Aborted as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
+        print("interrupted; cleaned up", file=sys.stderr)
         return 130
-    finally:
-        # Cleanup is bounded (server and PostgreSQL stops time out): let a
-        # second Ctrl-C not cut it short and leave them running.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
     settings = {k: getattr(args, k) for k in ("processes", "concurrency", "rounds", "warmup", "timeout")}
     settings["argon2"] = {"type": "argon2id", "memory_kib": HASHER.memory_cost, "time_cost": HASHER.time_cost,
                           "parallelism": HASHER.parallelism}

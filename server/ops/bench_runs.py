@@ -63,7 +63,6 @@ import random
 import re
 import secrets
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -74,12 +73,11 @@ from collections import Counter
 import aiohttp
 
 from .. import config
-from ..embedded_postgres import EmbeddedPostgres
 from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 from .bench_files import LOGIN_CONCURRENCY, Student, _raise_file_limit
 from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
-                          make_credentials, run_async, server_env, with_database)
+                          make_credentials, run_async, scratch, server_env, with_database)
 
 SANDBOXES = ("local", "docker", "process")
 ECHO_PROGRAM = 'print("ready")\nx = input()\nprint("got", x)\n'
@@ -435,10 +433,8 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
             reused_before = await sandbox_reuses(metrics_http, url)
             if before_open[0] is not None:
                 ready_s = starts_between(before_open, before)
-            gate = asyncio.Event()
 
             async def student(sock):
-                await gate.wait()
                 end = time.monotonic() + duration
                 while time.monotonic() < end:
                     try:
@@ -457,16 +453,8 @@ async def echo_phase(url, users, duration, think=1.0, settle=1.0, timeout=loadge
                     # +-50%: students do not click in step, and neither should the loop
                     await asyncio.sleep(think * random.uniform(0.5, 1.5))
 
-            tasks = [asyncio.create_task(student(s)) for s in sockets]
-            await asyncio.sleep(0)
-            cpu, wall, watch = loadgen.cpu_seconds(), time.perf_counter(), CpuWatch(server_pids).start()
-            gate.set()
-            try:
-                await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-            window = loadgen.Window(time.perf_counter() - wall, loadgen.cpu_seconds() - cpu)
+            watch = CpuWatch(server_pids).start()
+            window = await loadgen.together(sockets, student)
             used = watch.stop()
             after = await sandbox_starts(metrics_http, url)
             reused_after = await sandbox_reuses(metrics_http, url)
@@ -938,40 +926,32 @@ def main(argv=None):
     _raise_file_limit()
     deadline = time.monotonic() + args.max_seconds
     cfg = config.load()  # SANDBOX_PYTHON, SANDBOX_IMAGE, SANDBOX_UID_BASE as the server will see them
-    base = tempfile.mkdtemp(prefix="pyclassroom-bench-runs-")
-    os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when we are root; students' uids walk through
-    pg = EmbeddedPostgres(base)
     results, skipped = [], {}
     try:
-        kinds = []
-        for kind in args.sandbox:
-            why = sandbox_problem(kind, cfg)
-            if why:
-                skipped[kind] = why
-                print(f"skipping sandbox {kind}: {why}", file=sys.stderr, flush=True)
-            else:
-                kinds.append(kind)
-        print(f"bare interpreter: {BARE_SAMPLES} x {cfg.SANDBOX_PYTHON} -c 'print(1)' ...", file=sys.stderr,
-              flush=True)
-        bare = bare_interpreter(cfg.SANDBOX_PYTHON)
-        if kinds:
-            print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
-            admin_dsn = pg.start()
-            credentials = make_credentials(max(max(args.students), args.hogs) + args.savers)
-            for kind in kinds:
-                results.append(measure(args, kind, admin_dsn, base, credentials, deadline, cfg.SANDBOX_PYTHON))
+        with scratch("pyclassroom-bench-runs-") as (base, pg):
+            kinds = []
+            for kind in args.sandbox:
+                why = sandbox_problem(kind, cfg)
+                if why:
+                    skipped[kind] = why
+                    print(f"skipping sandbox {kind}: {why}", file=sys.stderr, flush=True)
+                else:
+                    kinds.append(kind)
+            print(f"bare interpreter: {BARE_SAMPLES} x {cfg.SANDBOX_PYTHON} -c 'print(1)' ...", file=sys.stderr,
+                  flush=True)
+            bare = bare_interpreter(cfg.SANDBOX_PYTHON)
+            if kinds:
+                print("starting PostgreSQL and hashing passwords ...", file=sys.stderr, flush=True)
+                admin_dsn = pg.start()
+                credentials = make_credentials(max(max(args.students), args.hogs) + args.savers)
+                for kind in kinds:
+                    results.append(measure(args, kind, admin_dsn, base, credentials, deadline, cfg.SANDBOX_PYTHON))
     except Aborted as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; cleaning up", file=sys.stderr)
+        print("interrupted; cleaned up", file=sys.stderr)
         return 130
-    finally:
-        # Cleanup is bounded (the stops time out): a second Ctrl-C must not cut it short.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
     info = machine()
     print(report(args, info, bare, cfg.SANDBOX_PYTHON, results, skipped))
     if args.json:

@@ -265,17 +265,28 @@ async def closed_loop(users, operation, recorder, iterations=1, duration=None):
     the `Window` from the release to the last answer."""
     if iterations is None and duration is None:
         raise ValueError("closed_loop needs iterations or duration")
-    gate = asyncio.Event()  # the shared start barrier
 
     async def run(user):
-        await gate.wait()
         deadline = None if duration is None else time.monotonic() + duration
         done = 0
         while (iterations is None or done < iterations) and (deadline is None or time.monotonic() < deadline):
             await timed(recorder, lambda: operation(user))
             done += 1
 
-    tasks = [asyncio.create_task(run(user)) for user in users]
+    return await together(users, run)
+
+
+async def together(actors, body):
+    """Start `body(actor)` for every one of `actors` at the same instant
+    (behind one gate, once every task exists) and wait for them all.
+    Returns the `Window` from the release to the last end."""
+    gate = asyncio.Event()  # the shared start barrier
+
+    async def run(actor):
+        await gate.wait()
+        await body(actor)
+
+    tasks = [asyncio.create_task(run(actor)) for actor in actors]
     await asyncio.sleep(0)  # every task now waits at the gate
     cpu, started = cpu_seconds(), time.perf_counter()
     gate.set()
