@@ -32,7 +32,6 @@ import resource
 import secrets
 import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 
@@ -40,7 +39,7 @@ from ..files.store import etag_of
 from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
-                          make_credentials, run_async, scratch, server_env, with_database)
+                          make_credentials, new_server_space, run_async, scratch, server_env)
 
 FILE_BYTES = (2048, 4096)  # size range of each saved file
 # Logins at once while setting up: each costs the server one argon2 hash, and
@@ -176,9 +175,7 @@ def measure(args, processes, admin_dsn, base, credentials, deadline):
     """One server with `processes` workers on a fresh database and DATA_DIR,
     every student count in turn, then stop it and drop everything."""
     name = f"bench_files_{processes}p_{secrets.token_hex(4)}"
-    dsn = with_database(admin_dsn, name)
-    data_dir = tempfile.mkdtemp(prefix=f"data-{processes}p-", dir=base)
-    admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+    dsn, data_dir = new_server_space(admin_dsn, base, name, f"{processes}p")
     server = ServerUnderTest(server_env(processes, dsn, data_dir))
     try:
         server.start()  # applies the migrations: the users table exists after

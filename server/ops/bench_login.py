@@ -166,6 +166,18 @@ def scratch(prefix):
         shutil.rmtree(base, ignore_errors=True)
 
 
+def new_server_space(admin_dsn, base, name, label):
+    """(dsn, DATA_DIR) for one server under test: a new database `name` and
+    a new folder in `base`. The folder is 0755: as root, the students'
+    sandbox uids walk through it to their homes (the server refuses to
+    start otherwise)."""
+    dsn = with_database(admin_dsn, name)
+    data_dir = tempfile.mkdtemp(prefix=f"data-{label}-", dir=base)
+    os.chmod(data_dir, 0o755)
+    admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+    return dsn, data_dir
+
+
 def machine():
     info = {"cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
             "python": platform.python_version(), "platform": platform.platform()}
@@ -213,9 +225,7 @@ def measure(args, processes, admin_dsn, base, credentials, deadline):
     """Start a server with `processes` workers on a fresh database, run the
     login scenario at every concurrency, stop it. Returns summaries."""
     name = f"bench_{processes}p_{secrets.token_hex(4)}"
-    dsn = with_database(admin_dsn, name)
-    data_dir = tempfile.mkdtemp(prefix=f"data-{processes}p-", dir=base)
-    admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+    dsn, data_dir = new_server_space(admin_dsn, base, name, f"{processes}p")
     server = ServerUnderTest(server_env(processes, dsn, data_dir))
     try:
         server.start()  # applies the migrations, so the users table exists after

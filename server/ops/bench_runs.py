@@ -66,7 +66,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 
@@ -77,7 +76,7 @@ from .cli import clean_up_on_sigterm, int_list
 from . import loadgen
 from .bench_files import LOGIN_CONCURRENCY, Student, _raise_file_limit
 from .bench_login import (Aborted, ServerUnderTest, admin_sql, insert_users, machine,
-                          make_credentials, run_async, scratch, server_env, with_database)
+                          make_credentials, new_server_space, run_async, scratch, server_env)
 
 SANDBOXES = ("local", "docker", "process")
 ECHO_PROGRAM = 'print("ready")\nx = input()\nprint("got", x)\n'
@@ -672,10 +671,7 @@ async def sandbox_session(args, url, credentials, server_pids=()):
 
 def measure(args, kind, admin_dsn, base, credentials, deadline, python):
     name = f"bench_runs_{kind}_{secrets.token_hex(4)}"
-    dsn = with_database(admin_dsn, name)
-    data_dir = tempfile.mkdtemp(prefix=f"data-{kind}-", dir=base)
-    os.chmod(data_dir, 0o755)  # as root, the students' uids must reach their homes
-    admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+    dsn, data_dir = new_server_space(admin_dsn, base, name, kind)
     server = ServerUnderTest({**run_env(args, kind, dsn, data_dir), "SANDBOX_PYTHON": python})
     server.tail = ServerLog()
     try:

@@ -54,7 +54,7 @@ from .cli import clean_up_on_sigterm
 from . import loadgen, loadtest_report as report
 from .bench_files import _raise_file_limit
 from .bench_login import (ROOT, Aborted, ServerUnderTest, admin_sql, insert_users, machine, make_credentials,
-                          run_async, server_env, with_database)
+                          new_server_space, run_async, server_env)
 from .loadtest_cell import SCENARIOS, run_cell, verify
 from .loadtest_options import parse_args
 from .loadtest_scenarios import Budget, Cell, SetupFailed
@@ -164,10 +164,7 @@ def isolated(args, credentials, deadline, need_perf):
         for processes in args.processes:
             mode = {"label": f"{processes} process{'es' if processes > 1 else ''}", "processes": processes}
             name = f"loadtest_{processes}p_{os.getpid()}"
-            dsn = with_database(admin_dsn, name)
-            data_dir = tempfile.mkdtemp(prefix=f"data-{processes}p-", dir=base)
-            os.chmod(data_dir, 0o755)
-            admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+            dsn, data_dir = new_server_space(admin_dsn, base, name, f"{processes}p")
             env = server_env(processes, dsn, data_dir)
             if need_perf:
                 env["PERF_CHECK"] = "1"
