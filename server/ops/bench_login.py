@@ -40,7 +40,7 @@ import psycopg2
 from .. import config
 from ..auth.passwords import HASHER, hash_password
 from ..embedded_postgres import EmbeddedPostgres
-from .cli import clean_up_on_sigterm, int_list
+from .cli import clean_up_on_sigterm, int_list, uninterrupted
 from . import loadgen
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -150,9 +150,8 @@ def hash_time_ms(samples=5):
 @contextlib.contextmanager
 def scratch(prefix):
     """(folder, its EmbeddedPostgres, not started) for one benchmark run. On
-    the way out, however it goes, PostgreSQL stops and the folder goes; the
-    stops time out, so a second Ctrl-C is ignored rather than let it cut the
-    cleanup short. The folder is 0755: PostgreSQL runs as 'postgres' when we
+    the way out, however it goes, PostgreSQL stops and the folder goes,
+    uninterrupted. The folder is 0755: PostgreSQL runs as 'postgres' when we
     are root, and students' uids walk through it to their homes."""
     base = tempfile.mkdtemp(prefix=prefix)
     os.chmod(base, 0o755)
@@ -160,10 +159,9 @@ def scratch(prefix):
     try:
         yield base, pg
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pg.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        with uninterrupted():
+            pg.stop()
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def new_server_space(admin_dsn, base, name, label):

@@ -32,16 +32,13 @@ fs_wait, fs, db, app; queue = the rest of the client's wait); the part that
 grows most with load is named as the bottleneck.
 """
 import asyncio
-import contextlib
 import datetime
 import os
 import platform
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 import aiohttp
@@ -49,12 +46,11 @@ import tornado
 
 from .. import __version__, config
 from ..auth.passwords import HASHER
-from ..embedded_postgres import EmbeddedPostgres
-from .cli import clean_up_on_sigterm
+from .cli import clean_up_on_sigterm, uninterrupted
 from . import loadgen, loadtest_report as report
 from .bench_files import _raise_file_limit
 from .bench_login import (ROOT, Aborted, ServerUnderTest, admin_sql, insert_users, machine, make_credentials,
-                          new_server_space, run_async, server_env)
+                          new_server_space, run_async, scratch, server_env)
 from .loadtest_cell import SCENARIOS, run_cell, verify
 from .loadtest_options import parse_args
 from .loadtest_scenarios import Budget, Cell, SetupFailed
@@ -139,26 +135,11 @@ def measure_mode(args, mode, credentials, deadline, server_pids=()):
     return records
 
 
-@contextlib.contextmanager
-def uninterrupted():
-    """Cleanup that a second Ctrl-C or a SIGTERM must not cut short, leaving
-    servers or PostgreSQL running (each step is bounded in time)."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
-
-
 def isolated(args, credentials, deadline, need_perf):
     """Per process count: a server on a fresh database and data folder,
     measured, stopped. Returns (modes, records)."""
-    base = tempfile.mkdtemp(prefix="pyclassroom-loadtest-")
-    os.chmod(base, 0o755)  # PostgreSQL runs as 'postgres' when we are root; sandbox uids walk through
-    pg = EmbeddedPostgres(base)
     modes, records = [], []
-    try:
+    with scratch("pyclassroom-loadtest-") as (base, pg):
         say("starting PostgreSQL ...")
         admin_dsn = pg.start()
         for processes in args.processes:
@@ -186,10 +167,6 @@ def isolated(args, credentials, deadline, need_perf):
                     server.stop()
                     admin_sql(admin_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                     shutil.rmtree(data_dir, ignore_errors=True)
-    finally:
-        with uninterrupted():
-            pg.stop()
-            shutil.rmtree(base, ignore_errors=True)
     return modes, records
 
 
