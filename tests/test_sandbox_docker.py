@@ -77,7 +77,7 @@ def settings(sandbox, **limits):
 async def start(sandbox, home, **limits):
     """A prepared sandbox whose launcher said `ready`."""
     prepared = await sandbox.prepare(home, UID, settings(sandbox, **limits))
-    assert await Sandboxed(prepared, time.monotonic()).ready()
+    assert await Sandboxed(prepared).ready()
     return prepared
 
 

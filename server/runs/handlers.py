@@ -239,7 +239,7 @@ class RunSocket(websocket.WebSocketHandler):
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
             return None
-        sandboxed = Sandboxed(prepared, started, runs)
+        sandboxed = Sandboxed(prepared, runs)
         if not await sandboxed.ready():
             await prepared.kill()
             why = await prepared.stderr.read(2000)

@@ -126,11 +126,10 @@ class Channel:
 class Sandboxed:
     """A prepared sandbox, read as items; it may serve `runs` runs."""
 
-    def __init__(self, prepared, started, runs=1):
+    def __init__(self, prepared, runs=1):
         self.prepared = prepared
         self.out = Channel(prepared.stdout)
         self.err = Channel(prepared.stderr)
-        self.prepare_started = started
         self.runs_left = runs
 
     async def ready(self):
