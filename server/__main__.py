@@ -20,7 +20,8 @@ from tornado.netutil import bind_sockets
 from . import config
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .instance import Instance
-from .runs import sandbox
+from .runs import sandboxes
+from .runs.sandbox import SandboxError
 
 log = logging.getLogger("server")
 
@@ -100,8 +101,8 @@ def main(argv=None):
             pg = EmbeddedPostgres(cfg.DATA_DIR)
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-        cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
-        log.info("student programs run in the %s sandbox%s", cfg.SANDBOX, sandbox.priority_note(cfg.SANDBOX))
+        cfg.SANDBOX = sandboxes.resolve(cfg)  # once, before forking: every worker uses the same
+        log.info("%s", sandboxes.announce(cfg))
         try:
             sockets = bind_sockets(cfg.PORT, cfg.HOST, backlog=1024)
         except OSError as e:
@@ -111,7 +112,7 @@ def main(argv=None):
         if cfg.process_count == 1:
             return serve_single(cfg, instance, sockets, dsn, port)
         return Supervisor(cfg, instance, sockets, dsn, port).run()
-    except (EmbeddedPostgresError, sandbox.SandboxError) as e:
+    except (EmbeddedPostgresError, SandboxError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:

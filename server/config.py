@@ -175,11 +175,15 @@ SETTINGS = [
             "runs one sandbox serves before a fresh one replaces it (local and docker; each run is a "
             "fresh fork and nothing of the last run is left in it; 1: a new sandbox for every run)"),
     Setting("RUN_QUEUE_MAX", _int(0, 100000), "200", "runs that may wait for a free place on this host"),
+    Setting("RUN_SOCKETS_PER_USER", _int(1, 1000), "8",
+            "IDE tabs one student may have connected to one worker; a new one closes their oldest idle one"),
     Setting("RUN_WALL_SECONDS", _int(1, 24 * HOUR), "900", "longest a run may last"),
     Setting("RUN_IDLE_SECONDS", _int(1, 24 * HOUR), "300",
             "a run with no output and no input for this long is ended"),
     Setting("RUN_CPU_SECONDS", _int(1, 3600), "10", "CPU time a run may use (waiting for input is free)"),
-    Setting("RUN_MEMORY_MB", _int(16, 64 * 1024), "512", "memory a run's process may use"),
+    Setting("RUN_MEMORY_MB", _int(16, 64 * 1024), "512",
+            "memory a run may use: each process, and all of them together with its /tmp and /dev/shm "
+            "(plus 96 MB for the launcher, where cgroups hold the run)"),
     Setting("RUN_PROCESSES", _int(1, 10000), "64", "processes a run may have at once"),
     Setting("RUN_FILE_MB", _int(1, 64 * 1024), "20", "largest file a run may write"),
     Setting("RUN_OPEN_FILES", _int(16, 65536), "128", "files a run's process may have open"),

@@ -20,7 +20,7 @@ from .auth import accounts, sessions, throttle
 from .executor import BoundedExecutor
 from .timing import TimedPool
 from .files.store import Limits, Store
-from .runs import runlock, sandbox
+from .runs import manager, runlock, sandboxes
 from .runs.admission import Admission
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,11 @@ class Context:
             quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
             delay_ms=cfg.FS_DELAY_MS))
-        self.sandbox = sandbox.create(cfg)
+        self.sandbox = sandboxes.create(cfg)
         self.admission = Admission.share(cfg, processes)
-        self.runs = set()
-        self.run_tasks = set()  # runs and sandbox discards, awaited at shutdown
+        self.runs = manager.RunManager(self)
         self.draining = False
         self.inflight = 0
-        self.websockets = set()
 
 
 async def open_database(ctx, dsn):
@@ -66,16 +64,21 @@ async def open_database(ctx, dsn):
 
 
 async def periodic(ctx):
-    """Per-worker housekeeping: gauges every few seconds, pruning now and then
+    """Per-worker housekeeping: sessions of open run sockets every second,
+    gauges and run heartbeats every few seconds, pruning now and then
     (jittered so N workers do not all prune at once)."""
     next_prune = time.monotonic() + random.uniform(60, 600)
     next_heartbeat = 0
     while True:
-        metrics.update_pool(ctx.pool)
+        try:
+            await ctx.runs.check_sessions()
+        except Exception:
+            log.exception("checking the sessions of run sockets failed")
         if time.monotonic() > next_heartbeat:
             next_heartbeat = time.monotonic() + runlock.HEARTBEAT
+            metrics.update_pool(ctx.pool)
             try:
-                await runlock.heartbeat(ctx.pool, [run.claim_id for run in ctx.runs])
+                await runlock.heartbeat(ctx.pool, ctx.runs.claims())
             except Exception:
                 log.exception("run heartbeat failed")
         if time.monotonic() > next_prune:
@@ -85,7 +88,7 @@ async def periodic(ctx):
                 await throttle.prune(ctx.pool)
             except Exception:
                 log.exception("pruning failed")
-        await asyncio.sleep(5)
+        await asyncio.sleep(manager.SESSION_CHECK_SECONDS)
 
 
 async def serve(cfg, instance, sockets, dsn, processes, on_ready):
@@ -129,16 +132,9 @@ async def drain(ctx, server):
     ctx.draining = True
     server.stop()
     # Runs end first and give back their locks, so each client is told why
-    # before its socket closes and no student stays locked out.
-    await asyncio.gather(*(run.stop("server_restart") for run in list(ctx.runs)))
-    if ctx.run_tasks:
-        await asyncio.wait(list(ctx.run_tasks), timeout=3)
-    for ws in list(ctx.websockets):
-        ws.close(1012, "server restarting")
-    # Closing a socket discards its waiting sandbox: let that finish while
-    # the sandbox engine and the database are still there.
-    if ctx.run_tasks:
-        await asyncio.wait(list(ctx.run_tasks), timeout=5)
+    # before its socket closes and no student stays locked out; then the
+    # ready sandboxes go, while the sandbox engine and the database are there.
+    await ctx.runs.shutdown()
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
     while ctx.inflight > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)

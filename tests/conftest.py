@@ -14,6 +14,8 @@ import pytest
 from server.embedded_postgres import EmbeddedPostgres
 from tests.server_process import ServerProcess
 
+from tests.runs_support import LIMITS as RUN_LIMITS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -107,3 +109,27 @@ def docker_image():
     for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
         subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
     return image
+
+
+# -- servers for the run tests, per sandbox kind ---------------------------------
+
+def server_for(request, start_server, kind, **env):
+    if kind == "docker":
+        request.getfixturevalue("docker_image")
+    return start_server(SANDBOX=kind, **dict(RUN_LIMITS, **env))
+
+
+@pytest.fixture(params=["local", "docker", "process"])
+def sandbox_server(request, start_server):
+    return server_for(request, start_server, request.param)
+
+
+@pytest.fixture(params=["local", "docker"])
+def isolated_server(request, start_server):
+    """A server whose sandbox promises isolation."""
+    return server_for(request, start_server, request.param)
+
+
+@pytest.fixture
+def local_server(start_server):
+    return start_server(SANDBOX="local", **RUN_LIMITS)

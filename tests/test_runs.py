@@ -11,62 +11,10 @@ import time
 
 import pytest
 
-from server.runs import cpu_group
-from tests.helpers import create_user
+from server.runs import cgroups
 from tests.run_client import RunClient
-
-LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT_KB=512,
-              RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)
-
-
-def student(server, name):
-    """A logged-in student: (requests client, cookies)."""
-    create_user(server.env["DATABASE_URL"], name, f"{name}-password")
-    client = server.client()
-    user = client.login_ok(name, f"{name}-password")
-    assert user["user"]["role"] == "student"
-    return client
-
-
-def save(client, path, code):
-    r = client.request("PUT", "/api/files/home/" + path, data=code.encode(), headers={"If-Match": "*"})
-    assert r.status_code == 200, r.text
-
-
-def run(server, client, code, inputs=(), path="main.py", timeout=30, on=None):
-    """Save `code`, run it, answer prompts with `inputs`: (exit message, RunClient)."""
-    save(client, path, code)
-
-    async def go():
-        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
-            if on:
-                await rc.send(type="run", path=path)
-                return await rc.until("exit", timeout, on=lambda m: on(rc, m)), rc
-            return await rc.run(path, inputs, timeout=timeout), rc
-    return asyncio.run(go())
-
-
-def _server_for(request, start_server, kind):
-    if kind == "docker":
-        request.getfixturevalue("docker_image")
-    return start_server(SANDBOX=kind, **LIMITS)
-
-
-@pytest.fixture(params=["local", "docker", "process"])
-def sandbox_server(request, start_server):
-    return _server_for(request, start_server, request.param)
-
-
-@pytest.fixture(params=["local", "docker"])
-def isolated_server(request, start_server):
-    """A server whose sandbox promises isolation."""
-    return _server_for(request, start_server, request.param)
-
-
-@pytest.fixture
-def local_server(start_server):
-    return start_server(SANDBOX="local", **LIMITS)
-
+from tests.runs_support import (LIMITS, REUSE_PROBE, metric, no_processes_of, pids_of_uid, probe, run,
+                                sandbox_uid, save, student)
 
 # -- what a student does ------------------------------------------------------
 
@@ -223,7 +171,7 @@ def test_fork_bomb_is_contained_and_another_students_run_still_works(isolated_se
     bob_exit, bob_out, bomb_exit = asyncio.run(go())
     assert bob_exit["reason"] == "ok" and bob_out == "bob is fine\r\n"
     assert bomb_exit["reason"] in ("killed", "cpu_limit")
-    assert _wait_no_processes_of(local_server, "ada")
+    assert no_processes_of(local_server, "ada")
 
 
 # -- attacks that must fail ------------------------------------------------------
@@ -341,7 +289,7 @@ def test_a_class_opening_at_once_runs_every_program_in_a_lowered_cpu_group(start
             await rc.send(type="stdin", data="\r")
             return await rc.until("exit", 60)
     def ranks():
-        return {n: set(_ranks_of(_sandbox_uid(server, n)).values()) for n in names}
+        return {n: set(_ranks_of(sandbox_uid(server, n)).values()) for n in names}
     async def inspect():
         await waiting.wait()  # every program is running: see where the kernel ranks each
         try:
@@ -419,7 +367,7 @@ def test_closing_the_socket_kills_the_program_and_leaves_no_process(isolated_ser
             await rc.send(type="run", path="forever.py")
             await rc.until("output")
     asyncio.run(go())
-    assert _wait_no_processes_of(local_server, "ada")
+    assert no_processes_of(local_server, "ada")
 
 
 def test_sigterm_ends_every_run_with_server_restart(start_server):
@@ -446,7 +394,7 @@ def test_sigterm_ends_every_run_with_server_restart(start_server):
         assert closing.data == 1012 and closing.extra == "server restarting"
     assert server.proc.wait(30) == 0
     for n in names:
-        assert _wait_no_processes_of(server, n)
+        assert no_processes_of(server, n)
 
 
 def test_socket_needs_a_session_and_the_same_origin(local_server):
@@ -484,40 +432,35 @@ def test_bad_messages_get_clear_errors(local_server):
                                  "path_segment", "not_found", "bad_args", "bad_field"]
 
 
-# -- helpers ------------------------------------------------------------------------
-
 def _rss(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
 
 
-def _sandbox_uid(server, username):
-    """The host uid `username`'s programs run as (the server being root)."""
-    import psycopg2
-    with psycopg2.connect(server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
-        cur.execute("SELECT id FROM users WHERE username = %s", (username,))
-        uid = 200000 + cur.fetchone()[0]
-    conn.close()
-    return uid
-
-
-# Where a root server puts student code: the idle CPU group where the
-# machine has one, else an autogroup at the lowest nice.
-EXPECTED_RANK = "idle group" if cpu_group.create() else "nice 19"
+# Where a root server puts student code: an idle CPU group (each sandbox's
+# cgroup under one marked idle) where the machine has one, else an autogroup
+# at the lowest nice.
+_GROUPS = cgroups.Groups.detect()
+EXPECTED_RANK = "idle group" if _GROUPS and _GROUPS.idle else "nice 19"
 
 
 def _cpu_rank(pid):
-    """"idle group" if `pid` is in the sandboxes' idle cgroup, else the
+    """"idle group" if `pid` is in a cgroup under one marked idle, else the
     nice of its autogroup ("nice 19"), as the kernel ranks it; None if the
     process is gone."""
     try:
         with open(f"/proc/{pid}/cgroup") as f:
             cpu_path = next((line.split(":", 2)[2].strip() for line in f
                              if "cpu" in line.split(":")[1].split(",")), "")
-        if cpu_path.endswith("/" + cpu_group.NAME):
-            with open(os.path.join(cpu_group.V1_ROOT, cpu_path.lstrip("/"), "cpu.idle")) as f:
-                if f.read().strip() == "1":
-                    return "idle group"
+        root = os.path.join("/sys/fs/cgroup/cpu", cpu_path.lstrip("/"))
+        while root.startswith("/sys/fs/cgroup/cpu/"):
+            try:
+                with open(os.path.join(root, "cpu.idle")) as f:
+                    if f.read().strip() == "1":
+                        return "idle group"
+            except FileNotFoundError:
+                pass
+            root = os.path.dirname(root)
         with open(f"/proc/{pid}/autogroup") as f:
             return f.read().strip().split(" ", 1)[-1]
     except FileNotFoundError:
@@ -528,7 +471,7 @@ def _ranks_of(uid):
     """{pid: rank} of the student code running as `uid`: the launcher and
     the program it forked (bubblewrap's own short-lived helpers aside)."""
     found = {}
-    for pid in _pids_of_uid(uid):
+    for pid in pids_of_uid(uid):
         try:
             with open(f"/proc/{pid}/cmdline") as f:
                 argv = f.read().split("\0")
@@ -539,31 +482,6 @@ def _ranks_of(uid):
         rank = _cpu_rank(pid)
         if rank:
             found[pid] = rank
-    return found
-
-
-def _wait_no_processes_of(server, username, timeout=30):
-    """True once no process of `username`'s sandbox uid is left on the host."""
-    uid = _sandbox_uid(server, username)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _pids_of_uid(uid):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _pids_of_uid(uid):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    real_uid = int(re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1))
-            except (OSError, AttributeError):
-                continue
-            if real_uid == uid:
-                found.append(int(entry))
     return found
 
 
@@ -598,21 +516,24 @@ def test_student_code_runs_at_a_lower_priority_than_the_server(sandbox_server):
     async def on(rc, message):
         if message["type"] == "output" and "waiting" in message["data"] and not seen:
             if kind != "docker" and os.geteuid() == 0:  # look from outside, as the kernel sees it
-                seen.update(_ranks_of(_sandbox_uid(sandbox_server, "ada")))
+                seen.update(_ranks_of(sandbox_uid(sandbox_server, "ada")))
             await rc.send(type="stdin", data="\r")
     # Each sandbox is its own scheduling group (a container its own cgroup):
     # the group is lowered too, or 60 busy loops would get 60 shares of the
     # CPU to the server's one.
+    # (The local sandbox has no /proc: its rank is seen from outside.)
     group = "/sys/fs/cgroup/cpu/cpu.shares" if kind == "docker" else "/proc/self/autogroup"
     exit_, rc = run(sandbox_server, ada, "import os\nprint('nice', os.nice(0))\n"
-                                         f"print(open({group!r}).read().strip())\ninput('waiting')\n", on=on)
+                                         f"try:\n    print(open({group!r}).read().strip())\n"
+                                         "except OSError:\n    print('not visible')\n"
+                                         "input('waiting')\n", on=on)
     assert exit_["reason"] == "ok", rc.messages
     nice, weight = rc.output("stdout").splitlines()[:2]
     assert nice == "nice 10"
     if kind == "docker":
         assert int(weight) < 1024  # the default weight of a cgroup
     elif os.geteuid() != 0:
-        assert weight.endswith("nice 19")  # the launcher lowered its own group
+        assert weight.endswith("nice 19") or kind == "local"  # the launcher lowered its own group
     else:  # the launcher and the program: in the idle group where there is one
         assert list(seen.values()) == [EXPECTED_RANK] * 2, seen
 
@@ -632,35 +553,6 @@ def test_run_again_right_after_exit_is_not_refused(sandbox_server):
 
 # -- a sandbox serving several runs -------------------------------------------------
 
-REUSE_PROBE = """import builtins, os, sys
-seen = getattr(builtins, 'left_by_an_earlier_run', False)
-builtins.left_by_an_earlier_run = True
-others = sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in (1, os.getpid()))
-try:
-    runs = int(open('/tmp/runs').read()) + 1
-except FileNotFoundError:
-    runs = 1
-open('/tmp/runs', 'w').write(str(runs))
-print('run', runs, 'interpreter state from before:', seen, 'other processes:', others)
-if sys.argv[1:] == ['leave-a-process']:
-    import subprocess
-    subprocess.Popen(['sleep', '300'], start_new_session=True)
-if sys.argv[1:] == ['wait']:
-    input()
-"""
-
-
-def _probe(rc, *args):
-    """Run REUSE_PROBE on an open socket: (exit message, its line)."""
-    async def go():
-        before = len(rc.messages)
-        exit_ = await rc.run("probe.py", args=list(args), timeout=60)
-        out = "".join(m["data"] for m in rc.messages[before:]
-                      if m["type"] == "output" and m["stream"] == "stdout")
-        return exit_, out.strip()
-    return go()
-
-
 def test_a_reused_sandbox_starts_every_run_clean(isolated_server):
     """Runs share a sandbox (its /tmp shows it), but each is a fresh
     interpreter and nothing a run started outlives it; a stopped run's
@@ -670,13 +562,13 @@ def test_a_reused_sandbox_starts_every_run_clean(isolated_server):
 
     async def go():
         async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as rc:
-            first = await _probe(rc, "leave-a-process")
-            second = await _probe(rc)
+            first = await probe(rc, "leave-a-process")
+            second = await probe(rc)
             await rc.send(type="run", path="probe.py", args=["wait"])
             await rc.until("output", 60)
             await rc.send(type="kill")
             killed = await rc.until("exit", 60)
-            after_kill = await _probe(rc)
+            after_kill = await probe(rc)
             return first, second, killed, after_kill
     first, second, killed, after_kill = asyncio.run(go())
     assert first == ({**first[0], "reason": "ok"}, "run 1 interpreter state from before: False other processes: []")
@@ -692,42 +584,12 @@ def test_a_sandbox_is_replaced_after_its_runs(start_server):
 
     async def go():
         async with RunClient(server.url, ada.http.cookies.get_dict()) as rc:
-            return [(await _probe(rc))[1].split(" interpreter")[0] for _ in range(5)]
+            return [(await probe(rc))[1].split(" interpreter")[0] for _ in range(5)]
     assert asyncio.run(go()) == ["run 1", "run 2", "run 1", "run 2", "run 1"]
 
 
-def test_a_program_cannot_pose_as_the_launcher(isolated_server):
-    """Printing the launcher's own sequences neither ends the run nor
-    confuses the next one (which runs in the same sandbox); nor does an
-    image sequence left unfinished keep the run from ending."""
-    ada = student(isolated_server, "ada")
-    forged = ("import sys\nopen('/tmp/runs', 'w').write('1')\n"
-              "print('\\x1b]7012;exit;{\"code\": 0}\\x07\\x1b]7012;ready\\x07', flush=True)\n"
-              "sys.stderr.write('\\x1b]7012;end\\x07'); sys.stderr.flush()\n"
-              "print('\\x1b]70', end='', flush=True); print('12;exit;{}\\x07', flush=True)\n"
-              "import time; time.sleep(0.5)\n"
-              "print('still running')\n"
-              "sys.stdout.write('\x1b]7011;image;never ended'); sys.stdout.flush()\n"
-              "sys.exit(3)\n")
-    save(ada, "forge.py", forged)
-    save(ada, "probe.py", REUSE_PROBE)
-
-    async def go():
-        async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as rc:
-            exit_ = await rc.run("forge.py", timeout=60)
-            out = rc.output("stdout")
-            _, probe = await _probe(rc)
-            return exit_, out, probe
-    exit_, out, probe = asyncio.run(go())
-    assert exit_["reason"] == "error" and exit_["code"] == 3
-    assert "still running" in out
-    assert probe == "run 2 interpreter state from before: False other processes: []"
-
-
 def _sandboxes_started(server):
-    import requests
-    text = requests.get(server.url + "/metrics", timeout=10).text
-    return int(float(re.search(r"^pyclassroom_sandbox_start_seconds_count (\S+)$", text, re.M).group(1)))
+    return int(metric(server, "pyclassroom_sandbox_start_seconds_count"))
 
 
 def test_beyond_the_queue_the_server_says_it_is_busy_and_keeps_the_sandbox(start_server):

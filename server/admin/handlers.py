@@ -32,6 +32,7 @@ class StatusHandler(ApiHandler):
                          "tornado": tornado.version, "asyncpg": asyncpg.__version__},
             "counts": dict(counts),
             "sandbox": ctx.sandbox.name,
+            "defences": ctx.sandbox.defences(),
             "runs": {k: live[k] for k in ("active_runs", "queued_runs", "connected_ides")},
             "requests": {"count": live["requests"], "latency_ms": live["latency_ms"]},
             "settings": dict(ctx.cfg.masked()),

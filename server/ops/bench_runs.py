@@ -588,7 +588,7 @@ def sandbox_problem(kind, cfg):
     if kind == "process":
         return None if os.path.exists(cfg.SANDBOX_PYTHON) else f"SANDBOX_PYTHON {cfg.SANDBOX_PYTHON} is missing"
     if kind == "local":
-        from ..runs.sandbox import LocalSandbox
+        from ..runs.sandbox_local import LocalSandbox
         if LocalSandbox.works(cfg):
             return None
         return ("bubblewrap cannot start a Python here (is bwrap installed, and are user namespaces "

@@ -4,39 +4,36 @@ The server runs `python3 -I -c <this file's source> <settings JSON>` inside
 bubblewrap, a Docker container or a plain child process, so the sandbox
 needs nothing but a Python interpreter. The launcher
 
-1. lowers its own limits (CPU time, memory, processes, file size, open
-   files) and priority, which its child inherits;
+1. makes itself a principal the program cannot touch: not dumpable (so no
+   process of the same uid may ptrace it, read its memory or take its
+   descriptors), with the server's seccomp filter (no ptrace, no new user
+   namespaces...) loaded before any student code exists;
 2. says it is ready, then waits for the `go` frame naming the program:
    this lets the server start sandboxes ahead of time, so Run starts at once;
 3. forks the student's program onto a pseudo-terminal (so prompts, echo and
-   Ctrl-C behave as in a terminal) with stderr on a separate pipe (so the
-   console can show it distinctly), in this same interpreter: no second
-   interpreter start;
-4. relays: PTY output to its stdout, the program's stderr to its stderr,
-   and frames from its stdin to the PTY. It writes with blocking writes, so
-   when the server stops reading, the program stops at its next print
-   instead of anything buffering without bound;
-5. ends the run with a status sequence on stdout, then exits, or, when it
-   may serve more runs (settings "runs", only as the first process of a PID
-   namespace), marks the end of stderr, kills everything the run left in
-   the namespace, and says ready again. Each run is a fresh fork of the
-   same never-used interpreter, so no run sees another's state.
+   Ctrl-C behave as in a terminal) with stderr on a separate pipe, in this
+   same interpreter (no second interpreter start), with the run's limits
+   (CPU time, memory, processes, file size, open files) set in the child;
+4. relays, as frames on its stdout, what the program writes on the terminal
+   and on stderr, and carries out the server's frames from its stdin. The
+   program never holds the launcher's stdin or stdout: whatever it writes
+   reaches the server as a frame's payload, never as a frame;
+5. when the program has exited (the kernel says so: waitpid), kills
+   everything the run left (as the PID namespace's first process, kill(-1)
+   reaches all of it), relays the rest of the output, and reports the exit
+   from what the kernel said. Then it serves the next run (a fresh fork of
+   the same never-used interpreter), up to settings["runs"], or exits.
 
-Frames on stdin: 1 byte type, 4 bytes big-endian length, payload.
-  g go {"path", "args", "cols", "rows"}   d stdin bytes   r resize {"cols","rows"}
-  i interrupt (SIGINT to the program)     e end of input (Ctrl-D)
-
-Sequences (OSC, as terminals use them), the launcher's own on stdout:
-  ESC ] 7012 ; ready BEL          ESC ] 7012 ; exit ; {json} BEL
-and on stderr, between runs:  ESC ] 7012 ; end BEL
-The program's own (from the matplotlib backend below), on stdout:
-  ESC ] 7011 ; image ; <base64 PNG> BEL
-A program that prints ESC ] 7012 ; itself has it defanged on the way, so it
-cannot end a run early or pose as the launcher.
+Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
+  server -> launcher:  g go {"path", "args", "cols", "rows"}   d stdin bytes
+                       r resize {"cols", "rows"}   i interrupt   e end of input
+  launcher -> server:  R ready   o terminal output   e stderr output
+                       X exit {"code", "signal", "interrupted", "memory_error"}
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
 """
+import base64
 import errno
 import fcntl
 import io
@@ -52,9 +49,9 @@ import termios
 import time
 import traceback
 
-CTL = b"\x1b]7012;"  # the launcher's own sequences
-DEFANGED = b"\x1b]7012_"  # what becomes of CTL in a program's output
-BEL = b"\x07"
+READ_SIZE = 65536  # also the largest frame the launcher sends
+INPUT_BUFFER = 64 << 10  # typed input waiting for a program that does not read it
+MEMORY_ERROR_EXIT = 137  # how the child tells the launcher of a MemoryError (as an OOM kill looks)
 
 MPL_BACKEND = r'''
 """Matplotlib backend: plt.show() and savefig() send PNGs to the console."""
@@ -105,7 +102,47 @@ def write_all(fd, data):
         view = view[os.write(fd, view):]
 
 
+def send(kind, payload=b""):
+    """One frame to the server (blocking: when the server stops reading, the
+    relay stops, and the program stops at its next write)."""
+    write_all(1, kind + struct.pack(">I", len(payload)) + payload)
+
+
+# -- the launcher as its own principal ------------------------------------------
+
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_SET_NO_NEW_PRIVS = 38
+SECCOMP_MODE_FILTER = 2
+
+
+def protect(seccomp_b64):
+    """Not dumpable (the program, same uid, cannot ptrace us, read our memory
+    or take our descriptors), no new privileges, and the seccomp filter: all
+    before any student code runs. Raises if any of it fails, so a sandbox
+    never runs without the defences the server asked for."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+    def prctl(option, arg2=0, arg3=0):
+        if libc.prctl(option, arg2, arg3, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
+    prctl(PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if seccomp_b64:
+        program = base64.b64decode(seccomp_b64)
+
+        class SockFprog(ctypes.Structure):  # struct sock_fprog
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+        fprog = SockFprog(len(program) // 8, program)
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
 def apply_limits(limits):
+    """The run's limits, set in the program's process (each run starts its
+    CPU time at zero; the launcher itself is held by the run's cgroup)."""
     names = {"cpu_seconds": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS,
              "processes": resource.RLIMIT_NPROC, "file_bytes": resource.RLIMIT_FSIZE,
              "open_files": resource.RLIMIT_NOFILE}
@@ -118,47 +155,39 @@ def apply_limits(limits):
             resource.setrlimit(which, (value, hard))
 
 
-def read_frame(fd, buf):
-    """(type, payload, rest) from buf, reading more when needed; type None at EOF."""
-    while True:
-        if len(buf) >= 5:
-            kind, size = buf[:1], struct.unpack(">I", buf[1:5])[0]
-            if len(buf) >= 5 + size:
-                return kind, buf[5:5 + size], buf[5 + size:]
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return None, b"", buf
-        buf += chunk
-
-
 def set_size(fd, cols, rows):
     cols = max(10, min(int(cols), 500))
     rows = max(2, min(int(rows), 200))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-def run_program(path, args, slave, err_w, status_w, own_session):
-    """In the forked child: take the terminal's foreground, run the program."""
-    if own_session:  # the launcher could not own the terminal: take it ourselves
-        os.setsid()
-        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-    else:
-        # In the launcher's session (so in its lowered scheduling group), as
-        # the terminal's foreground process group: Ctrl-C and reads reach it.
-        os.setpgid(0, 0)
-        signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-        os.tcsetpgrp(slave, os.getpid())
-        signal.signal(signal.SIGTTOU, signal.SIG_DFL)
-    os.dup2(slave, 0)
-    os.dup2(slave, 1)
-    os.dup2(err_w, 2)
-    for fd in (slave, err_w):
-        if fd > 2:
-            os.close(fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.close(signal.set_wakeup_fd(-1))  # the launcher's, not the program's
+# -- the program's side of the fork -------------------------------------------------
+
+def run_program(go, slave, err_w, limits, own_session):
+    """In the forked child: take the terminal, drop every descriptor of the
+    launcher's, set the limits, run the program. Never returns."""
+    try:
+        if own_session:  # the launcher could not own the terminal: take it ourselves
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        else:
+            # In the launcher's session (so in its lowered scheduling group), as
+            # the terminal's foreground process group: Ctrl-C and reads reach it.
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+            os.tcsetpgrp(slave, os.getpid())
+            signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+        os.dup2(slave, 0)  # over the launcher's stdin (the server's frames)
+        os.dup2(slave, 1)  # over the launcher's stdout (the frames to the server)
+        os.dup2(err_w, 2)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.closerange(3, 1 << 16)  # nothing else of the launcher's reaches the program
+        apply_limits(limits)
+    except BaseException:
+        os._exit(126)
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8",
                                                  errors="replace")
     sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
@@ -169,10 +198,11 @@ def run_program(path, args, slave, err_w, status_w, own_session):
     builtins.input = _input
     sys.meta_path.append(_BackendFinder)
     os.environ["MPLBACKEND"] = "module://pyclassroom_mpl"
+    path = go["path"]
     script = os.path.abspath(path)
-    sys.argv = [path] + list(args)
+    sys.argv = [path] + list(go.get("args", []))
     sys.path[0:0] = [os.path.dirname(script)]
-    code, reason = 0, None
+    code = 0
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
@@ -189,9 +219,9 @@ def run_program(path, args, slave, err_w, status_w, own_session):
             tb = tb.tb_next  # hide the launcher's and runpy's frames
         traceback.print_exception(type(e), e, tb)
         if isinstance(e, KeyboardInterrupt):
-            code, reason = 130, "interrupted"
+            code = 130
         elif isinstance(e, MemoryError):
-            code, reason = 1, "memory_limit"
+            code = MEMORY_ERROR_EXIT
         else:
             code = 1
     try:
@@ -199,11 +229,6 @@ def run_program(path, args, slave, err_w, status_w, own_session):
         sys.stderr.flush()
     except Exception:
         pass
-    if reason:
-        try:
-            os.write(status_w, reason.encode())
-        except OSError:
-            pass
     os._exit(code)
 
 
@@ -238,6 +263,8 @@ class _BackendFinder(object):
         exec(compile(MPL_BACKEND, "pyclassroom_mpl", "exec"), module.__dict__)
 
 
+# -- start-up ---------------------------------------------------------------------
+
 def seed_matplotlib_cache(cache):
     """Copy matplotlib's prebuilt font list into this sandbox's private
     config folder: building it takes seconds of CPU, on every run otherwise."""
@@ -256,12 +283,11 @@ def seed_matplotlib_cache(cache):
 def lower_priority(nice, lower_group, patience=3.0):
     """Make this process and its scheduling group less important than the
     server. With autogroup scheduling every session is its own group, and a
-    process's nice only ranks it inside its group: 60 busy loops in 60
-    sessions would otherwise get 60 shares of the CPU to the server's one.
-    A server running as root lowers the group when we are ready (it may do
-    so without limit); otherwise the kernel lets an unprivileged process
-    change a group's nice once per 100 ms machine-wide, so this retries. It
-    runs before `ready`, never while a student waits."""
+    process's nice only ranks it inside its group. A server running as root
+    ranks the sandbox itself (an idle cgroup, or the autogroup's nice);
+    otherwise the kernel lets an unprivileged process change a group's nice
+    once per 100 ms machine-wide, so this retries. It runs before `ready`,
+    never while a student waits."""
     os.setpriority(os.PRIO_PROCESS, 0, nice)  # absolute: the server's own may be raised
     deadline = time.monotonic() + patience
     while lower_group:
@@ -271,21 +297,21 @@ def lower_priority(nice, lower_group, patience=3.0):
             return
         except OSError as e:
             if e.errno != errno.EAGAIN or time.monotonic() > deadline:
-                return  # no autogroup scheduling here: nice alone does the job
+                return  # no autogroup scheduling (or no /proc) here: nice alone does the job
             time.sleep(0.02 + 0.1 * os.urandom(1)[0] / 255)  # apart from the others
 
 
 def main():
     settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    protect(settings.get("seccomp"))
     try:
         os.setsid()  # a session of our own: its own scheduling group, and the program's terminal
     except OSError:
         pass  # already a session leader
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # each run's terminal hangs up as it ends
-    # The server stays more important than student code.
     lower_priority(settings.get("nice", 10), settings.get("lower_group", True))
     seed_matplotlib_cache(settings.get("mpl_cache"))
-    apply_limits(settings.get("limits", {}))
+    limits = settings.get("limits", {})
     # Only the first process of a PID namespace can clear what a run leaves
     # behind (kill(-1) there reaches the namespace only): elsewhere, one run.
     runs = max(1, int(settings.get("runs", 1))) if os.getpid() == 1 else 1
@@ -294,35 +320,174 @@ def main():
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    buf = b""
-    for left in range(runs - 1, -1, -1):
-        write_all(1, CTL + b"ready" + BEL)
-        go, buf = wait_for_go(buf)
+    frames = FrameReader(0)
+    for _ in range(runs):
+        send(b"R")
+        go = wait_for_go(frames)
         if go is None:
             os._exit(0)  # the server went away before the run started
-        result, buf = run_once(go, buf, wake_r)
-        if not left:
-            write_all(1, CTL + b"exit;" + json.dumps(result).encode() + BEL)
-            os._exit(0)
-        write_all(2, CTL + b"end" + BEL)
-        write_all(1, CTL + b"exit;" + json.dumps(result).encode() + BEL)
-        clear_namespace()
+        result = run_once(go, frames, wake_r, limits)
+        send(b"X", json.dumps(result).encode())
+    os._exit(0)
 
 
-def wait_for_go(buf):
-    """(the `go` frame's settings, leftover bytes); None at EOF. Frames
-    meant for the previous run (input typed after it ended) are dropped."""
+class FrameReader:
+    """The server's frames from a descriptor, read as they come."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = b""
+        self.closed = False
+
+    def fill(self):
+        """Read what is there (the caller knows the fd is readable)."""
+        chunk = os.read(self.fd, READ_SIZE)
+        if not chunk:
+            self.closed = True
+        self.buf += chunk
+
+    def pop(self):
+        """(kind, payload) of the next whole frame, or None."""
+        if len(self.buf) < 5:
+            return None
+        size = struct.unpack(">I", self.buf[1:5])[0]
+        if len(self.buf) < 5 + size:
+            return None
+        kind, payload, self.buf = self.buf[:1], self.buf[5:5 + size], self.buf[5 + size:]
+        return kind, payload
+
+
+def wait_for_go(frames):
+    """The `go` frame's settings; None at EOF. Frames meant for the previous
+    run (input typed after it ended) are dropped."""
     while True:
-        kind, payload, buf = read_frame(0, buf)
-        if kind is None:
-            return None, buf
-        if kind == b"g":
-            return json.loads(payload), buf
+        frame = frames.pop()
+        if frame is None:
+            if frames.closed:
+                return None
+            frames.fill()
+        elif frame[0] == b"g":
+            return json.loads(frame[1])
+
+
+def run_once(go, frames, wake_r, limits):
+    """Fork the program on a new terminal, relay until it has exited and
+    nothing of the run is left: the exit, as the kernel reported it."""
+    master, slave = os.openpty()
+    set_size(master, go.get("cols", 80), go.get("rows", 24))
+    try:
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        owns_terminal = True
+    except OSError:
+        owns_terminal = False
+    err_r, err_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        run_program(go, slave, err_w, limits, own_session=not owns_terminal)
+    os.close(slave)
+    os.close(err_w)
+    try:
+        return Relay(pid, master, err_r, frames, wake_r).run()
+    finally:
+        for fd in (master, err_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class Relay:
+    """Moves bytes between the server and one run until the run is over."""
+
+    def __init__(self, pid, master, err_r, frames, wake_r):
+        self.pid, self.master, self.err_r, self.frames, self.wake_r = pid, master, err_r, frames, wake_r
+        os.set_blocking(master, False)  # typed input never blocks the relay (see `typed`)
+        self.outputs = {master: b"o", err_r: b"e"}
+        self.typed = b""  # input for a program that is not reading it yet: bounded
+        self.interrupted = False
+
+    def run(self):
+        status = None
+        while status is None:
+            self.step(1.0)
+            done, wstatus = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                status = wstatus
+        # The program has exited. As the namespace's first process we end
+        # what it left (background children, daemons) and reap it; then no
+        # one holds the terminal or the stderr pipe, and both reach their end.
+        if os.getpid() == 1:
+            clear_namespace()
+        deadline = time.monotonic() + (30.0 if os.getpid() == 1 else 0.2)
+        while self.outputs and time.monotonic() < deadline:
+            self.step(0.05)
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        return {"code": 1 if code == MEMORY_ERROR_EXIT else code,
+                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                "interrupted": self.interrupted, "memory_error": code == MEMORY_ERROR_EXIT}
+
+    def step(self, timeout):
+        watch = list(self.outputs) + [self.wake_r] + ([] if self.frames.closed else [0])
+        writable = [self.master] if self.typed and self.master in self.outputs else []
+        ready, can_write, _ = select.select(watch, writable, [], timeout)
+        for fd in ready:
+            if fd == self.wake_r:
+                os.read(self.wake_r, 512)
+            elif fd == 0:
+                self.frames.fill()
+                self.act_on_frames()
+            else:
+                self.relay(fd)
+        if can_write:
+            self.feed()
+
+    def relay(self, fd):
+        try:
+            data = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: the terminal's last user is gone
+            data = b""
+        if data:
+            send(self.outputs[fd], data)
+        else:
+            del self.outputs[fd]
+
+    def act_on_frames(self):
+        while True:
+            frame = self.frames.pop()
+            if frame is None:
+                return
+            kind, payload = frame
+            try:
+                if kind == b"d":
+                    self.typed += payload[:max(0, INPUT_BUFFER - len(self.typed))]
+                    self.feed()
+                elif kind == b"r":
+                    size = json.loads(payload)
+                    set_size(self.master, size["cols"], size["rows"])
+                elif kind == b"i":
+                    self.interrupted = True
+                    os.killpg(self.pid, signal.SIGINT)
+                elif kind == b"e":
+                    self.typed += b"\x04"
+                    self.feed()
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # the program is gone or the frame was bad: nothing to do
+
+    def feed(self):
+        try:
+            written = os.write(self.master, self.typed)
+        except BlockingIOError:
+            return
+        except OSError:
+            written = len(self.typed)  # the terminal is gone: the input with it
+        self.typed = self.typed[written:]
 
 
 def clear_namespace():
-    """Kill everything a run left (background processes) and reap it all:
-    as PID 1 of the namespace, kill(-1) reaches every other process in it."""
+    """Kill everything a run left and reap it all: as PID 1 of the
+    namespace, kill(-1) reaches every other process in it."""
     try:
         os.kill(-1, signal.SIGKILL)
     except OSError:
@@ -334,129 +499,6 @@ def clear_namespace():
             return
         except InterruptedError:
             continue
-
-
-def run_once(go, buf, wake_r):
-    """Fork the program on a new terminal and relay until it ends:
-    (status, leftover stdin bytes)."""
-    master, slave = os.openpty()
-    set_size(master, go.get("cols", 80), go.get("rows", 24))
-    try:
-        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-        owns_terminal = True
-    except OSError:
-        owns_terminal = False
-    err_r, err_w = os.pipe()
-    status_r, status_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(master)
-        os.close(err_r)
-        os.close(status_r)
-        os.close(wake_r)
-        run_program(go["path"], go.get("args", []), slave, err_w, status_w, own_session=not owns_terminal)
-    os.close(slave)
-    os.close(err_w)
-    os.close(status_w)
-    try:
-        return relay(pid, master, err_r, status_r, buf, wake_r)
-    finally:
-        for fd in (master, err_r, status_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def relay(pid, master, err_r, status_r, buf, wake_r):
-    """Relay until the program has exited and its output is through:
-    (status dict, leftover stdin bytes)."""
-    open_fds = {master: 1, err_r: 2}
-    carry = {master: b"", err_r: b""}  # a CTL possibly cut across reads
-    status_open = True
-    stdin_open = True
-    status = None
-    reason = b""
-    buf = act_on_frames(master, pid, buf)  # input that came in the same read as `go`
-    while True:
-        watch = list(open_fds) + [wake_r] + ([status_r] if status_open else []) + ([0] if stdin_open else [])
-        ready, _, _ = select.select(watch, [], [], 0.05 if status is not None else 1.0)
-        for fd in ready:
-            if fd == wake_r:
-                os.read(wake_r, 512)
-            elif fd == 0:
-                stdin_open, buf = handle_input(master, pid, buf)
-            elif fd == status_r:
-                chunk = os.read(status_r, 256)
-                reason += chunk
-                status_open = bool(chunk)
-            else:
-                try:
-                    data = os.read(fd, 65536)
-                except OSError:  # EIO: the terminal's last user is gone
-                    data = b""
-                if data:
-                    safe, carry[fd] = defang(carry[fd] + data)
-                    write_all(open_fds[fd], safe)
-                else:
-                    write_all(open_fds.pop(fd), carry[fd])
-        if status is None:
-            done, wstatus = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = wstatus
-                deadline = _now() + 0.2  # let buffered output through, not a background child's
-        if status is not None and (not open_fds or _now() > deadline):
-            break
-    for fd, out in open_fds.items():
-        write_all(out, carry[fd])
-    result = {"code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-              "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-              "reason": reason.decode(errors="replace") or None}
-    return result, buf
-
-
-def defang(data):
-    """(data with every CTL made harmless, a tail held back because it may
-    be the start of a CTL cut across reads)."""
-    data = data.replace(CTL, DEFANGED)
-    for n in range(min(len(CTL) - 1, len(data)), 0, -1):
-        if data.endswith(CTL[:n]):
-            return data[:-n], data[-n:]
-    return data, b""
-
-
-def handle_input(master, pid, buf):
-    """Read stdin and act on the whole frames; (stdin still open, leftover bytes)."""
-    chunk = os.read(0, 65536)
-    if not chunk:
-        return False, buf
-    return True, act_on_frames(master, pid, buf + chunk)
-
-
-def act_on_frames(master, pid, buf):
-    """Carry out every whole frame in `buf`; return what is left of it."""
-    while len(buf) >= 5:
-        kind, size = buf[:1], struct.unpack(">I", buf[1:5])[0]
-        if len(buf) < 5 + size:
-            break
-        payload, buf = buf[5:5 + size], buf[5 + size:]
-        try:
-            if kind == b"d":
-                write_all(master, payload)
-            elif kind == b"r":
-                size_msg = json.loads(payload)
-                set_size(master, size_msg["cols"], size_msg["rows"])
-            elif kind == b"i":
-                os.killpg(pid, signal.SIGINT)
-            elif kind == b"e":
-                write_all(master, b"\x04")
-        except (OSError, ValueError, KeyError):
-            pass  # the program is gone or the frame was bad: nothing to do
-    return buf
-
-
-def _now():
-    return time.monotonic()
 
 
 if __name__ == "__main__":

@@ -1,40 +1,47 @@
-"""Where student code runs: one small interface, three kinds of sandbox.
+"""Where student code runs: what every kind of sandbox shares.
 
 A sandbox starts the launcher (launcher.py) ahead of time, with the
-student's home as the only writable folder, and hands back a `Prepared`:
-its stdout and stderr as asyncio streams, a way to send it frames, to wait
-for it and to kill it. Everything else (the protocol, limits reported to the
-user, timers, output) lives in session.py and is the same for every kind.
+student's home as the only writable folder, and hands back a prepared
+sandbox (`ChildSandbox` here, `DockerPrepared` for containers) that
 
-- `local`: bubblewrap. New user, PID, network, IPC, UTS and mount
-  namespaces; only system folders, read-only, plus the home; dies with its
-  parent. As root, each student's code runs as its own host uid, so a fork
-  bomb exhausts that student's process limit and nobody else's.
-- `process`: a plain child process with the launcher's rlimits: for
-  development only, it isolates nothing and says so loudly.
-- `docker`: see sandbox_docker.py.
+- reads the launcher's frames (`stdout`) and sends it frames (`send`);
+- reports the launcher's exit as the kernel gave it (`wait`);
+- kills everything the sandbox ever started, and returns only once the
+  kernel says it is gone (`kill`), whatever the program did to its pipes;
+- tells what the kernel counted for it (`oom_kills`, `cpu_seconds`).
+
+The kinds are in sandbox_local.py (`local`: bubblewrap; `process`: no
+isolation, for development) and sandbox_docker.py; sandboxes.py picks one.
 """
 import asyncio
-import json
+import base64
+import collections
+import functools
 import logging
 import os
-import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
 
-from ..traverse import blocked_parent
-from . import cpu_group
+from . import cgroups
 
 log = logging.getLogger(__name__)
 
 with open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-8") as _f:
     LAUNCHER_SOURCE = _f.read()
+SECCOMP_BUILDER = os.path.join(os.path.dirname(__file__), "seccomp_filter.py")
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
 STREAM_LIMIT = 64 << 10  # bytes read ahead from a sandbox before its writes block
-GROUP_NICE = 19  # a sandbox session's CPU group: the lowest weight there is
-INFO_TIMEOUT = 10.0
+GROUP_NICE = 19  # a sandbox session's CPU group, where no cgroup ranks it: the lowest weight
+TMP_BYTES = 64 << 20  # /tmp and /dev/shm: tmpfs, counted in the run's memory
+SHM_BYTES = 64 << 20
+# What the launcher (an interpreter) and the tmpfs files need on top of what
+# the program itself may use: the run's memory limit is RUN_MEMORY_MB plus this.
+MEMORY_HEADROOM_MB = 96
+LAUNCHER_PROCESSES = 4  # the launcher (and bubblewrap's), plus slack for its fork
+STDERR_TAIL = 4096  # of what the launcher or bubblewrap say, for the log when a sandbox fails
+KILL_WAIT = 10.0  # seconds a killed launcher may take to be reaped
 
 
 class SandboxError(RuntimeError):
@@ -43,6 +50,7 @@ class SandboxError(RuntimeError):
 
 @dataclass
 class Limits:
+    """What the launcher sets on each program (per process)."""
     cpu_seconds: int
     memory_bytes: int
     processes: int
@@ -55,11 +63,18 @@ class Limits:
                    cfg.RUN_FILE_MB << 20, cfg.RUN_OPEN_FILES)
 
 
+def group_limits(cfg):
+    """What the run's cgroup holds everything it starts to."""
+    return cgroups.Limits(memory_bytes=(cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20,
+                          processes=cfg.RUN_PROCESSES + LAUNCHER_PROCESSES, cpus=1.0)
+
+
 @dataclass
 class Exit:
+    """How the launcher ended, as the kernel (or the container engine) said."""
     code: int = None
     signal: int = None
-    reason: str = None  # what the sandbox itself knows, e.g. "memory_limit" after an OOM kill
+    oom_killed: bool = False
 
 
 def environment(home):
@@ -73,187 +88,114 @@ def launcher_argv(python, settings_json):
     return [python, "-I", "-B", "-c", LAUNCHER_SOURCE, settings_json]
 
 
-class Prepared:
-    """A launcher waiting for its `go` frame (a plain or bubblewrapped child)."""
+@functools.lru_cache(maxsize=None)
+def seccomp_program(python):
+    """The seccomp filter for student code as base64 BPF, built by libseccomp
+    (Debian's python3-seccomp, in `python`); None where it cannot be built."""
+    try:
+        done = subprocess.run([python, "-I", SECCOMP_BUILDER], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        why = getattr(e, "stderr", b"") or b""
+        log.warning("no seccomp filter for student code (%s %s): install python3-seccomp",
+                    e, why.decode(errors="replace").strip().splitlines()[-1:] or "")
+        return None
+    if not done.stdout or len(done.stdout) % 8:
+        return None
+    return base64.b64encode(done.stdout).decode("ascii")
 
-    def __init__(self, proc, lower_at_ready=None):
+
+class ChildSandbox:
+    """A launcher started as a child process of the server (plain or inside
+    bubblewrap), in its own cgroup when the host has them."""
+
+    def __init__(self, proc, group, pool, lower_at_ready=None):
         self.proc = proc
         self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.lower_at_ready = lower_at_ready  # the launcher's pid, if the server lowers its autogroup
+        self.group = group
+        self._pool = pool  # the sandbox's threads: cgroup writes may wait for the kernel
+        self._lower_at_ready = lower_at_ready  # the launcher's pid, if its autogroup is lowered
+        self._stderr = collections.deque(maxlen=STDERR_TAIL)
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._killed = None
+
+    async def _drain_stderr(self):
+        """Keep what the launcher or bubblewrap say (the tail of it): read
+        all the time, so that they never block on a full pipe."""
+        while True:
+            chunk = await self.proc.stderr.read(4096)
+            if not chunk:
+                return
+            self._stderr.extend(chunk)
+
+    def diagnostics(self):
+        return bytes(self._stderr).decode(errors="replace").strip()
 
     def on_ready(self):
         """The launcher said ready: its session exists now, and no student
         code runs before `go`."""
-        if self.lower_at_ready:
-            lower_group(self.lower_at_ready, GROUP_NICE)
+        if self._lower_at_ready:
+            lower_group(self._lower_at_ready, GROUP_NICE)
 
     def send(self, frame):
         try:
             self.proc.stdin.write(frame)
         except (ConnectionResetError, BrokenPipeError, RuntimeError):
-            pass  # the program is gone; its exit is reported by wait()
+            pass  # the launcher is gone; its end is reported by wait()
 
     async def wait(self):
         status = await self.proc.wait()
-        if status < 0:
-            return Exit(signal=-status)
-        return Exit(code=status)
+        oom = self.group is not None and self.group.oom_kills() > 0
+        return Exit(signal=-status, oom_killed=oom) if status < 0 else Exit(code=status, oom_killed=oom)
+
+    def oom_kills(self):
+        return self.group.oom_kills() if self.group else 0
+
+    def cpu_seconds(self):
+        return self.group.cpu_seconds() if self.group else None
 
     async def kill(self):
-        """Kill the launcher and everything it started."""
-        if self.proc.returncode is None:
+        """Kill the launcher and everything the sandbox started; return once
+        they are gone (the cgroup is empty), whatever holds the pipes."""
+        if self._killed is None:
+            self._killed = asyncio.ensure_future(self._kill())
+        await asyncio.shield(self._killed)
+
+    async def _kill(self):
+        loop = asyncio.get_running_loop()
+        if self.group is not None:
+            await loop.run_in_executor(self._pool, self.group.kill)
+        elif self.proc.returncode is None:
             try:
-                # Its own process group (start_new_session) holds the whole tree;
-                # inside bubblewrap, the PID namespace dies with it.
+                # Its own session (start_new_session) holds what did not leave it;
+                # inside bubblewrap the PID namespace dies with its first process.
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        await self.proc.wait()
-
-
-class ProcessSandbox:
-    """Development only: a child process with rlimits and nothing else."""
-
-    name = "process"
-    isolated = False
-    reusable = False  # the launcher is not PID 1 of a namespace: it cannot clear up after a run
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.cpu_group = cpu_group.create()
-        log.warning("SANDBOX=process: student code is NOT isolated from the server. "
-                    "Use it for development only; use local (bubblewrap) or docker for a class.")
-
-    def argv(self, home, settings):
-        return launcher_argv(self.cfg.SANDBOX_PYTHON, json.dumps(dict(settings, mpl_cache=mpl_cache(self.cfg))))
-
-    async def prepare(self, home, uid, settings):
-        """Start the launcher for `home` as `uid`; `settings` are the
-        launcher's (limits, nice). As root, the server ranks it below
-        everything else itself: in the idle CPU group, or else by lowering
-        its autogroup once it is ready (which root may do without the
-        kernel's rate limit, and only once the launcher's session exists)."""
-        if os.geteuid() == 0:
-            settings = dict(settings, lower_group=False)
-        proc, launcher_pid = await self.start(home, uid, settings)
-        if os.geteuid() != 0 or launcher_pid is None:
-            return Prepared(proc)
-        if self.cpu_group and await asyncio.get_running_loop().run_in_executor(
-                None, self.cpu_group.add, launcher_pid, proc.pid):  # (bubblewrap's own, if another)
-            return Prepared(proc)
-        return Prepared(proc, lower_at_ready=launcher_pid)
-
-    async def start(self, home, uid, settings):
-        """(process, pid of the launcher, which forks nothing before `go`)."""
-        proc = await self.spawn(self.argv(home, settings), home, uid)
-        return proc, proc.pid
-
-    async def spawn(self, argv, home, uid, pass_fds=()):
-        return await asyncio.create_subprocess_exec(
-            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=home, env=environment(self.env_home(home)),
-            start_new_session=True, limit=STREAM_LIMIT, close_fds=True, pass_fds=pass_fds,
-            **_as_user(uid))
-
-    def env_home(self, home):
-        return home
-
-    async def cleanup_leftovers(self):
-        """Nothing outlives its parent here (see kill)."""
-
-
-class LocalSandbox(ProcessSandbox):
-    """bubblewrap: the student's home is the only writable thing it sees."""
-
-    name = "local"
-    isolated = True
-    reusable = True
-    # Read-only system files Python, numpy and matplotlib need; nothing else of /etc.
-    ETC = ("alternatives", "fonts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
-           "mime.types", "matplotlibrc", "python3", "python3.11")
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.bwrap = shutil.which("bwrap")
-        self.cpu_group = cpu_group.create()
-
-    def env_home(self, home):
-        return SANDBOX_HOME
-
-    async def start(self, home, uid, settings):
-        """As ProcessSandbox.start; bubblewrap tells the launcher's pid (the
-        sandbox's first process) on an --info-fd pipe."""
-        info_r, info_w = os.pipe()
         try:
-            proc = await self.spawn(self.argv(home, settings, info_fd=info_w), home, uid,
-                                    pass_fds=(info_w,))
-        finally:
-            os.close(info_w)
-        try:
-            info = json.loads(await asyncio.wait_for(read_to_end(info_r, 4096), INFO_TIMEOUT))
-            return proc, int(info["child-pid"])
-        except (ValueError, KeyError, TypeError, OSError, asyncio.TimeoutError):
-            return proc, None  # bubblewrap failed: the launcher never says ready, which is reported
+            await asyncio.wait_for(self.proc.wait(), KILL_WAIT)
+        except asyncio.TimeoutError:
+            log.error("a killed sandbox (pid %d) was not reaped within %.0f s", self.proc.pid, KILL_WAIT)
+        self.close()
 
-    def argv(self, home, settings, info_fd=None):
-        # --as-pid-1: the launcher is the sandbox's first process and session
-        # leader, so the child pid that --info-fd reports is in its session.
-        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1",
-                "--cap-drop", "ALL", "--hostname", "sandbox",
-                "--ro-bind", "/usr", "/usr"]
-        for link in ("bin", "lib", "lib64", "sbin"):
-            if os.path.islink("/" + link):
-                args += ["--symlink", os.readlink("/" + link), "/" + link]
-            elif os.path.isdir("/" + link):
-                args += ["--ro-bind", "/" + link, "/" + link]
-        for name in self.ETC:
-            args += ["--ro-bind-try", "/etc/" + name, "/etc/" + name]
-        args += ["--ro-bind-try", mpl_cache(self.cfg), MPL_CACHE_IN_SANDBOX,
-                 "--proc", "/proc", "--dev", "/dev",
-                 "--size", str(64 << 20), "--tmpfs", "/tmp",
-                 "--bind", home, SANDBOX_HOME, "--chdir", SANDBOX_HOME,
-                 "--remount-ro", "/",  # the sandbox's own root: nothing there to write but home and /tmp
-                 "--uid", "1000", "--gid", "1000", "--clearenv"]
-        if info_fd is not None:
-            args += ["--info-fd", str(info_fd)]
-        for key, value in environment(SANDBOX_HOME).items():
-            args += ["--setenv", key, value]
-        settings = json.dumps(dict(settings, mpl_cache=MPL_CACHE_IN_SANDBOX))
-        return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings)
+    def close(self):
+        """The sandbox is over: no more frames to it. (Its output pipes end by
+        themselves: once the group is empty, no process holds them.)"""
+        if not self.proc.stdin.is_closing():
+            self.proc.stdin.close()
+        self._stderr_task.cancel()
 
-    @staticmethod
-    def check_storage(cfg):
-        """bubblewrap mounts a home as the student's uid, which must be able
-        to walk down to it: refuse to start rather than fail every run."""
-        if os.geteuid() == 0:
-            blocked = blocked_parent(cfg.STORAGE_ROOT, cfg.SANDBOX_UID_BASE)
-            if blocked:
-                raise SandboxError(f"students' programs could not reach their files: {blocked} is "
-                                   f"closed to other users (chmod o+x {blocked}, or choose another "
-                                   "STORAGE_ROOT)")
-
-    @staticmethod
-    def works(cfg):
-        """Can bubblewrap start a Python here? (False inside many containers.)"""
-        if not shutil.which("bwrap") or not os.path.exists(cfg.SANDBOX_PYTHON):
-            return False
-        probe = [shutil.which("bwrap"), "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
-                 "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc", "/proc",
-                 "--dev", "/dev", cfg.SANDBOX_PYTHON, "-I", "-c", "print(6 * 7)"]
-        try:
-            kwargs = _as_user(cfg.SANDBOX_UID_BASE if os.geteuid() == 0 else None)
-            done = subprocess.run(probe, capture_output=True, timeout=20, **kwargs)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.stdout.strip() == b"42"
+    async def release(self):
+        """After the end: remove the cgroup."""
+        if self.group is not None:
+            await asyncio.get_running_loop().run_in_executor(self._pool, self.group.remove)
 
 
 def lower_group(pid, nice):
-    """As root, set the nice of `pid`'s autogroup (its session's CPU share).
-    The launcher could do it itself, but the kernel lets unprivileged
-    processes do that once per 100 ms machine-wide: 60 sandboxes starting
-    together would queue for seconds, or run at full weight meanwhile."""
+    """As root, set the nice of `pid`'s autogroup (its session's CPU share),
+    where there is no idle cgroup for sandboxes. The launcher could do it
+    itself, but the kernel lets unprivileged processes do that once per
+    100 ms machine-wide: 60 sandboxes starting together would queue for
+    seconds, or run at full weight meanwhile."""
     try:
         with open(f"/proc/{int(pid)}/autogroup", "w") as f:
             f.write(str(nice))
@@ -261,89 +203,7 @@ def lower_group(pid, nice):
         pass  # already gone, or no autogroup scheduling: the launcher's nice still applies
 
 
-async def read_to_end(fd, limit):
-    """All of a pipe's bytes (at most `limit`), without blocking the loop."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                open(fd, "rb", buffering=0))
-    data = b""
-    try:
-        while len(data) < limit:
-            chunk = await reader.read(limit - len(data))
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        transport.close()
-    return data
-
-
 def run_uid(cfg, user_id):
     """The host uid a user's programs run as: their own when the server is
     root (so one student's processes cannot touch another's), else ours."""
     return cfg.SANDBOX_UID_BASE + user_id if os.geteuid() == 0 else None
-
-
-def _as_user(uid):
-    """subprocess arguments that drop to `uid` (its own group, no others)."""
-    if uid is None:
-        return {}
-    return {"user": uid, "group": uid, "extra_groups": []}
-
-
-def resolve(cfg):
-    """The sandbox kind to use: SANDBOX, or for `auto` the best that works
-    here. Called once, before the workers are forked."""
-    if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalSandbox.works(cfg)):
-        LocalSandbox.check_storage(cfg)
-        kind = "local"
-    elif cfg.SANDBOX != "auto":
-        kind = cfg.SANDBOX
-    else:
-        from .sandbox_docker import DockerSandbox
-        kind = "docker" if DockerSandbox.works(cfg) else "process"
-    if kind in ("local", "process"):
-        build_mpl_cache(cfg)
-    return kind
-
-
-def priority_note(kind):
-    """How student code ranks below the server, for the start-up log."""
-    if kind == "docker":
-        return ", each container with a low CPU weight"
-    group = cpu_group.create() if os.geteuid() == 0 else None
-    if group:
-        return f", at idle CPU priority (cgroup {group.path})"
-    return ", below the server by scheduling group nice (no idle CPU group here: needs root and cgroup v1 cpu)"
-
-
-def mpl_cache(cfg):
-    return os.path.join(cfg.DATA_DIR, "sandbox", "matplotlib")
-
-
-def build_mpl_cache(cfg):
-    """Build matplotlib's font list once for all runs (the launcher copies it
-    into each sandbox). Nothing secret is in this folder: sandboxes see it."""
-    folder = mpl_cache(cfg)
-    if os.path.isdir(folder) and os.listdir(folder):
-        return
-    os.makedirs(folder, exist_ok=True)
-    os.chmod(folder, 0o755)
-    try:
-        subprocess.run([cfg.SANDBOX_PYTHON, "-I", "-c", "import matplotlib.font_manager"],
-                       env={"MPLCONFIGDIR": folder, "HOME": folder, "PATH": "/usr/bin:/bin"},
-                       capture_output=True, timeout=300, check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        log.warning("no matplotlib font cache for sandboxes (%s): plots will start slowly", e)
-    for name in os.listdir(folder):
-        os.chmod(os.path.join(folder, name), 0o644)
-
-
-def create(cfg):
-    if cfg.SANDBOX == "local":
-        return LocalSandbox(cfg)
-    if cfg.SANDBOX == "docker":
-        from .sandbox_docker import DockerSandbox
-        return DockerSandbox(cfg)
-    return ProcessSandbox(cfg)

@@ -8,10 +8,11 @@ processes. Only the student's home is mounted, read-write, at SANDBOX_HOME.
 Streams go through one attach connection to the daemon, opened before the
 container starts so that nothing it prints is lost: Docker multiplexes
 stdout and stderr on it (8-byte frame headers) and whatever is written to
-it reaches the container's stdin. It is read with asyncio and split into
-two StreamReaders with the same back-pressure as a child's pipes: while
-either holds more than STREAM_LIMIT unread bytes, the socket is not read,
-so the daemon's copy blocks and then the program's own writes do.
+it reaches the container's stdin. It is read with asyncio: the launcher's
+stdout (its frames) into a StreamReader with the same back-pressure as a
+child's pipe (while it holds more than STREAM_LIMIT unread bytes, the
+socket is not read, so the daemon's copy blocks and then the program's own
+writes do), its stderr (what it says of itself) into a bounded tail.
 
 The Docker SDK is synchronous: every call runs in a small thread pool owned
 by the sandbox, never on the event loop. No thread is held while a program
@@ -24,6 +25,7 @@ connection goes away, the launcher sees the end of its input and a
 sandbox still waiting for its program exits by itself.
 """
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -32,7 +34,8 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .sandbox import SANDBOX_HOME, STREAM_LIMIT, Exit, environment, launcher_argv
+from .sandbox import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
+                      group_limits, launcher_argv, seccomp_program)
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +46,6 @@ API_TIMEOUT = 30  # seconds for one ordinary daemon call
 PROBE_TIMEOUT = 5  # seconds for each call of works()
 EXIT_GRACE = 10  # seconds the container may take to be "exited" after its output ended
 KILL_DRAIN = 2  # seconds the output may take to end after a forced removal
-# The launcher (an interpreter), and /tmp and /dev/shm (tmpfs pages count as
-# the container's memory), on top of what the program itself may use.
-MEMORY_HEADROOM_MB = 96
-LAUNCHER_PROCESSES = 4  # the launcher itself, plus slack for its fork
 STDOUT, STDERR = 1, 2  # stream numbers in Docker's frame headers
 # Threads for the SDK's calls: each takes milliseconds (a start, up to about
 # a second on a busy host) and none waits for a program to finish.
@@ -60,12 +59,14 @@ class DockerSandbox:
     """Runs the launcher in a Docker container (see the module docstring)."""
 
     name = "docker"
-    isolated = True
     reusable = True
 
     def __init__(self, cfg):
         self.cfg = cfg
         self.image = cfg.SANDBOX_IMAGE
+        # Built by the host's libseccomp for the host's kernel; the launcher
+        # loads it under Docker's default profile.
+        self.seccomp = seccomp_program(cfg.SANDBOX_PYTHON)
         self.owner = _owner_id(os.getpid())
         self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="docker")
         self._client = None  # made on first use, in the pool: it talks to the daemon
@@ -94,11 +95,11 @@ class DockerSandbox:
             settings = json.loads(settings)
         # lower_group: autogroups do not apply inside a container's cgroup,
         # whose weight (cpu_shares) ranks it instead.
-        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False))
+        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False, seccomp=self.seccomp))
         user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
         starting = asyncio.ensure_future(self._call(self._create_and_start, home, user, settings_json))
         try:
-            container, raw = await asyncio.shield(starting)
+            container, raw, cgroup_dirs = await asyncio.shield(starting)
         except asyncio.CancelledError:
             # The thread goes on regardless: remove what it makes.
             starting.add_done_callback(self._discard_started)
@@ -109,13 +110,20 @@ class DockerSandbox:
             raw.close()
             await self._call(_remove, container)
             raise
-        return DockerPrepared(self, container, reader, writer)
+        return DockerPrepared(self, container, reader, writer, cgroup_dirs)
 
     def _discard_started(self, starting):
         if not starting.cancelled() and starting.exception() is None:
-            container, raw = starting.result()
+            container, raw, _ = starting.result()
             raw.close()
             self._pool.submit(lambda: _remove(self._api(), container))
+
+    def defences(self):
+        """What holds student code here, for the start-up log and /api/status."""
+        return {"seccomp": self.seccomp is not None,
+                "cgroup": "the container's: memory, processes, cpu per run, removed as a whole",
+                "own_uid": True, "namespaces": True, "user_namespaces": "disabled",
+                "host_paths_hidden": False}
 
     @staticmethod
     def works(cfg):
@@ -152,19 +160,22 @@ class DockerSandbox:
     def _create_and_start(self, api, home, user, settings_json):
         import docker
         cfg = self.cfg
-        memory = (cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20
+        limits = group_limits(cfg)
+        memory = limits.memory_bytes
         host_config = api.create_host_config(
             mounts=[docker.types.Mount(SANDBOX_HOME, home, type="bind", read_only=False)],
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": "size=64m,mode=1777"},
+            # tmpfs pages count as the container's memory
+            tmpfs={"/tmp": f"size={TMP_BYTES},mode=1777"},
+            shm_size=SHM_BYTES,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             mem_limit=memory,
             memswap_limit=memory,  # the same: no swap
             nano_cpus=10 ** 9,  # one CPU
             cpu_shares=256,  # a quarter of the default weight: the server keeps answering
-            pids_limit=cfg.RUN_PROCESSES + LAUNCHER_PROCESSES,
+            pids_limit=limits.processes,
             oom_score_adj=500,  # if the host runs out of memory, sandboxes go first
             init=False,  # the launcher is PID 1 and handles its child itself
             # Output goes to the server only: no log file growing on the host.
@@ -195,13 +206,15 @@ class DockerSandbox:
             raw = _take_socket(sdk_socket)
             try:
                 api.start(container)
+                # Where the engine put it: the run's OOM kills and CPU time are read there.
+                cgroup_dirs = _cgroup_dirs(api.inspect_container(container)["State"]["Pid"])
             except BaseException:
                 raw.close()
                 raise
         except BaseException:
             _remove(api, container)
             raise
-        return container, raw
+        return container, raw, cgroup_dirs
 
     def _finish(self, api, container):
         """After the output ended: the container's final state (None if it
@@ -242,17 +255,18 @@ class DockerSandbox:
 
 
 class DockerPrepared:
-    """A started container whose launcher waits for `go` (see Prepared in
-    sandbox.py for the contract)."""
+    """A started container whose launcher waits for `go` (the contract of
+    sandbox.ChildSandbox)."""
 
-    def __init__(self, sandbox, container, conn_reader, conn_writer):
+    def __init__(self, sandbox, container, conn_reader, conn_writer, cgroup_dirs):
         self.sandbox = sandbox
         self.container = container
         self._conn = conn_reader
         self._writer = conn_writer
+        self._cgroup = cgroup_dirs  # {controller: the container's cgroup folder}, as far as found
         self._gate = _Gate()
         self.stdout = self._gate.reader()
-        self.stderr = self._gate.reader()
+        self._stderr = collections.deque(maxlen=STDERR_TAIL)
         self._pump_task = asyncio.ensure_future(self._pump())
         self._kill_task = None
         self._exit = None
@@ -260,32 +274,50 @@ class DockerPrepared:
     def on_ready(self):
         """Nothing to do: the container's cgroup sets its CPU weight."""
 
+    def diagnostics(self):
+        return bytes(self._stderr).decode(errors="replace").strip()
+
     async def _pump(self):
-        """Split Docker's frames into stdout and stderr until the stream ends."""
-        streams = {STDOUT: self.stdout, STDERR: self.stderr}
+        """Split Docker's frames: stdout (the launcher's frames) to the reader,
+        stderr (what the launcher says of itself) into a bounded tail."""
         try:
             while True:
                 await self._gate.open.wait()  # back-pressure: see the module docstring
                 header = await self._conn.readexactly(8)
                 size = int.from_bytes(header[4:8], "big")
                 payload = await self._conn.readexactly(size) if size else b""
-                target = streams.get(header[0])
-                if target is not None and payload:
-                    target.feed_data(payload)
+                if header[0] == STDOUT and payload:
+                    self.stdout.feed_data(payload)
+                elif header[0] == STDERR:
+                    self._stderr.extend(payload)
         except (asyncio.IncompleteReadError, OSError):
             pass  # the end of the stream, or the connection closed by kill()
         finally:
             self.stdout.feed_eof()
-            self.stderr.feed_eof()
 
     def send(self, frame):
         """Queue `frame` for the launcher's stdin (never blocks)."""
         if not self._writer.is_closing():
             self._writer.write(frame)
 
+    def oom_kills(self):
+        return _cgroup_counter(self._cgroup.get("memory"), "memory.oom_control", "oom_kill") \
+            or _cgroup_counter(self._cgroup.get(""), "memory.events", "oom_kill")
+
+    def cpu_seconds(self):
+        try:
+            if "cpuacct" in self._cgroup:
+                with open(os.path.join(self._cgroup["cpuacct"], "cpuacct.usage")) as f:
+                    return int(f.read()) / 1e9
+            if "" in self._cgroup:
+                return _cgroup_counter(self._cgroup[""], "cpu.stat", "usage_usec") / 1e6
+        except (OSError, ValueError):
+            pass
+        return None
+
     async def wait(self):
-        """The launcher's exit, once its stdout and stderr have ended (read
-        them first, as with a child's pipes); the container is then removed."""
+        """The launcher's exit, once its output has ended; the container is
+        then removed."""
         if self._exit is None:
             await asyncio.shield(self._pump_task)
             state = None
@@ -302,13 +334,17 @@ class DockerPrepared:
         return self._exit
 
     async def kill(self):
-        """Remove the container by force; safe to call again and while
-        wait() is pending (which then reports SIGKILL)."""
+        """Remove the container by force (the engine kills its whole cgroup
+        and answers once it is gone); safe to call again and while wait()
+        is pending (which then reports SIGKILL)."""
         if self._exit is not None:
             return  # wait() removed it already
         if self._kill_task is None:
             self._kill_task = asyncio.ensure_future(self._remove())
         await asyncio.shield(self._kill_task)
+
+    async def release(self):
+        """Nothing left to do: removing the container removed its cgroup."""
 
     async def _remove(self):
         try:
@@ -329,10 +365,10 @@ class DockerPrepared:
 
 
 class _Gate:
-    """Open while both output readers may take more. Each reader gets a
-    valve for its transport: asyncio calls its pause_reading() when the
-    reader holds more than twice its limit and resume_reading() once it is
-    down to the limit; the pump reads the socket only while the gate is open."""
+    """Open while the output reader may take more. The reader gets a valve
+    for its transport: asyncio calls its pause_reading() when the reader
+    holds more than twice its limit and resume_reading() once it is down to
+    the limit; the pump reads the socket only while the gate is open."""
 
     def __init__(self):
         self.open = asyncio.Event()
@@ -364,12 +400,44 @@ def _exit_from(state):
     if state is None:
         return Exit(signal=signal.SIGKILL)
     code = state.get("ExitCode")
-    reason = "memory_limit" if state.get("OOMKilled") else None
+    oom = bool(state.get("OOMKilled"))
     # The launcher always exits 0 itself (the program's status is in its
-    # `exit` sequence): 128 + N means it was killed by signal N.
+    # exit frame): 128 + N means it was killed by signal N.
     if code is not None and code > 128:
-        return Exit(signal=code - 128, reason=reason)
-    return Exit(code=code, reason=reason)
+        return Exit(signal=code - 128, oom_killed=oom)
+    return Exit(code=code, oom_killed=oom)
+
+
+def _cgroup_dirs(pid):
+    """{controller ("" on v2): folder} of the cgroups of a host pid."""
+    dirs = {}
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if not controllers:
+                    dirs[""] = os.path.join("/sys/fs/cgroup", path.lstrip("/"))
+                for name in controllers.split(","):
+                    if name in ("memory", "cpuacct"):
+                        dirs[name] = os.path.join("/sys/fs/cgroup", name, path.lstrip("/"))
+    except OSError:
+        pass
+    return {k: v for k, v in dirs.items() if os.path.isdir(v)}
+
+
+def _cgroup_counter(folder, name, key):
+    """The value of `key` in a flat-keyed cgroup file, 0 if unknown."""
+    if not folder:
+        return 0
+    try:
+        with open(os.path.join(folder, name)) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k == key:
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _connect(timeout):

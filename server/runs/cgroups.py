@@ -1,0 +1,345 @@
+"""A cgroup for each sandbox: limits for the whole run, a kill that misses nothing.
+
+A program can fork, double-fork and `setsid` its way out of any process
+group, and six processes under a per-process memory limit hold six times
+the limit. A cgroup holds every process the sandbox ever starts, whatever
+they do, so the server
+
+- limits the run as a whole: memory (tmpfs pages of /tmp and /dev/shm
+  included), number of processes, CPU bandwidth (one core), and reads the
+  CPU time and OOM kills of the run;
+- ends it for good: v2 writes `cgroup.kill`; v1 freezes the group (no fork
+  can race the kill), SIGKILLs every task and thaws it; either way it then
+  reads the group until it is empty: the kernel, not a pipe's end of file,
+  says that the run's processes are gone.
+
+The sandboxes' parent group (`pyclassroom-sandboxes`, under the server's
+own) is marked idle for the CPU (`cpu.idle`, the group form of SCHED_IDLE):
+student code gets the CPU only when the server, PostgreSQL and the kernel's
+file-system threads do not want it (measured: with 60 busy loops in
+low-weight groups each step of a save waited a 4 ms scheduler tick; in the
+idle group it took what it takes on an idle machine).
+
+Needs root. On cgroup v1 (these machines) the `memory`, `pids` and
+`freezer` hierarchies must be mounted (`cpu`, `cpuacct` are used when
+there); on v2 the server moves itself into a leaf (`pyclassroom-server`)
+so its own group may hand controllers down, as v2 requires. Everything
+here blocks (cgroupfs writes may wait for the kernel): call it from a thread.
+"""
+import errno
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+PARENT = "pyclassroom-sandboxes"
+SERVER_LEAF = "pyclassroom-server"
+V1_REQUIRED = ("memory", "pids", "freezer")
+V1_OPTIONAL = ("cpu", "cpuacct")
+V2_CONTROLLERS = ("memory", "pids", "cpu")
+CPU_PERIOD_US = 100_000
+KILL_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int
+    processes: int
+    cpus: float = 1.0
+
+
+def _write(path, value):
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def _pids_in(path):
+    try:
+        return [int(p) for p in _read(path).split()]
+    except FileNotFoundError:
+        return []
+
+
+def _mounts():
+    """[(mount point, fs type, super options)] of cgroup file systems."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            dash = fields.index("-")
+            fstype, options = fields[dash + 1], fields[dash + 3]
+            if fstype in ("cgroup", "cgroup2"):
+                found.append((fields[4].replace("\\040", " "), fstype, options.split(",")))
+    return found
+
+
+def _own_paths():
+    """{controller or "": path} of this process's groups ("" is v2)."""
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for name in controllers.split(",") if controllers else [""]:
+                own[name.replace("name=", "")] = path
+    return own
+
+
+def worker_tag(pid=None):
+    """`w<pid>-<start time>`: names a worker for good (pids are reused)."""
+    pid = pid or os.getpid()
+    return f"w{pid}-{_start_time(pid)}"
+
+
+def _start_time(pid):
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _tag_alive(tag):
+    try:
+        pid, started = tag[1:].split("-", 1)
+        return _start_time(int(pid)) == started
+    except ValueError:
+        return False
+
+
+class RunGroup:
+    """One sandbox's cgroup: a directory per v1 hierarchy, or one on v2."""
+
+    def __init__(self, version, dirs):
+        self.version = version
+        self.dirs = dirs  # {controller: path} on v1, {"": path} on v2
+        self.name = os.path.basename(next(iter(dirs.values())))
+
+    def _dir(self, controller):
+        return self.dirs.get(controller if self.version == 1 else "")
+
+    def add(self, pid):
+        """Move a process (all its threads) in; its children follow."""
+        for path in self.dirs.values():
+            _write(os.path.join(path, "cgroup.procs"), pid)
+
+    def pids(self):
+        """Every process still in the group."""
+        seen = set()
+        for path in self.dirs.values():
+            seen.update(_pids_in(os.path.join(path, "cgroup.procs")))
+        return seen
+
+    def kill(self, timeout=KILL_TIMEOUT):
+        """Kill every process in the group; True once it is empty."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.version == 2:
+                try:
+                    _write(os.path.join(self.dirs[""], "cgroup.kill"), 1)
+                except FileNotFoundError:
+                    return True
+            else:
+                self._kill_v1()
+            for _ in range(50):
+                if not self.pids():
+                    return True
+                time.sleep(0.01)
+        left = self.pids()
+        if left:
+            log.error("sandbox cgroup %s still holds processes %s after %.0f s of killing",
+                      self.name, sorted(left), timeout)
+        return not left
+
+    def _kill_v1(self):
+        """Freeze (so nothing forks while we kill), SIGKILL everything, thaw."""
+        freezer = os.path.join(self.dirs["freezer"], "freezer.state")
+        try:
+            _write(freezer, "FROZEN")
+            for _ in range(100):  # tasks in the middle of a system call take a moment
+                if _read(freezer).strip() == "FROZEN":
+                    break
+                time.sleep(0.005)
+        except FileNotFoundError:
+            return
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _write(freezer, "THAWED")  # the queued SIGKILLs are delivered now
+
+    def oom_kills(self):
+        """Processes the kernel killed for want of memory in this group."""
+        path = self._dir("memory")
+        try:
+            text = _read(os.path.join(path, "memory.oom_control" if self.version == 1 else "memory.events"))
+        except (OSError, TypeError):
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def cpu_seconds(self):
+        """CPU time used by everything in the group so far; None if unknown."""
+        try:
+            if self.version == 1:
+                return int(_read(os.path.join(self.dirs["cpuacct"], "cpuacct.usage"))) / 1e9
+            for line in _read(os.path.join(self.dirs[""], "cpu.stat")).splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+        except (OSError, KeyError, ValueError):
+            pass
+        return None
+
+    def remove(self):
+        """Remove the (empty) group's directories."""
+        for path in self.dirs.values():
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                log.warning("sandbox cgroup %s is not empty yet; left in place", path)
+
+
+class Groups:
+    """The sandboxes' parent group on this host, and the groups under it."""
+
+    def __init__(self, version, parents, limits_active):
+        self.version = version
+        self.parents = parents  # {controller: path of PARENT} (v2: {"": path})
+        self.limits_active = limits_active  # names of the limits the kernel enforces here
+        self.idle = self._make_idle()
+        self._count = 0
+        self.tag = worker_tag()
+
+    @classmethod
+    def detect(cls):
+        """The host's groups, or None (not root, or no usable cgroups)."""
+        if os.geteuid() != 0:
+            return None
+        try:
+            mounts, own = _mounts(), _own_paths()
+            v1 = {}
+            for point, fstype, options in mounts:
+                if fstype == "cgroup":
+                    for name in options:
+                        if name in V1_REQUIRED + V1_OPTIONAL and name in own:
+                            v1.setdefault(name, os.path.join(point, own[name].lstrip("/")))
+            if all(name in v1 for name in V1_REQUIRED):
+                return cls._v1(v1)
+            v2 = [point for point, fstype, _ in mounts if fstype == "cgroup2"]
+            if v2 and "" in own:
+                path = own[""]
+                if os.path.basename(path) == SERVER_LEAF:  # moved there by at_v2 before the fork
+                    path = os.path.dirname(path)
+                return cls.at_v2(os.path.join(v2[0], path.lstrip("/")))
+        except OSError as e:
+            log.warning("no per-run cgroups: %s", e)
+        return None
+
+    @classmethod
+    def _v1(cls, own_dirs):
+        parents = {}
+        for name, path in own_dirs.items():
+            parents[name] = os.path.join(path, PARENT)
+            os.makedirs(parents[name], exist_ok=True)
+        active = ["memory", "processes"] + (["cpu"] if "cpu" in parents else [])
+        return cls(1, parents, active)
+
+    @classmethod
+    def at_v2(cls, own_dir):
+        """v2 with `own_dir` as the server's group: the server moves into a
+        leaf below it, so `own_dir` may hand its controllers down."""
+        parent = os.path.join(own_dir, PARENT)
+        available = _read(os.path.join(own_dir, "cgroup.controllers")).split()
+        wanted = [c for c in V2_CONTROLLERS if c in available]
+        if wanted and _read(os.path.join(own_dir, "cgroup.procs")).split():
+            leaf = os.path.join(own_dir, SERVER_LEAF)
+            os.makedirs(leaf, exist_ok=True)
+            for pid in _read(os.path.join(own_dir, "cgroup.procs")).split():
+                try:
+                    _write(os.path.join(leaf, "cgroup.procs"), pid)
+                except OSError:
+                    pass  # a process that went away meanwhile
+        os.makedirs(parent, exist_ok=True)
+        for where in (own_dir, parent):
+            try:
+                _write(os.path.join(where, "cgroup.subtree_control"), " ".join("+" + c for c in wanted))
+            except OSError as e:
+                log.warning("cgroup v2: cannot hand %s down in %s (%s)", wanted, where, e)
+                wanted = []
+        active = [{"memory": "memory", "pids": "processes", "cpu": "cpu"}[c] for c in wanted]
+        return cls(2, {"": parent}, active)
+
+    def _make_idle(self):
+        path = self.parents.get("cpu" if self.version == 1 else "")
+        try:
+            _write(os.path.join(path, "cpu.idle"), 1)
+            return True
+        except (OSError, TypeError):
+            return False
+
+    def new(self, limits):
+        """A new group for one sandbox, with `limits` set."""
+        self._count += 1
+        name = f"{self.tag}.{self._count}"
+        dirs = {c: os.path.join(p, name) for c, p in self.parents.items()}
+        for path in dirs.values():
+            os.makedirs(path, exist_ok=True)
+        group = RunGroup(self.version, dirs)
+        try:
+            self._limit(group, limits)
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def _limit(self, group, limits):
+        quota = max(1000, int(CPU_PERIOD_US * limits.cpus))
+        if self.version == 1:
+            memory = group.dirs["memory"]
+            _write(os.path.join(memory, "memory.limit_in_bytes"), limits.memory_bytes)
+            if os.path.exists(os.path.join(memory, "memory.memsw.limit_in_bytes")):
+                _write(os.path.join(memory, "memory.memsw.limit_in_bytes"), limits.memory_bytes)  # no swap
+            _write(os.path.join(group.dirs["pids"], "pids.max"), limits.processes)
+            if "cpu" in group.dirs:
+                _write(os.path.join(group.dirs["cpu"], "cpu.cfs_period_us"), CPU_PERIOD_US)
+                _write(os.path.join(group.dirs["cpu"], "cpu.cfs_quota_us"), quota)
+            return
+        path = group.dirs[""]
+        for name, value in (("memory.max", limits.memory_bytes), ("memory.swap.max", 0),
+                            ("pids.max", limits.processes), ("cpu.max", f"{quota} {CPU_PERIOD_US}")):
+            if os.path.exists(os.path.join(path, name)):
+                _write(os.path.join(path, name), value)
+
+    def cleanup_leftovers(self):
+        """Kill and remove the groups of workers that are gone (a crash, kill -9);
+        returns how many there were."""
+        removed = 0
+        first = next(iter(self.parents.values()))
+        for name in os.listdir(first):
+            tag = name.split(".", 1)[0]
+            if not name.startswith("w") or tag == self.tag or _tag_alive(tag):
+                continue
+            group = RunGroup(self.version, {c: os.path.join(p, name) for c, p in self.parents.items()})
+            group.kill()
+            group.remove()
+            removed += 1
+        return removed
+
+    def describe(self):
+        return f"cgroup v{self.version}: " + ", ".join(self.limits_active or ["no limits"]) + \
+            " per run, killed as a whole" + (", idle CPU priority" if self.idle else "")

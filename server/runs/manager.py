@@ -1,0 +1,399 @@
+"""The runs of one worker: who has an IDE open, the sandbox kept ready for
+each student, and every run's life from the Run button to its exit.
+
+A run (a `Job`) goes through explicit states, and whatever it holds is
+given back in one place (`_end`), whichever state it ends in:
+
+    preparing  the session is checked, the student's run lock claimed
+               (PostgreSQL: one run per student across tabs, workers and
+               hosts) and the student's ready sandbox taken
+    ready      it waits for a place among the host's running programs
+    running    the program runs (run.py)
+    ending     the sandbox goes to the student's next run, or is killed as
+               a whole and its cgroup removed
+    ended      the place, the lock and the counters are given back; only
+               then does the last message go out, so Run pressed right
+               after it is never refused as already running
+
+One sandbox per student is kept started ahead of time on a worker, shared
+by all their tabs there; a student may have RUN_SOCKETS_PER_USER sockets
+open on a worker, and a new one closes their oldest idle one. Sessions are
+checked again on every `run` and every SESSION_CHECK_SECONDS for every open
+socket, so a logout, deactivation or password reset stops the student's
+program and closes their sockets on every worker and instance.
+"""
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from .. import metrics
+from ..auth import sessions
+from ..errors import Refused
+from ..files.store import Area
+from . import runlock
+from .admission import QueueFull
+from .protocol import BadFrame, read_frame
+from .run import Run
+from .sandbox import Limits, run_uid
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 20.0
+SESSION_CHECK_SECONDS = 1.0
+JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
+CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see PROTOCOL.md)
+CLOSE_TOO_MANY_TABS = 4002
+
+
+@dataclass
+class Sandboxed:
+    """A sandbox whose launcher said ready, and how many runs it may still serve."""
+    sandbox: object
+    runs_left: int
+
+
+@dataclass
+class Student:
+    """A student with at least one socket open on this worker."""
+    user: dict
+    connections: list = field(default_factory=list)  # oldest first
+    warm: asyncio.Future = None  # -> Sandboxed or None: the sandbox kept ready
+
+
+class Connection:
+    """One open /ws/run, as the manager sees it: `send` a message, `close`
+    the socket (the handler's)."""
+
+    def __init__(self, student, token_hash, send, close):
+        self.student = student
+        self.token_hash = token_hash
+        self.send = send
+        self.close = close
+        self.job = None  # from `run` until its last message
+        self.closed = asyncio.Event()
+        self.ending = False  # its session ended: it closes once its run has
+
+
+class Job:
+    """One press of Run."""
+
+    def __init__(self, conn, parts, args, cols, rows):
+        self.conn, self.parts, self.args, self.cols, self.rows = conn, parts, args, cols, rows
+        self.state = "preparing"
+        self.claim = None  # the run lock's id, once held
+        self.admitted = False  # holds a place among the host's running programs
+        self.sandboxed = None
+        self.run = None
+        self.done = asyncio.Event()  # its last message is out
+
+
+def refusal(code, message):
+    return {"type": "error", "error": code, "message": message}
+
+
+SANDBOX_FAILED = refusal("sandbox_failed", "The sandbox could not start. Tell your teacher.")
+
+
+class RunManager:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.students = {}  # user id -> Student
+        self.jobs = set()
+        self.tasks = set()  # awaited at shutdown: runs, discards of sandboxes
+
+    # -- sockets ------------------------------------------------------------
+
+    def open(self, user, token_hash, send, close):
+        """A socket opened: its Connection, or None when the student has too
+        many open here and none of them can give way."""
+        student = self.students.get(user["id"])
+        if student is None:
+            student = self.students[user["id"]] = Student(user)
+        limit = self.ctx.cfg.RUN_SOCKETS_PER_USER
+        if len(student.connections) >= limit:
+            idle = [c for c in student.connections if c.job is None]
+            if not idle:
+                return None
+            idle[0].close(CLOSE_TOO_MANY_TABS, "The IDE was opened in another tab.")
+            self._forget(idle[0])
+        conn = Connection(student, token_hash, send, close)
+        student.connections.append(conn)
+        metrics.SOCKETS.inc()
+        self._warm_up(student)
+        return conn
+
+    def closed(self, conn):
+        """The socket closed, however: its run is stopped; the student's
+        sandbox goes when their last socket here does."""
+        if conn.closed.is_set():
+            return
+        conn.closed.set()
+        if conn.job and conn.job.run:
+            self._track(conn.job.run.stop("killed"))
+        self._forget(conn)
+
+    def _forget(self, conn):
+        conn.closed.set()
+        student = conn.student
+        if conn in student.connections:
+            student.connections.remove(conn)
+            metrics.SOCKETS.dec()
+        if not student.connections and not any(j.conn.student is student for j in self.jobs):
+            self.students.pop(student.user["id"], None)
+            self._discard_warm(student)
+
+    # -- runs -----------------------------------------------------------------
+
+    def start(self, conn, parts, args, cols, rows):
+        if conn.job is not None:
+            raise Refused(409, "already_running", "A program is already running here. Stop it first.")
+        job = conn.job = Job(conn, parts, args, cols, rows)
+        self._track(self._run(job))
+
+    def running(self, conn):
+        """The Run of the socket's program, or None."""
+        return conn.job.run if conn.job else None
+
+    async def _run(self, job):
+        self.jobs.add(job)
+        try:
+            try:
+                message = await self._go(job)
+            except Refused as e:
+                message = refusal(e.code, e.message)
+            except Exception:
+                log.exception("a run failed")
+                message = refusal("internal_error", "Something went wrong on the server. It has been logged.")
+            finally:
+                await self._end(job)
+        finally:
+            self.jobs.discard(job)
+            job.conn.job = None
+        if message:
+            await job.conn.send(message)
+        job.done.set()
+        if job.conn.closed.is_set():
+            self._forget(job.conn)  # the last job of a student who left: their sandbox goes now
+        else:
+            self._warm_up(job.conn.student)
+
+    async def _go(self, job):
+        """preparing → ready → running: the exit message, or a refusal."""
+        ctx, conn = self.ctx, job.conn
+        user = conn.student.user
+        if not await sessions.still_valid(ctx.pool, [conn.token_hash]):
+            self._end_session(conn)  # once this refusal is out
+            return refusal("session_ended", "Your session has ended. Log in again.")
+        area = Area.home(user["username"])
+        if not await ctx.files.run(ctx.store.is_file, area, job.parts):
+            return refusal("not_a_file", "Only a file can be run.")
+        claim = f"{id(job):x}-{time.monotonic_ns():x}"
+        if not await runlock.claim(ctx.pool, user["username"], claim):
+            return refusal("already_running", "You already have a program running (in another tab or "
+                                              "window). Stop it there first.")
+        job.claim = claim
+        job.sandboxed = await self._take_sandbox(conn.student)
+        if job.sandboxed is None:
+            return SANDBOX_FAILED
+        if conn.closed.is_set():
+            return None
+
+        job.state = "ready"  # a place in the host's line, once the sandbox is ready
+        queued_at = time.monotonic()
+        try:
+            job.admitted = await self._admit(conn)
+        except QueueFull:
+            return refusal("server_busy", "The server is busy. Try again in a moment.")
+        if not job.admitted:
+            return None  # the socket closed while it waited
+        metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
+
+        job.state = "running"
+        job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send)
+        job.sandboxed.runs_left -= 1
+        metrics.RUNS_ACTIVE.inc()
+        if conn.closed.is_set():
+            job.run.stop("killed")
+        await conn.send({"type": "started", "run_id": job.run.id})
+        message = await job.run.execute("/".join(job.parts), job.args, job.cols, job.rows)
+        metrics.RUN_DURATION.observe(message["duration"])
+        metrics.RUN_EXITS.labels(message["reason"]).inc()
+        return message
+
+    async def _admit(self, conn):
+        """Wait for a place; False if the socket closed first."""
+        admission = self.ctx.admission
+
+        async def queued(position):
+            metrics.RUN_QUEUE.set(len(admission.waiting))
+            await conn.send({"type": "queued", "position": position})
+        entering = asyncio.ensure_future(admission.enter(queued))
+        closing = asyncio.ensure_future(conn.closed.wait())
+        try:
+            await asyncio.wait([entering, closing], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not entering.done():
+                entering.cancel()  # gives the place on if it came just now
+                await asyncio.gather(entering, return_exceptions=True)
+            metrics.RUN_QUEUE.set(len(admission.waiting))
+        if entering.cancelled():
+            return False
+        entering.result()  # QueueFull
+        return True
+
+    async def _end(self, job):
+        """ending → ended: give back whatever the job holds."""
+        job.state = "ending"
+        student, sandboxed = job.conn.student, job.sandboxed
+        if job.run is not None:
+            metrics.RUNS_ACTIVE.dec()
+        if sandboxed is not None:
+            keep = job.run is None or (job.run.reusable and sandboxed.runs_left > 0)
+            if keep and student.warm is None and student.connections and not self.ctx.draining:
+                student.warm = asyncio.ensure_future(self._reuse(sandboxed, fresh=job.run is None))
+            else:
+                await _discard(sandboxed.sandbox)
+        if job.admitted:
+            self.ctx.admission.leave()
+        if job.claim is not None:
+            try:
+                await runlock.release(self.ctx.pool, student.user["username"], job.claim)
+            except Exception:
+                log.exception("could not release the run lock of %s (it goes stale in %d s)",
+                              student.user["username"], runlock.STALE)
+        job.state = "ended"
+
+    # -- sandboxes kept ready -------------------------------------------------
+
+    def _warm_up(self, student):
+        if student.warm is None and student.connections and not self.ctx.draining:
+            student.warm = asyncio.ensure_future(self._new_sandbox(student.user))
+
+    async def _take_sandbox(self, student):
+        """The student's ready sandbox (a fresh one if it has none or it failed)."""
+        warm, student.warm = student.warm, None
+        sandboxed = await warm if warm else None
+        return sandboxed or await self._new_sandbox(student.user)
+
+    def _discard_warm(self, student):
+        warm, student.warm = student.warm, None
+        if warm is not None:
+            async def discard():
+                sandboxed = await warm
+                if sandboxed:
+                    await _discard(sandboxed.sandbox)
+            self._track(discard())
+
+    async def _reuse(self, sandboxed, fresh):
+        """A sandbox back from a run (or one that never ran), once ready again."""
+        if fresh or await ready(sandboxed.sandbox):
+            if not fresh:
+                metrics.SANDBOX_REUSED.inc()
+            return sandboxed
+        await _discard(sandboxed.sandbox)
+        return None
+
+    async def _new_sandbox(self, user):
+        """Start a sandbox for `user` and wait until its launcher is ready."""
+        ctx = self.ctx
+        started = time.monotonic()
+        uid = run_uid(ctx.cfg, user["id"])
+        runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
+        try:
+            await ctx.files.run(ctx.store.ensure_home, user["username"], user["role"] == "student", uid)
+            home = ctx.store.home_path(user["username"])
+            settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
+            sandbox = await ctx.sandbox.prepare(home, uid, settings)
+        except Exception:
+            log.exception("could not start a %s sandbox", ctx.sandbox.name)
+            return None
+        if not await ready(sandbox):
+            await _discard(sandbox)
+            log.error("a %s sandbox did not become ready: %s", ctx.sandbox.name,
+                      sandbox.diagnostics() or "(it said nothing)")
+            return None
+        metrics.SANDBOX_START.observe(time.monotonic() - started)
+        return Sandboxed(sandbox, runs)
+
+    # -- sessions ---------------------------------------------------------------
+
+    async def check_sessions(self):
+        """Stop the programs and close the sockets of sessions that ended
+        (logout, deactivation, password reset, expiry) anywhere."""
+        conns = [c for s in self.students.values() for c in s.connections]
+        if not conns:
+            return
+        valid = await sessions.still_valid(self.ctx.pool, {c.token_hash for c in conns})
+        for conn in conns:
+            if conn.token_hash not in valid:
+                self._end_session(conn)
+
+    def _end_session(self, conn):
+        """Stop the socket's program (its exit message says why), then close it."""
+        if conn.ending:
+            return
+        conn.ending = True
+        job = conn.job
+        if job and job.run:
+            job.run.stop("logged_out")
+        elif job:
+            conn.closed.set()  # not running yet: it stops at its next step
+
+        async def close_after_run():
+            if job:
+                try:
+                    await asyncio.wait_for(job.done.wait(), JOB_END_WAIT)
+                except asyncio.TimeoutError:
+                    pass
+            conn.close(CLOSE_SESSION_ENDED, "Your session has ended.")
+            self.closed(conn)
+        self._track(close_after_run())
+
+    # -- the worker's side ----------------------------------------------------------
+
+    def claims(self):
+        """Run lock ids held by this worker's runs (kept alive by its heartbeat)."""
+        return [job.claim for job in self.jobs if job.claim is not None]
+
+    def active_runs(self):
+        return [job.run for job in self.jobs if job.run is not None]
+
+    async def shutdown(self):
+        """Runs end first (each student is told why) and give back their
+        locks; then sockets close and the ready sandboxes go."""
+        await asyncio.gather(*(run.stop("server_restart") for run in self.active_runs()))
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=3)
+        for student in list(self.students.values()):
+            for conn in list(student.connections):
+                conn.close(1012, "server restarting")
+                self.closed(conn)
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=5)
+
+    def _track(self, coroutine):
+        """Run it as a task the worker waits for when it shuts down, so no run
+        lock or sandbox is left behind when the database pool closes."""
+        task = asyncio.ensure_future(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+
+async def ready(sandbox, timeout=READY_TIMEOUT):
+    """Wait for the launcher's `ready` frame; False if it ended or broke."""
+    try:
+        item = await asyncio.wait_for(read_frame(sandbox.stdout), timeout)
+    except (asyncio.TimeoutError, BadFrame):
+        return False
+    if item is None or item[0] != b"R":
+        return False
+    sandbox.on_ready()
+    return True
+
+
+async def _discard(sandbox):
+    await sandbox.kill()
+    await sandbox.release()

@@ -1,0 +1,282 @@
+"""One run of a student's program in a ready sandbox: from `go` to its end.
+
+It turns the launcher's frames into protocol messages (see PROTOCOL.md):
+text is decoded and coalesced into `output` messages every few tens of
+milliseconds, images are cut out of stdout, and every limit the server
+enforces itself (wall time, idle time, output, CPU time of the whole run,
+disk) ends the run with its reason. Sends are awaited, so a slow client
+slows the reading of the launcher's frames, and the program blocks at its
+next write: nothing buffers without bound.
+
+The run ends when the launcher reports the program's exit (which it learns
+from the kernel, on a channel the program never holds) or when the server
+stops it: then the sandbox is killed as a whole and the run is over once
+the kernel says its processes are gone. Its reason is one of a fixed set,
+worked out from what the kernel and the server know.
+"""
+import asyncio
+import base64
+import codecs
+import json
+import signal
+import time
+import uuid
+
+from .protocol import BadFrame, ImageParser, frame, read_frame
+from .sandbox import Exit
+
+FLUSH_SECONDS = 0.025
+FLUSH_BYTES = 16 << 10
+KILL_GRACE = 1.0  # seconds the output may take to end after the kill
+CHECK_SECONDS = 0.25
+DISK_CHECK_SECONDS = 3.0
+CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
+
+MESSAGES = {
+    "ok": "finished",
+    "error": "stopped with an error",
+    "interrupted": "interrupted (Ctrl-C)",
+    "timeout": "stopped: it ran longer than {wall} seconds",
+    "idle": "stopped: nothing happened for {idle} seconds",
+    "cpu_limit": "stopped: used more than {cpu} seconds of CPU time",
+    "memory_limit": "stopped: used more than {memory} MB of memory",
+    "output_limit": "stopped: printed more than {output} KB",
+    "disk_limit": "stopped: your folder went over its quota",
+    "killed": "stopped",
+    "logged_out": "stopped: you were logged out",
+    "server_restart": "stopped: the server is restarting; run it again in a moment",
+    "sandbox_lost": "stopped: its sandbox ended unexpectedly",
+}
+
+
+class Run:
+    def __init__(self, cfg, sandbox, send, disk_check=None):
+        self.cfg = cfg
+        self.sandbox = sandbox  # a ready sandbox (sandbox.ChildSandbox or sandbox_docker.DockerPrepared)
+        self.send = send  # async callable taking a message dict
+        self.disk_check = disk_check  # async () -> True when the home is over its quota
+        self.id = uuid.uuid4().hex[:12]
+        self.stop_reason = None
+        self.status = None  # the launcher's exit frame
+        self.reusable = False  # the launcher reported the end itself and serves the next run
+        self.output_bytes = 0
+        self.last_activity = time.monotonic()
+        self._images = ImageParser()
+        self._pending = []  # [(stream, text)]
+        self._pending_size = 0
+        self._sent_output = False
+        self._send_lock = asyncio.Lock()
+        self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
+        self._reading = None
+        self._stopping = None
+
+    # -- input from the client ---------------------------------------------
+
+    def stdin(self, text):
+        self.last_activity = time.monotonic()
+        # A lone surrogate (half an emoji) cannot be UTF-8: it becomes "?".
+        self.sandbox.send(frame(b"d", text.encode("utf-8", "replace")))
+
+    def interrupt(self):
+        self.last_activity = time.monotonic()
+        self.sandbox.send(frame(b"i"))
+
+    def end_of_input(self):
+        self.sandbox.send(frame(b"e"))
+
+    def resize(self, cols, rows):
+        self.sandbox.send(frame(b"r", json.dumps({"cols": cols, "rows": rows}).encode()))
+
+    def stop(self, reason=None):
+        """End the run now (the first reason given is the one reported); an
+        awaitable that is done once the sandbox's processes are gone."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._kill())
+        return asyncio.shield(self._stopping)
+
+    async def _kill(self):
+        await self.sandbox.kill()
+        # No process of the sandbox is left to write; if the output has not
+        # ended anyway, it is not waited for.
+        if self._reading is not None and not self._reading.done():
+            done, _ = await asyncio.wait([self._reading], timeout=KILL_GRACE)
+            if not done:
+                self._reading.cancel()
+
+    # -- the run ----------------------------------------------------------
+
+    async def execute(self, path, args, cols, rows):
+        """Start the program and stream it to the client; return the exit message."""
+        started = self.last_activity = time.monotonic()
+        oom_before, cpu_before = self.sandbox.oom_kills(), self.sandbox.cpu_seconds()
+        self.sandbox.send(frame(b"g", json.dumps({"path": path, "args": args, "cols": cols,
+                                                  "rows": rows}).encode()))
+        self._reading = asyncio.ensure_future(self._relay())
+        watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
+        flusher = asyncio.ensure_future(self._flush_every())
+        try:
+            await asyncio.wait([self._reading])
+            try:
+                self.status = self._reading.result()
+            except (asyncio.CancelledError, BadFrame):
+                self.status = None
+        finally:
+            watchdog.cancel()
+            flusher.cancel()
+        self.reusable = self.status is not None and self.stop_reason is None
+        if self.reusable:
+            exit_ = Exit()
+        else:  # stopped, or the launcher ended without a word: end the sandbox
+            await self.stop()
+            exit_ = await self.sandbox.wait()
+        for kind, payload in self._images.finish():
+            await self._stdout_item(kind, payload)
+        for stream, decoder in self._decoders.items():
+            self._queue(stream, decoder.decode(b"", final=True))
+        await self._flush()
+        oom = self.sandbox.oom_kills() > oom_before or exit_.oom_killed
+        cpu_after = self.sandbox.cpu_seconds()
+        cpu_used = cpu_after - cpu_before if cpu_after is not None and cpu_before is not None else None
+        return self._exit_message(exit_, oom, cpu_used, time.monotonic() - started)
+
+    async def _relay(self):
+        """The launcher's frames until its exit frame (the status it reports)
+        or the end of its output (None)."""
+        while True:
+            item = await read_frame(self.sandbox.stdout)
+            if item is None:
+                return None
+            kind, payload = item
+            self.last_activity = time.monotonic()
+            if kind == b"o":
+                for part in self._images.feed(payload):
+                    await self._stdout_item(*part)
+            elif kind == b"e":
+                await self._text("stderr", payload)
+            elif kind == b"X":
+                return _status(payload)
+            else:
+                raise BadFrame(f"unexpected {kind!r} during a run")
+
+    async def _stdout_item(self, kind, payload):
+        if kind == "text":
+            await self._text("stdout", payload)
+        elif kind == "image":
+            await self._image(payload)
+        else:
+            await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n".encode())
+
+    async def _text(self, stream, data):
+        if not self._count(len(data)):
+            return
+        self._queue(stream, self._decoders[stream].decode(data))
+        if self._pending_size >= FLUSH_BYTES or not self._sent_output:
+            # The first output goes at once: it is what "Run feels instant" means.
+            await self._flush()  # waits for the client: reading pauses meanwhile
+
+    async def _image(self, b64):
+        if not self._count(len(b64)):
+            return
+        try:
+            base64.b64decode(b64, validate=True)
+        except ValueError:
+            return  # not an image: nothing to show
+        await self._flush()
+        async with self._send_lock:
+            await self.send({"type": "image", "mime": "image/png", "data": b64.decode("ascii")})
+
+    def _count(self, n):
+        self.output_bytes += n
+        if self.output_bytes > self.cfg.RUN_OUTPUT_KB << 10:
+            self.stop("output_limit")
+            return False
+        return True
+
+    def _queue(self, stream, text):
+        if text:
+            self._pending.append((stream, text))
+            self._pending_size += len(text)
+
+    async def _flush(self):
+        async with self._send_lock:
+            batch, self._pending, self._pending_size = self._pending, [], 0
+            merged = []
+            for stream, text in batch:  # one message per run of the same stream
+                if merged and merged[-1][0] == stream:
+                    merged[-1][1].append(text)
+                else:
+                    merged.append((stream, [text]))
+            for stream, texts in merged:
+                self._sent_output = True
+                await self.send({"type": "output", "stream": stream, "data": "".join(texts)})
+
+    async def _flush_every(self):
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            if self._pending:
+                await self._flush()
+
+    async def _watchdog(self, started, cpu_before):
+        cfg = self.cfg
+        next_disk_check = started + DISK_CHECK_SECONDS
+        while True:
+            await asyncio.sleep(CHECK_SECONDS)
+            now = time.monotonic()
+            if now - started > cfg.RUN_WALL_SECONDS:
+                return await self.stop("timeout")
+            if now - self.last_activity > cfg.RUN_IDLE_SECONDS:
+                return await self.stop("idle")
+            cpu = self.sandbox.cpu_seconds()
+            if cpu is not None and cpu_before is not None and \
+                    cpu - cpu_before > cfg.RUN_CPU_SECONDS + CPU_GRACE_SECONDS:
+                return await self.stop("cpu_limit")  # many processes, each under its own limit
+            if self.disk_check and now >= next_disk_check:
+                if await self.disk_check():
+                    return await self.stop("disk_limit")
+                next_disk_check = time.monotonic() + DISK_CHECK_SECONDS
+
+    def _exit_message(self, exit_, oom, cpu_used, duration):
+        status = self.status or {}
+        code = status.get("code") if self.status else exit_.code
+        sig = status.get("signal") if self.status else exit_.signal
+        cfg = self.cfg
+        if self.stop_reason:
+            reason = self.stop_reason
+        elif oom or status.get("memory_error"):
+            reason = "memory_limit"
+        elif self.status is None:
+            reason = "sandbox_lost"
+        elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_used is not None
+                                       and cpu_used >= cfg.RUN_CPU_SECONDS):
+            reason = "cpu_limit"
+        elif status.get("interrupted") and (code == 130 or sig == signal.SIGINT):
+            reason = "interrupted"
+        else:
+            reason = "ok" if code == 0 else "error"
+        words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
+                                        cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
+                                        output=cfg.RUN_OUTPUT_KB)
+        if reason == "idle":  # reported as a timeout, with its own words
+            reason = "timeout"
+        if reason == "error" and code is not None:
+            words += f" (exit code {code})"
+        return {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
+                "message": words, "duration": round(duration, 3)}
+
+
+def _status(payload):
+    """The launcher's exit frame, checked field by field."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        raise BadFrame("exit frame is not JSON") from None
+    if not isinstance(value, dict):
+        raise BadFrame("exit frame is not an object")
+
+    def small_int(key, hi):
+        v = value.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi else None
+    return {"code": small_int("code", 255), "signal": small_int("signal", 64),
+            "interrupted": value.get("interrupted") is True, "memory_error": value.get("memory_error") is True}
