@@ -122,6 +122,9 @@ export class Console {
       case "exit":
         this.finished(msg);
         break;
+      case "notice":
+        this.note(msg.message, YELLOW);
+        break;
       case "error":
         // A keystroke or resize sent just as the program ended: nothing to say.
         if (msg.error === "not_running") break;

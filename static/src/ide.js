@@ -7,7 +7,7 @@ import { Editor } from "./editor.js";
 import { Tabs } from "./tabs.js";
 import { FileTree } from "./files.js";
 import { Console } from "./console.js";
-import { RunSocket } from "./runner.js";
+import { RunSocket, SESSION_ENDED, OTHER_TAB } from "./runner.js";
 import { settings, settingsDialog } from "./settings.js";
 import { helpDialog } from "./help.js";
 import { historyDialog } from "./history.js";
@@ -421,9 +421,11 @@ socket.addEventListener("message", (e) => {
   }
   updateRunButtons();
 });
-socket.addEventListener("closed", () => {
+socket.addEventListener("closed", (e) => {
   output.lost();
   updateRunButtons();
+  // The server ended the session (logout elsewhere, deactivation): say so.
+  if (e.detail.code === SESSION_ENDED) get("/api/me").catch(() => {});
   // Closed again and again while the server answers: maybe the session ended
   // (the socket is then refused with 401); a request finds out and says so.
   if (socket.attempt >= 2 && connection.online) get("/api/me").catch(() => {});
@@ -437,6 +439,16 @@ let wasDown = false;
 function updateBanner() {
   const el = $("#conn-banner");
   clearTimeout(bannerTimer);
+  if (socket.state === "parked" && socket.lastClose.code === OTHER_TAB) {
+    // Another tab took this IDE's place: no reconnecting on our own, which
+    // would only push that tab out in turn.
+    clear(el, h("strong", {}, "This IDE is open in other tabs."),
+      h("span", {}, " Running programs works in one of them at a time."),
+      h("button", { class: "btn small", type: "button", onclick: () => socket.connectNow() }, "Use it here"));
+    el.hidden = false;
+    wasDown = true;
+    return;
+  }
   const socketDown = socket.state !== "open";
   const down = !connection.online || (socketDown && socket.attempt > 0);
   if (!down) {

@@ -1,13 +1,16 @@
 // The run socket (/ws/run, see server/runs/PROTOCOL.md): kept open while
 // the IDE is, reopened by itself with backoff when it closes (a network
-// drop, or code 1012 when the server restarts).
+// drop, or code 1012 when the server restarts). Not after the server closed
+// it for good: the session ended (4401) or another tab took over (4002).
+export const SESSION_ENDED = 4401;
+export const OTHER_TAB = 4002;
 import { backoff, connection } from "./api.js";
 
 export class RunSocket extends EventTarget {
   constructor() {
     super();
     this.ws = null;
-    this.state = "connecting"; // connecting | open | waiting
+    this.state = "connecting"; // connecting | open | waiting | parked (closed for good until asked)
     this.attempt = 0;
     this.timer = null;
     this.retryAt = 0;
@@ -42,6 +45,10 @@ export class RunSocket extends EventTarget {
       this.ws = null;
       this.lastClose = { code: e.code, reason: e.reason };
       this.dispatchEvent(new CustomEvent("closed", { detail: this.lastClose }));
+      if (e.code === SESSION_ENDED || e.code === OTHER_TAB) {
+        this.setState("parked");
+        return;
+      }
       if (e.code === 1006 && this.attempt > 1) connection.lost();
       const delay = e.code === 1012 ? 300 + Math.random() * 700 : backoff(this.attempt);
       this.attempt++;
