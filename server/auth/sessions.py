@@ -78,7 +78,6 @@ async def still_valid(pool, hashes):
     """Which of these token hashes still name a live session of an active
     user (for sockets opened earlier: a logout, a deactivation or a password
     reset ends them)."""
-    rows = await pool.fetch(
-        """SELECT s.token_hash FROM sessions s JOIN users u ON u.id = s.user_id
-           WHERE s.token_hash = ANY($1::bytea[]) AND u.active AND s.expires_at > now()""", list(hashes))
+    rows = await pool.fetch("SELECT token_hash FROM live_sessions WHERE token_hash = ANY($1::bytea[])",
+                            list(hashes))
     return {r["token_hash"] for r in rows}

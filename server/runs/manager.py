@@ -4,9 +4,9 @@ each student, and every run's life from the Run button to its exit.
 A run (a `Job`) goes through explicit states, and whatever it holds is
 given back in one place (`_end`), whichever state it ends in:
 
-    preparing  the session is checked, the student's run lock claimed
-               (PostgreSQL: one run per student across tabs, workers and
-               hosts) and the student's ready sandbox taken
+    preparing  the student's run lock is claimed if their session is still
+               live (PostgreSQL, one statement: one run per student across
+               tabs, workers and hosts) and their ready sandbox taken
     ready      it waits for a place among the host's running programs
     running    the program runs (run.py)
     ending     the sandbox goes to the student's next run, or is killed as
@@ -182,14 +182,15 @@ class RunManager:
         """preparing → ready → running: the exit message, or a refusal."""
         ctx, conn = self.ctx, job.conn
         user = conn.student.user
-        if not await sessions.still_valid(ctx.pool, [conn.token_hash]):
-            self._end_session(conn)  # once this refusal is out
-            return refusal("session_ended", "Your session has ended. Log in again.")
         area = Area.home(user["username"])
         if not await ctx.files.run(ctx.store.is_file, area, job.parts):
             return refusal("not_a_file", "Only a file can be run.")
         claim = f"{id(job):x}-{time.monotonic_ns():x}"
-        if not await runlock.claim(ctx.pool, user["username"], claim):
+        claimed = await runlock.claim(ctx.pool, user["username"], claim, conn.token_hash)
+        if claimed == "session_ended":
+            self._end_session(conn)  # once this refusal is out
+            return refusal("session_ended", "Your session has ended. Log in again.")
+        if claimed == "busy":
             return refusal("already_running", "You already have a program running (in another tab or "
                                               "window). Stop it there first.")
         job.claim = claim

@@ -13,17 +13,25 @@ HEARTBEAT = 10
 STALE = 30
 
 
-async def claim(pool, username, run_id):
-    """True if `username` had no live run and now has `run_id`."""
-    taken = await pool.fetchval(
-        """INSERT INTO active_runs (username, run_id, owner) VALUES ($1, $2, $3)
-           ON CONFLICT (username) DO UPDATE
-               SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner,
-                   started_at = now(), heartbeat_at = now()
-               WHERE active_runs.heartbeat_at < now() - make_interval(secs => $4)
-           RETURNING run_id""",
-        username, run_id, f"{socket.gethostname()}:{os.getpid()}", STALE)
-    return taken == run_id
+async def claim(pool, username, run_id, token_hash):
+    """Claim the lock for a run asked for by session `token_hash`, in one
+    round trip: "claimed", "busy" (the student has a live run), or
+    "session_ended"."""
+    row = await pool.fetchrow(
+        """WITH live AS (SELECT EXISTS (SELECT 1 FROM live_sessions WHERE token_hash = $5) AS ok),
+                claimed AS (
+                    INSERT INTO active_runs (username, run_id, owner)
+                    SELECT $1, $2, $3 FROM live WHERE live.ok
+                    ON CONFLICT (username) DO UPDATE
+                        SET run_id = EXCLUDED.run_id, owner = EXCLUDED.owner,
+                            started_at = now(), heartbeat_at = now()
+                        WHERE active_runs.heartbeat_at < now() - make_interval(secs => $4)
+                    RETURNING run_id)
+           SELECT live.ok, (SELECT run_id FROM claimed) AS run_id FROM live""",
+        username, run_id, f"{socket.gethostname()}:{os.getpid()}", STALE, token_hash)
+    if not row["ok"]:
+        return "session_ended"
+    return "claimed" if row["run_id"] == run_id else "busy"
 
 
 async def release(pool, username, run_id):
