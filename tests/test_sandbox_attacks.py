@@ -346,3 +346,23 @@ def test_nothing_in_the_sandbox_names_the_hosts_paths(isolated_server):
     out = rc.output()
     assert server.env["DATA_DIR"] not in out and "/storage/home" not in out
     assert "not readable" in out
+
+
+def test_the_server_says_which_defences_this_machine_gives(isolated_server):
+    """The start-up log and /api/status name the defences in force, as the
+    machine allows them: seccomp where python3-seccomp is, per-run cgroups
+    as root with cgroups."""
+    import subprocess
+    from server.runs import cgroups
+    server = isolated_server
+    defences = _defences(server)
+    has_seccomp = subprocess.run(["/usr/bin/python3", "-c", "import seccomp"], capture_output=True).returncode == 0
+    assert defences["seccomp"] == has_seccomp
+    if server.env["SANDBOX"] == "local":
+        assert bool(defences["cgroup"]) == (cgroups.Groups.detect() is not None)
+        assert defences["host_paths_hidden"] and defences["user_namespaces"] == "disabled"
+    else:
+        assert defences["cgroup"] and not defences["host_paths_hidden"]
+    assert defences["own_uid"] == (os.geteuid() == 0)
+    line = server.wait_for_line(r"student programs run in the")
+    assert ("seccomp filter on" in line) == has_seccomp
