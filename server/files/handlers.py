@@ -12,6 +12,7 @@ from urllib.parse import quote
 from tornado import httputil, iostream
 
 from .. import metrics
+from ..db import DatabaseUnavailable
 from ..errors import Refused
 from ..web import ApiError, ApiHandler
 from . import paths
@@ -67,6 +68,8 @@ class FilesBase(ApiHandler):
             try:
                 await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
                                             area.key[len("home/"):])
+            except DatabaseUnavailable:
+                pass  # the pool logs the outage once
             except Exception:
                 log.exception("could not record the save time of %s", area.key)
 
