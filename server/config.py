@@ -149,10 +149,13 @@ SETTINGS = [
             "scheme from the last X-Forwarded-For/-Proto entry"),
     Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),
     Setting("LOGIN_FAILURES_PER_USER", _int(1, 1000), "5",
-            "failed logins for one username within the window before it is throttled"),
-    Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "100",
-            "failed logins from one client address within the window (a class may share one address)"),
-    Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300", "seconds over which failed logins count"),
+            "failed logins in a row one username gets before each further attempt waits twice as long "
+            "as the last (2, 4, 8 ... s, at most LOGIN_THROTTLE_WINDOW)"),
+    Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "200",
+            "distinct usernames one client address may fail to log in as within the window before it "
+            "may try no new ones (a class of 60 behind one school address, typos and all, stays far below)"),
+    Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300",
+            "seconds after which failed logins are forgotten; also the longest back-off"),
     Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
             "password-hashing threads per worker (each hash uses 19 MiB)"),
     Setting("FILE_THREADS", _int(1, 256), "32",

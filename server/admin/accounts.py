@@ -1,7 +1,7 @@
 """Account administration for the admin pages (asyncpg): list, create,
 import a class, reset a password, deactivate. The checks are the same as
 the admin CLI's (auth/roster.py); refusals are `Refused`."""
-from ..auth import passwords, roster, sessions
+from ..auth import passwords, roster, sessions, throttle
 from ..auth.accounts import audit
 from ..errors import Refused
 
@@ -104,7 +104,7 @@ async def reset_password(ctx, actor, username):
         if user_id is None:
             raise Refused(404, "no_such_user", f"There is no account named {username}.")
         await sessions.delete_for_user(conn, user_id)
-        await conn.execute("DELETE FROM login_failures WHERE scope = 'user' AND key = $1", username)
+        await throttle.lift(conn, username)
         await audit(conn, actor, "reset_password", username)
     return password
 
