@@ -50,6 +50,26 @@ def expected_error(exc):
     return None
 
 
+def has_lone_surrogate(value):
+    """Whether any string of a parsed JSON value, keys included, holds a
+    lone surrogate. Walks without recursion: the value may be deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 class WorkerHeaders(OutputTransform):
     """Adds X-Worker-Pid (and Server-Timing) to every response, whichever
     handler wrote it, so tests and operators can see which process answered."""
@@ -186,10 +206,17 @@ class BaseHandler(web.RequestHandler):
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
         try:
             value = json.loads(bytes(self._body).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError):  # huge numbers too: int digits are bounded
             raise ApiError(400, "malformed_json", "The body is not valid JSON.") from None
+        except RecursionError:
+            raise ApiError(400, "malformed_json", "The body is nested too deeply.") from None
         if not isinstance(value, dict):
             raise ApiError(400, "malformed_json", "The body must be a JSON object.")
+        if has_lone_surrogate(value):
+            # JSON may spell one ("\ud800"); it is no character, and neither
+            # PostgreSQL nor the file system nor argon2 can take it.
+            raise ApiError(400, "malformed_json", "The body holds text that is not valid Unicode "
+                                                  "(a lone surrogate).")
         return value
 
     @staticmethod
