@@ -136,8 +136,12 @@ class Pool:
         except Exception as e:
             # A connection that died under the call makes any error of it
             # an outage (asyncpg's own can be odd, "cannot switch to state").
-            if not (unavailable(e) or (conn is not None and conn.is_closed())):
+            if not (unavailable(e) or (conn is not None and _closed(conn))):
                 raise
+            if conn is not None:
+                # Its reset would wait for a cancelled statement's answer,
+                # which a frozen server never gives: close it instead.
+                _terminate(conn)
             self._failed(e, called)
             raise DatabaseUnavailable() from e
         else:
@@ -146,6 +150,26 @@ class Pool:
             if conn is not None:
                 await self._release(conn)
             timing.add("db", time.perf_counter() - started)
+
+    @asynccontextmanager
+    async def transaction(self):
+        """A connection in a transaction, committed if the block ends well.
+        When the database fails under it, the connection is closed rather
+        than rolled back (PostgreSQL rolls back a transaction whose
+        connection is gone): asyncpg's ROLLBACK would first wait, without a
+        timeout, for the answer to the statement that timed out."""
+        async with self.acquire() as conn:
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                yield conn
+            except BaseException as e:
+                if unavailable(e) or _closed(conn):
+                    _terminate(conn)
+                else:
+                    await tr.rollback()
+                raise
+            await tr.commit()
 
     async def _release(self, conn):
         try:
@@ -189,6 +213,20 @@ class Pool:
             log.warning("database answers again after %.1f s (%d database calls failed meanwhile)",
                         time.monotonic() - self.down_since, self.failures)
             self.down_since, self.failures, self.back_at = None, 0, time.monotonic()
+
+
+def _closed(conn):
+    try:
+        return conn.is_closed()
+    except asyncpg.InterfaceError:  # asyncpg already took back a connection that died
+        return True
+
+
+def _terminate(conn):
+    try:
+        conn.terminate()
+    except asyncpg.InterfaceError:
+        pass  # likewise
 
 
 async def migrate(conn):

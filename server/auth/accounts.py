@@ -49,7 +49,7 @@ async def login(ctx, username, password, address):
     if not row["active"]:
         # Said only to someone who knows the password.
         raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
-    async with pool.acquire() as conn, conn.transaction():
+    async with pool.transaction() as conn:
         await throttle.succeeded(conn, username, address)
         token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
         await audit(conn, username, "login", address=address)
@@ -69,7 +69,7 @@ async def change_password(ctx, user, old, new, keep_token):
     if not await ctx.hasher.run(passwords.verify_password, current, old):
         raise Refused(403, "wrong_password", "The current password is not right.")
     new_hash = await ctx.hasher.run(passwords.hash_password, new)
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         await conn.execute("UPDATE users SET password_hash = $2, password_changed_at = now() WHERE id = $1",
                            user["id"], new_hash)
         await sessions.delete_for_user(conn, user["id"], keep_token=keep_token)

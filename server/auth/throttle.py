@@ -53,7 +53,7 @@ async def claim(pool, username, address, cfg):
     call `succeeded` if it was right)."""
     address = address_key(address)
     window = cfg.LOGIN_THROTTLE_WINDOW
-    async with pool.acquire() as conn, conn.transaction():
+    async with pool.transaction() as conn:
         # The address's names are counted, then added to: one claim at a time
         # per address. The upsert below locks the account's row.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", "login " + address)
