@@ -137,7 +137,7 @@ SETTINGS = [
     Setting("DB_POOL_MAX", _int(1, 1000), "20", "database connections of all workers together"),
     Setting("DB_ACQUIRE_TIMEOUT", _int(1, 120), "3",
             "seconds a request waits for a free database connection before it gets 503"),
-    Setting("DB_QUERY_TIMEOUT", _int(1, 600), "10",
+    Setting("DB_QUERY_TIMEOUT", _int(1, 600), "5",
             "seconds a request's database statement may take before it gets 503 (a hung database)"),
     Setting("LOG_LEVEL", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging threshold"),
     Setting("ADMIN_PASSWORD", _text, "", "password of the first admin account; empty prints a random one",
