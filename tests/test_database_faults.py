@@ -106,6 +106,15 @@ class Student(threading.Thread):
             self.call("readyz", "GET", "/readyz")
 
 
+class Probe(Student):
+    """A load balancer: /readyz, over and over."""
+
+    def run(self):
+        while not self.stop.is_set():
+            self.call("readyz", "GET", "/readyz")
+            time.sleep(0.1)
+
+
 def wait_until_serving(server, timeout=60):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -124,7 +133,8 @@ def test_restart_and_freeze_of_postgres_get_503s_never_500s_or_hangs(private_pos
         create_user(dsn, f"student{n}", "fault-password")
     phase, stop = ["before"], threading.Event()
     students = [Student(server, n, phase, stop) for n in range(STUDENTS)]
-    for s in students:
+    probe = Probe(server, "-probe", phase, stop)
+    for s in students + [probe]:
         s.start()
     try:
         time.sleep(2)
@@ -146,9 +156,9 @@ def test_restart_and_freeze_of_postgres_get_503s_never_500s_or_hangs(private_pos
         time.sleep(3)
     finally:
         stop.set()
-        for s in students:
+        for s in students + [probe]:
             s.join(HANG_GUARD * 2)
-    answers = [a for s in students for a in s.answers]
+    answers = [a for s in students + [probe] for a in s.answers]
     summary = collections.Counter((a[0], a[1], a[2], a[3]) for a in answers)
     print("answers (phase, operation, status, error): count")
     for key, count in sorted(summary.items(), key=str):
