@@ -135,6 +135,10 @@ SETTINGS = [
     Setting("COOKIE_SECRET", _secret, "", "key that signs cookies; empty generates one in DATA_DIR "
             "(set it when several instances serve one class)", secret=True),
     Setting("DB_POOL_MAX", _int(1, 1000), "20", "database connections of all workers together"),
+    Setting("DB_ACQUIRE_TIMEOUT", _int(1, 120), "3",
+            "seconds a request waits for a free database connection before it gets 503"),
+    Setting("DB_QUERY_TIMEOUT", _int(1, 600), "5",
+            "seconds a request's database statement may take before it gets 503 (a hung database)"),
     Setting("LOG_LEVEL", _choice("DEBUG", "INFO", "WARNING", "ERROR"), "INFO", "logging threshold"),
     Setting("ADMIN_PASSWORD", _text, "", "password of the first admin account; empty prints a random one",
             secret=True),
@@ -145,10 +149,13 @@ SETTINGS = [
             "scheme from the last X-Forwarded-For/-Proto entry"),
     Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),
     Setting("LOGIN_FAILURES_PER_USER", _int(1, 1000), "5",
-            "failed logins for one username within the window before it is throttled"),
-    Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "100",
-            "failed logins from one client address within the window (a class may share one address)"),
-    Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300", "seconds over which failed logins count"),
+            "failed logins in a row one username gets before each further attempt waits twice as long "
+            "as the last (2, 4, 8 ... s, at most LOGIN_THROTTLE_WINDOW)"),
+    Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "200",
+            "distinct usernames one client address may fail to log in as within the window before it "
+            "may try no new ones (a class of 60 behind one school address, typos and all, stays far below)"),
+    Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300",
+            "seconds after which failed logins are forgotten; also the longest back-off"),
     Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
             "password-hashing threads per worker (each hash uses 19 MiB)"),
     Setting("FILE_THREADS", _int(1, 256), "32",

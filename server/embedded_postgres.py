@@ -19,6 +19,7 @@ import pwd
 import shutil
 import subprocess
 
+import psutil
 import psycopg2
 
 from .traverse import blocked_parent
@@ -33,6 +34,22 @@ UNIX_PATH_MAX = 107
 
 class EmbeddedPostgresError(RuntimeError):
     pass
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _lockfile_pid(path):
+    """The pid on the first line of a PostgreSQL lock file, or None."""
+    try:
+        with open(path) as f:
+            return int(f.readline())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def find_bindir():
@@ -58,6 +75,7 @@ class EmbeddedPostgres:
             # Unix socket paths are short; fall back to a fixed name per cluster.
             digest = hashlib.sha1(self.root.encode()).hexdigest()[:16]
             self.socket_dir = f"/tmp/pyclassroom-pg-{digest}"
+        self.pidfile = os.path.join(self.pgdata, "postmaster.pid")
         self._lock_fd = None
         self._bindir = None
         self._owner = None  # pwd entry PostgreSQL runs as, when we are root
@@ -79,16 +97,70 @@ class EmbeddedPostgres:
         os.chmod(self.socket_dir, 0o700)
         if not os.path.exists(os.path.join(self.pgdata, "PG_VERSION")):
             self._initdb()
-        if self._run("pg_ctl", "status", "-D", self.pgdata, check=False).returncode != 0:
-            log.info("starting embedded PostgreSQL in %s", self.pgdata)
-            options = (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' "
-                       "-c max_connections=300 -c shared_buffers=64MB")
-            self._run("pg_ctl", "start", "-w", "-t", "60", "-s", "-D", self.pgdata,
-                      "-l", self.logfile, "-o", options)
-        else:
-            log.info("adopting embedded PostgreSQL already running in %s", self.pgdata)
-        self._create_database()
+        # One process at a time decides whether to adopt or start, so none
+        # removes a pid file another has just written.
+        with open(os.path.join(self.root, "start.lock"), "w") as starting:
+            fcntl.flock(starting, fcntl.LOCK_EX)
+            pid = self.postmaster()
+            if pid:
+                log.info("adopting embedded PostgreSQL already running in %s (pid %d)", self.pgdata, pid)
+            else:
+                self._start()
+        try:
+            self._create_database()
+        except psycopg2.Error as e:
+            raise EmbeddedPostgresError(f"the embedded PostgreSQL does not answer: {str(e).strip()} "
+                                        f"(log: {self.logfile})") from None
         return self.dsn
+
+    def _start(self):
+        self._remove_stale_lockfiles()
+        log.info("starting embedded PostgreSQL in %s", self.pgdata)
+        options = (f"-c listen_addresses='' -c unix_socket_directories='{self.socket_dir}' "
+                   "-c max_connections=300 -c shared_buffers=64MB")
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-s", "-D", self.pgdata,
+                  "-l", self.logfile, "-o", options)
+
+    def restart(self):
+        """Restart the running cluster (`pg_ctl restart -m fast`): sessions
+        end, the socket goes away for a moment (operators, fault tests)."""
+        if not self.postmaster():
+            raise EmbeddedPostgresError(f"no embedded PostgreSQL of ours runs in {self.pgdata}")
+        self._run("pg_ctl", "restart", "-w", "-t", "60", "-s", "-m", "fast", "-D", self.pgdata,
+                  "-l", self.logfile)
+
+    def postmaster(self):
+        """The pid of the PostgreSQL serving our data directory, or None
+        (once `start` has run: it knows whose the cluster is)."""
+        pid = _lockfile_pid(self.pidfile)
+        return pid if pid is not None and self._ours(pid) else None
+
+    def _ours(self, pid):
+        """Whether `pid` is alive (not a zombie), runs as the cluster's owner,
+        runs a `postgres` binary and works in our data directory."""
+        owner_uid = self._owner.pw_uid if self._owner else os.geteuid()
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE or proc.uids().effective != owner_uid:
+                return False
+            exe, cwd = proc.exe(), proc.cwd()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return False
+        except psutil.AccessDenied:
+            raise EmbeddedPostgresError(
+                f"process {pid}, named by a lock file in {self.root}, may not be inspected: stop it, or "
+                "remove the lock file if it is not this server's PostgreSQL") from None
+        return os.path.basename(exe) in ("postgres", "postmaster") and _same_file(cwd, self.pgdata)
+
+    def _remove_stale_lockfiles(self):
+        """PostgreSQL refuses to start while postmaster.pid or its socket's
+        lock file names a live process (a zombie included). Called only
+        when no PostgreSQL of ours runs: a pid there is a crash's leftover."""
+        for path in (self.pidfile, os.path.join(self.socket_dir, SOCKET_NAME + ".lock")):
+            pid = _lockfile_pid(path)
+            if pid is not None and psutil.pid_exists(pid) and not self._ours(pid):
+                log.warning("removing stale %s: its pid %d is not this cluster's PostgreSQL", path, pid)
+                os.unlink(path)
 
     def stop(self):
         """Stop the cluster unless another process still uses it."""
@@ -99,8 +171,12 @@ class EmbeddedPostgres:
         except BlockingIOError:
             log.info("embedded PostgreSQL left running: another process still uses it")
         else:
-            self._run("pg_ctl", "stop", "-w", "-t", "60", "-s", "-m", "fast", "-D", self.pgdata,
-                      check=False)
+            # pg_ctl stop signals whatever pid the file names: only ours.
+            if self.postmaster():
+                self._run("pg_ctl", "stop", "-w", "-t", "60", "-s", "-m", "fast", "-D", self.pgdata,
+                          check=False)
+            else:
+                log.warning("embedded PostgreSQL in %s is not running; nothing to stop", self.pgdata)
         finally:
             os.close(self._lock_fd)
             self._lock_fd = None

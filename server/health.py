@@ -1,4 +1,5 @@
 """Liveness, readiness and metrics endpoints for load balancers and Prometheus."""
+import asyncio
 import os
 import time
 
@@ -14,14 +15,26 @@ class HealthzHandler(BaseHandler):
 
 
 class ReadyzHandler(BaseHandler):
-    """Ready for traffic: the database answers and the schema is current."""
+    """Ready for traffic: the database answers and the schema is current.
+    Answers within BUDGET seconds either way, so a load balancer's probe
+    never hangs on a frozen database."""
+
+    BUDGET = 1.0
+    _checks = set()  # checks still running after their answer was given
 
     async def get(self):
+        # The check runs as a task of its own: giving up on it at the budget
+        # does not wait for its connection to be reset (asyncpg shields that);
+        # it ends by itself within the pool's timeouts.
+        check = asyncio.ensure_future(db.schema_version(self.ctx.pool, timeout=self.BUDGET))
+        self._checks.add(check)
+        check.add_done_callback(self._checks.discard)
+        check.add_done_callback(lambda task: task.cancelled() or task.exception())  # retrieved: no log noise
         try:
-            version = await db.schema_version(self.ctx.pool)
-        except Exception as e:  # any failure to reach the database means "not ready"
+            version = await asyncio.wait_for(asyncio.shield(check), self.BUDGET)
+        except (db.DatabaseUnavailable, TimeoutError):
             return self.finish_json({"status": "unavailable", "error": "database_unreachable",
-                                     "message": f"The database does not answer: {type(e).__name__}."}, 503)
+                                     "message": f"The database did not answer within {self.BUDGET:g} s."}, 503)
         if version < db.LATEST:
             return self.finish_json({"status": "unavailable", "error": "migrations_pending",
                                      "message": f"Schema version {version}, expected {db.LATEST}."}, 503)

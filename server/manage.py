@@ -247,7 +247,7 @@ def cmd_reset_password(conn, args):
                     (password_hash, user_id))
         ended = _end_sessions(cur, user_id)
         # A student locked out by failed logins can use the new password at once.
-        cur.execute("DELETE FROM login_failures WHERE scope = 'user' AND key = %s", (username,))
+        cur.execute("DELETE FROM login_attempts WHERE username = %s", (username,))
         audit(cur, "reset_password", username, sessions_ended=ended)
     print(f"new password for {username!r}: {password}")
     print(f"{ended} session(s) ended")

@@ -5,11 +5,9 @@ calls adds seconds to named parts: `hash`/`hash_wait` and `fs`/`fs_wait`
 (running in, and waiting for, an executor thread), `db` (PostgreSQL
 queries, pool wait included). What is left of the total is `app`: the
 handler's own work and the IOLoop's queue. Under load, the part whose time
-grows is the bottleneck. Context variables follow each request's task,
+grows is the bottleneck (`db.Pool` adds the `db` part). Context variables follow each request's task,
 so concurrent requests never mix their figures.
 """
-import time
-from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
 current = ContextVar("timing", default=None)
@@ -30,42 +28,3 @@ def header(parts, total):
     fields.append(f"app;dur={max(0.0, total - accounted) * 1000:.2f}")
     fields.append(f"total;dur={total * 1000:.2f}")
     return ", ".join(fields)
-
-
-class TimedPool:
-    """The asyncpg pool, with the time of every query added to `db`."""
-
-    def __init__(self, pool):
-        self._pool = pool
-
-    def __getattr__(self, name):  # get_size, close, terminate ...: as they are
-        return getattr(self._pool, name)
-
-    async def _timed(self, method, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return await getattr(self._pool, method)(*args, **kwargs)
-        finally:
-            add("db", time.perf_counter() - started)
-
-    async def fetch(self, *args, **kwargs):
-        return await self._timed("fetch", *args, **kwargs)
-
-    async def fetchrow(self, *args, **kwargs):
-        return await self._timed("fetchrow", *args, **kwargs)
-
-    async def fetchval(self, *args, **kwargs):
-        return await self._timed("fetchval", *args, **kwargs)
-
-    async def execute(self, *args, **kwargs):
-        return await self._timed("execute", *args, **kwargs)
-
-    @asynccontextmanager
-    async def acquire(self):
-        """A connection for a transaction: all of its time counts as `db`."""
-        started = time.perf_counter()
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        finally:
-            add("db", time.perf_counter() - started)

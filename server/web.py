@@ -22,6 +22,7 @@ from .executor import Busy
 log = logging.getLogger(__name__)
 
 SESSION_COOKIE = "pyclassroom_session"
+UNLIMITED = 1 << 62
 
 
 class ApiError(web.HTTPError):
@@ -35,6 +36,38 @@ class ApiError(web.HTTPError):
 STATUS_CODES = {400: "bad_request", 401: "not_logged_in", 403: "forbidden", 404: "not_found",
                 405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type",
                 429: "too_many_requests", 503: "unavailable"}
+
+
+def expected_error(exc):
+    """The ApiError that `exc` is answered with when it is an expected
+    outcome (a refusal, a full executor, the database unavailable), else None."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, Refused):  # db.DatabaseUnavailable among them
+        return ApiError(exc.status, exc.code, exc.message, exc.retry_after, exc.extra)
+    if isinstance(exc, Busy):
+        return ApiError(503, "server_busy", "The server is busy. Try again in a moment.", retry_after=1)
+    return None
+
+
+def has_lone_surrogate(value):
+    """Whether any string of a parsed JSON value, keys included, holds a
+    lone surrogate. Walks without recursion: the value may be deep."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 class WorkerHeaders(OutputTransform):
@@ -64,6 +97,7 @@ class BaseHandler(web.RequestHandler):
         self._started = time.perf_counter()
         self.timing = {}
         self._body = bytearray()
+        self._body_refused = False
         self.session_token = None
         # Counted until finished, so a draining worker knows what is in flight.
         self.ctx.inflight += 1
@@ -84,57 +118,67 @@ class BaseHandler(web.RequestHandler):
 
     def on_connection_close(self):
         self._done()
+        super().on_connection_close()  # ends a request still waiting for its body
+
+    def _too_large(self):
+        limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
+        return limit, ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
 
     async def prepare(self):
         timing.current.set(self.timing)  # this request's task and what it awaits add to it
-        limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
+        limit, too_large = self._too_large()
         length = self.request.headers.get("Content-Length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            raise ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
-        self.request.connection.set_max_body_size(limit + 1)
+            raise too_large
+        # Our limit, not Tornado's, refuses a chunked body (data_received):
+        # Tornado's would answer a bare-text 400.
+        self.request.connection.set_max_body_size(UNLIMITED)
         if self.ctx.draining:
             self.set_header("Connection", "close")
         self._prepared = True  # from here on Tornado reads the body
 
     def data_received(self, chunk):
-        limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
+        if self._body_refused:
+            return
+        limit, too_large = self._too_large()
         if len(self._body) + len(chunk) > limit:
-            raise ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
+            # Answer at once: Tornado then passes the rest of the body
+            # nowhere and closes the connection once the answer is sent.
+            self._body_refused = True
+            self._body = bytearray()
+            self.send_error(413, exc_info=(ApiError, too_large, None))
+            return
         self._body += chunk
 
     # -- errors ---------------------------------------------------------
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None))[1]
+        expected = expected_error(exc)
         extra = {}
-        if isinstance(exc, ApiError):
-            code, message, extra = exc.code, exc.message, exc.extra or {}
-            if exc.retry_after:
-                self.set_header("Retry-After", str(exc.retry_after))
+        if expected is not None:
+            self.set_status(expected.status_code)
+            code, message, extra = expected.code, expected.message, expected.extra or {}
+            if expected.retry_after:
+                self.set_header("Retry-After", str(expected.retry_after))
         elif isinstance(exc, web.HTTPError) and status_code < 500:
             code = STATUS_CODES.get(status_code, "bad_request")
             message = exc.log_message % exc.args if exc.log_message else self._reason
         else:
             code, message = "internal_error", "Something went wrong on the server. It has been logged."
-        if not getattr(self, "_prepared", False):
+        if not getattr(self, "_prepared", False) or self._body_refused:
             # Refused before the body was read: Tornado will drop the
             # connection, so tell the client not to reuse it.
             self.set_header("Connection", "close")
         self.clear_header("Content-Type")
         self.finish_json({"error": code, "message": message, **extra})
 
-    def _handle_request_exception(self, e):
-        # Service refusals and a full executor are expected outcomes, not bugs.
-        if isinstance(e, Refused):
-            e = ApiError(e.status, e.code, e.message, e.retry_after, e.extra)
-        elif isinstance(e, Busy):
-            e = ApiError(503, "server_busy", "The server is busy. Try again in a moment.", retry_after=1)
-        if isinstance(e, ApiError):
-            if self._finished:
-                return
-            self.send_error(e.status_code, exc_info=(type(e), e, e.__traceback__))
-            return
-        super()._handle_request_exception(e)
+    def log_exception(self, typ, value, tb):
+        # Refusals, a full executor and a database outage are expected
+        # outcomes: the access log has the request, the pool logs an outage
+        # once. Anything else is a bug and keeps its traceback.
+        if expected_error(value) is None:
+            super().log_exception(typ, value, tb)
 
     def check_xsrf_cookie(self):
         token = self.request.headers.get("X-Xsrftoken") or self.request.headers.get("X-Csrftoken")
@@ -162,10 +206,17 @@ class BaseHandler(web.RequestHandler):
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
         try:
             value = json.loads(bytes(self._body).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError):  # huge numbers too: int digits are bounded
             raise ApiError(400, "malformed_json", "The body is not valid JSON.") from None
+        except RecursionError:
+            raise ApiError(400, "malformed_json", "The body is nested too deeply.") from None
         if not isinstance(value, dict):
             raise ApiError(400, "malformed_json", "The body must be a JSON object.")
+        if has_lone_surrogate(value):
+            # JSON may spell one ("\ud800"); it is no character, and neither
+            # PostgreSQL nor the file system nor argon2 can take it.
+            raise ApiError(400, "malformed_json", "The body holds text that is not valid Unicode "
+                                                  "(a lone surrogate).")
         return value
 
     @staticmethod

@@ -12,13 +12,13 @@ import random
 import signal
 import time
 
+import asyncpg
 from tornado.httpserver import HTTPServer
 
 from . import db, metrics
 from .app import make_app
 from .auth import accounts, sessions, throttle
 from .executor import BoundedExecutor
-from .timing import TimedPool
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
 from .runs.admission import Admission
@@ -53,10 +53,16 @@ class Context:
 
 async def open_database(ctx, dsn):
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
-    ctx.pool = TimedPool(await db.create_pool(dsn, max_size=pool_size))
-    async with ctx.pool.acquire() as conn, db.locked(conn):
-        await db.migrate(conn)
-        created = await accounts.bootstrap(ctx, conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)
+    ctx.pool = await db.create_pool(dsn, pool_size, ctx.cfg.DB_ACQUIRE_TIMEOUT, ctx.cfg.DB_QUERY_TIMEOUT)
+    # Its own connection, without the request paths' timeouts: migrating (or
+    # waiting for another worker's migrations) may take longer than a query may.
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with db.locked(conn):
+            await db.migrate(conn)
+            created = await accounts.bootstrap(ctx, conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)
+    finally:
+        await conn.close()
     if created:
         lines = [f"    {username:<10} {password:<20} ({role})" for username, role, password in created]
         print("\nAccounts created on this empty database (the passwords are shown only once):\n"
@@ -72,22 +78,25 @@ async def periodic(ctx):
     while True:
         try:
             await ctx.runs.check_sessions()
-        except Exception:
-            log.exception("checking the sessions of run sockets failed")
+        except Exception as e:
+            if not db.unavailable(e):  # an outage is logged once, by the pool
+                log.exception("checking the sessions of run sockets failed")
         if time.monotonic() > next_heartbeat:
             next_heartbeat = time.monotonic() + runlock.HEARTBEAT
             metrics.update_pool(ctx.pool)
             try:
                 await runlock.heartbeat(ctx.pool, ctx.runs.claims())
-            except Exception:
-                log.exception("run heartbeat failed")
+            except Exception as e:
+                if not db.unavailable(e):
+                    log.exception("run heartbeat failed")
         if time.monotonic() > next_prune:
             next_prune = time.monotonic() + 600
             try:
                 await sessions.prune(ctx.pool)
                 await throttle.prune(ctx.pool)
-            except Exception:
-                log.exception("pruning failed")
+            except Exception as e:
+                if not db.unavailable(e):
+                    log.exception("pruning failed")
         await asyncio.sleep(manager.SESSION_CHECK_SECONDS)
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures: one real PostgreSQL for the test run (embedded, or the
 one DATABASE_URL names), a fresh database per test that needs one, and the
 real server started as a subprocess."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -39,18 +40,27 @@ def postgres_url():
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture
-def fresh_db(postgres_url):
-    """DSN of a new, empty database, dropped after the test."""
+@contextlib.contextmanager
+def new_database(postgres_url):
+    """DSN of a new, empty database on the tests' PostgreSQL, dropped on leaving."""
     name = "t_" + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(postgres_url)
     admin.autocommit = True
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
-    yield with_database(postgres_url, name)
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+    try:
+        yield with_database(postgres_url, name)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def fresh_db(postgres_url):
+    """DSN of a new, empty database, dropped after the test."""
+    with new_database(postgres_url) as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -186,14 +186,14 @@ def test_reset_password(manage, sql):
     ok(manage("create-user", "ada", "--role", "student", "--password", "old-password"))
     add_session(sql, "ada")
     add_session(sql, "ada")
-    sql("INSERT INTO login_failures (scope, key) VALUES ('user', 'ada')")
+    sql("INSERT INTO login_attempts (username, failures, blocked_until) VALUES ('ada', 9, 'infinity')")
     out = ok(manage("reset-password", "ada"))
     password = re.search(r"^new password for 'ada': (\S+)$", out, re.M).group(1)
     password_hash = users(sql)["ada"][3]
     assert verify_password(password_hash, password)
     assert not verify_password(password_hash, "old-password")
     assert session_count(sql, "ada") == 0
-    assert sql("SELECT count(*) FROM login_failures")[0][0] == 0
+    assert sql("SELECT count(*) FROM login_attempts")[0][0] == 0
     assert sql("SELECT actor, detail FROM audit_log WHERE action = 'reset_password'") == [
         ("manage", {"sessions_ended": 2})]
     assert refused(manage("reset-password", "nobody")).strip() == "error: no user 'nobody'"

@@ -1,7 +1,7 @@
 """Account administration for the admin pages (asyncpg): list, create,
 import a class, reset a password, deactivate. The checks are the same as
 the admin CLI's (auth/roster.py); refusals are `Refused`."""
-from ..auth import passwords, roster, sessions
+from ..auth import passwords, roster, sessions, throttle
 from ..auth.accounts import audit
 from ..errors import Refused
 
@@ -39,7 +39,7 @@ async def create_user(ctx, actor, username, display_name, role, password=None):
     username = check_new(username, display_name, role, password)
     password = password or passwords.generate_password()
     password_hash = await ctx.hasher.run(passwords.hash_password, password)
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         row = await conn.fetchrow(
             """INSERT INTO users (username, display_name, role, password_hash) VALUES ($1, $2, $3, $4)
                ON CONFLICT (username) DO NOTHING
@@ -69,7 +69,7 @@ async def import_users(ctx, actor, csv_text):
     hashes = {}
     for r in new:  # one at a time through the bounded hasher: logins keep their turn
         hashes[r.username] = await ctx.hasher.run(passwords.hash_password, plain[r.username])
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         created = {rec["username"] for rec in await conn.fetch(
             """INSERT INTO users (username, display_name, role, password_hash)
                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
@@ -97,20 +97,20 @@ async def reset_password(ctx, actor, username):
     lock-out from failed logins is lifted."""
     password = passwords.generate_password()
     password_hash = await ctx.hasher.run(passwords.hash_password, password)
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         user_id = await conn.fetchval(
             "UPDATE users SET password_hash = $2, password_changed_at = now() WHERE username = $1 RETURNING id",
             username, password_hash)
         if user_id is None:
             raise Refused(404, "no_such_user", f"There is no account named {username}.")
         await sessions.delete_for_user(conn, user_id)
-        await conn.execute("DELETE FROM login_failures WHERE scope = 'user' AND key = $1", username)
+        await throttle.lift(conn, username)
         await audit(conn, actor, "reset_password", username)
     return password
 
 
 async def set_active(ctx, actor, username, active):
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         user_id = await conn.fetchval("UPDATE users SET active = $2 WHERE username = $1 RETURNING id",
                                       username, active)
         if user_id is None:

@@ -62,6 +62,8 @@ class PushHandler(FilesBase):
         body = self.json_body()
         source = paths.parse(self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES), allow_root=False)
         chosen = self.field(body, "students", list, required=False)
+        if chosen is not None and not all(isinstance(u, str) for u in chosen):
+            raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
         rows = await self.ctx.pool.fetch("SELECT username FROM users WHERE role = 'student' AND active")
         everyone = [r["username"] for r in rows]
         if chosen is None:

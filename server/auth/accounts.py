@@ -30,7 +30,9 @@ async def login(ctx, username, password, address):
     """Check the credentials and open a session; return (user, token, expires)."""
     cfg, pool = ctx.cfg, ctx.pool
     username = passwords.normalize_username(username)
-    wait = await throttle.retry_after(pool, username, address, cfg)
+    if passwords.username_problem(username):
+        raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to check or count
+    wait = await throttle.claim(pool, username, address, cfg)
     if wait:
         raise Refused(429, "too_many_attempts",
                       f"Too many failed logins. Try again in {wait} seconds.", retry_after=wait)
@@ -42,14 +44,13 @@ async def login(ctx, username, password, address):
         ok = False
     else:
         ok = await ctx.hasher.run(passwords.verify_password, row["password_hash"], password)
-    if not ok:
-        await throttle.record_failure(pool, username, address, cfg)
+    if not ok:  # already counted by the claim
         raise Refused(*WRONG_CREDENTIALS)
     if not row["active"]:
         # Said only to someone who knows the password.
         raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
-    async with pool.acquire() as conn, conn.transaction():
-        await throttle.clear_user(conn, username)
+    async with pool.transaction() as conn:
+        await throttle.succeeded(conn, username, address)
         token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
         await audit(conn, username, "login", address=address)
     if passwords.needs_rehash(row["password_hash"]):
@@ -68,7 +69,7 @@ async def change_password(ctx, user, old, new, keep_token):
     if not await ctx.hasher.run(passwords.verify_password, current, old):
         raise Refused(403, "wrong_password", "The current password is not right.")
     new_hash = await ctx.hasher.run(passwords.hash_password, new)
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    async with ctx.pool.transaction() as conn:
         await conn.execute("UPDATE users SET password_hash = $2, password_changed_at = now() WHERE id = $1",
                            user["id"], new_hash)
         await sessions.delete_for_user(conn, user["id"], keep_token=keep_token)

@@ -4,12 +4,14 @@ class is imported from. Pure functions, shared by the admin CLI
 import csv
 import io
 import os
+import unicodedata
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
 
 from . import passwords
 
 MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 HEADER = ["username", "display_name", "role", "password"]
 # One data row of an import file; password None = generate one, problem None = valid.
 Row = namedtuple("Row", "line username name role password problem")
@@ -20,6 +22,12 @@ def display_name_problem(name):
         return "the display name is empty"
     if len(name) > MAX_DISPLAY_NAME:
         return f"the display name must have at most {MAX_DISPLAY_NAME} characters"
+    for ch in name:
+        # Control characters (NUL cannot even be stored), line breaks and the
+        # bidi controls that make a name read as another; joiners stay, as
+        # some scripts need them.
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in BIDI_CONTROLS:
+            return f"the display name may not contain the character U+{ord(ch):04X}"
     return None
 
 
@@ -37,7 +45,14 @@ def parse_csv(text):
 def parse_rows(reader):
     """A Row for every non-blank data row a csv.reader gives."""
     rows, first_line = [], {}
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as e:  # a field over csv's size limit: that line is wrong, the next are read
+            rows.append(Row(reader.line_num, "", "", "", None, f"not readable as CSV: {e}"))
+            continue
         if not any(c.strip() for c in cells):
             continue
         if not rows and _is_header(cells):

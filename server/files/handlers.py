@@ -12,6 +12,8 @@ from urllib.parse import quote
 from tornado import httputil, iostream
 
 from .. import metrics
+from ..auth import passwords
+from ..db import DatabaseUnavailable
 from ..errors import Refused
 from ..web import ApiError, ApiHandler
 from . import paths
@@ -54,6 +56,8 @@ class FilesBase(ApiHandler):
             raise ApiError(403, "forbidden", "You can only open your own files.")
         if write:
             raise ApiError(403, "read_only", "Students' folders are read-only for teachers.")
+        if passwords.username_problem(owner):  # "bob\0" and the like: no such user, and no query
+            raise ApiError(404, "no_such_user", "There is no student with that username.")
         role = await self.ctx.pool.fetchval("SELECT role FROM users WHERE username = $1", owner)
         if role is None or (role != "student" and user["role"] != "admin"):
             raise ApiError(404, "no_such_user", "There is no student with that username.")
@@ -67,6 +71,8 @@ class FilesBase(ApiHandler):
             try:
                 await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
                                             area.key[len("home/"):])
+            except DatabaseUnavailable:
+                pass  # the pool logs the outage once
             except Exception:
                 log.exception("could not record the save time of %s", area.key)
 
@@ -186,7 +192,11 @@ class UploadHandler(FilesBase):
         if not ctype.startswith("multipart/form-data"):
             raise ApiError(415, "unsupported_media_type", "Upload files as multipart/form-data.")
         args, files = {}, {}
-        httputil.parse_body_arguments(ctype, bytes(self._body), args, files)
+        try:
+            httputil.parse_body_arguments(ctype, bytes(self._body), args, files)
+        except httputil.HTTPInputError:
+            raise ApiError(400, "bad_multipart", "The upload is not a valid multipart/form-data body.") \
+                from None
         uploads = [f for group in files.values() for f in group]
         if not uploads:
             raise ApiError(400, "no_files", "The upload holds no files.")
