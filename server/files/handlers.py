@@ -152,8 +152,7 @@ class FilesHandler(FilesBase):
     async def delete(self, spec, path):
         area = await self.area(spec, write=True)
         parts = paths.parse(path or "", allow_root=False)
-        await self.fs("delete", self.store.delete, area, parts)
-        self.finish_json({"deleted": "/".join(parts)})
+        self.finish_json(await self.fs("delete", self.store.delete, area, parts))
 
 
 class HistoryHandler(FilesBase):
@@ -212,7 +211,7 @@ class ZipHandler(FilesBase):
         parts = paths.parse(path or "")
         name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
         chunks = self.store.zip_chunks(area, parts)
-        first = await self.fs("zip", next, chunks, None)  # opens the folder: errors before headers
+        first = await self.fs("zip", next, chunks, None)  # checks the folder: errors before headers
         self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", _attachment(name))
         try:
@@ -222,9 +221,35 @@ class ZipHandler(FilesBase):
                 first = await self.ctx.files.run(next, chunks, None)
         except iostream.StreamClosedError:
             return
+        except Exception as e:
+            # Headers are sent: the only honest answer left is a broken one.
+            # Closing without the last chunk makes the browser report a
+            # failed download instead of saving a corrupt zip.
+            log.warning("zip of %s/%s broken off: %r", area.key, "/".join(parts), e)
+            self.request.connection.close()
+            return
         finally:
             await self.ctx.files.run(chunks.close)
         self.finish()
+
+
+class TrashHandler(FilesBase):
+    """GET what was deleted from an area; POST {"id", "path"?} restores one
+    delete (or the file `path` of it)."""
+
+    async def get(self, spec):
+        area = await self.area(spec, write=False)
+        self.finish_json({"entries": await self.fs("trash", self.store.trash_list, area)})
+
+    async def post(self, spec):
+        area = await self.area(spec, write=True)
+        body = self.json_body()
+        record = self.field(body, "id", str, max_len=100)
+        path = self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES, required=False)
+        report = await self.fs("restore", self.store.trash_restore, area, record, path)
+        if report["restored"]:
+            await self.saved(area)
+        self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 
 def _attachment(name):
