@@ -19,7 +19,7 @@ import time
 from ..errors import Refused
 from . import paths, records
 from .history import counted_bytes
-from .walk import FILE, TooMany, Walk
+from .walk import FILE, LEAVE, TooMany, Walk
 
 USAGE_TTL = 30.0  # seconds a record is trusted without a walk (programs write too)
 NEAR = 0.9        # within this share of a limit, decide on a fresh measurement
@@ -56,9 +56,9 @@ class Quota:
             with paths.opened(self.root_fd, area.parts) as fd:
                 try:
                     for event, _, _, st in Walk(fd, max_entries=cap):
-                        files += 1
                         if event == FILE:
                             total += counted_bytes(st, seen)
+                        files += event != LEAVE
                 except TooMany:
                     files = cap + 1  # more than can be counted: over any files quota
         except FileNotFoundError:
