@@ -7,6 +7,7 @@ import io
 import os
 import socket
 import subprocess
+import threading
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 
@@ -123,6 +124,34 @@ def test_a_fifo_in_one_home_freezes_no_one(start_server):
     assert "starter.py" in r.json()["copied"]["bob"]
     # Nothing is left waiting on a FIFO: SIGTERM ends the server cleanly.
     assert server.stop(timeout=TIMEOUT) == 0
+
+
+def test_one_student_flooding_the_file_threads_does_not_hold_up_another(start_server):
+    """Forty saves of one student at once, on a slow file system: another
+    student's save is answered long before they are, because one user's
+    requests hold at most a few of the file threads."""
+    server = start_server(FILE_THREADS=8, FS_DELAY_MS=300)
+    mallory, bob = signed_in(server, "mallory"), signed_in(server, "bob")
+    answered = []
+
+    def flood(i):
+        tab = server.client()
+        tab.http.cookies.update(mallory.http.cookies)
+        r = put(tab, f"flood{i}.py", b"x = 1\n")
+        answered.append(r.status_code)
+        return r.status_code
+
+    with ThreadPoolExecutor(40) as pool:
+        floods = [pool.submit(flood, i) for i in range(40)]
+        while not answered:  # the flood is at the server (its first save is done)
+            threading.Event().wait(0.05)
+        assert put(bob, "mine.py", b"print('bob')\n").status_code == 200
+        before_bob = len(answered)
+        assert all(f.result() == 200 for f in floods)
+    print(f"{before_bob} of mallory's 40 saves were answered before bob's one")
+    # Without a bound, bob's save waits behind the 32 of mallory's that were
+    # queued before it; with it, behind the few threads she holds.
+    assert before_bob <= 12, f"{before_bob} of mallory's 40 saves were answered before bob's one"
 
 
 def test_a_home_with_1200_nested_folders_keeps_working(start_server, removed_after):

@@ -3,12 +3,17 @@ the same moment, from one worker and from several. Each round, every tab
 names the same version (If-Match); exactly one may win, every time, or an
 edit is silently lost. The quota holds under the same races: concurrent
 big saves and a flood of small new files never store more than it allows.
-Everything runs against the real server (real HTTP, real PostgreSQL)."""
+These run against the real server (real HTTP, real PostgreSQL); the last
+drives the Store alone from many threads, as a worker's file threads do."""
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
+from server.errors import Refused
+from server.files import lock
+from server.files.store import Area, Limits, Store
 
 from tests.helpers import create_user
 
@@ -129,3 +134,29 @@ def test_a_save_refused_for_the_quota_says_how_much_to_delete(start_server, fres
     body = r.json()
     assert body["error"] == "quota_exceeded"
     assert "of 64 KiB" in body["message"] and "Delete at least" in body["message"], body["message"]
+
+
+def test_threads_of_one_process_exclude_each_other_and_leave_no_lock_behind(tmp_path):
+    """The Store alone, as a worker's file threads use it: 32 threads race
+    one If-Match on one area, 100 times; others save in their own areas.
+    Exactly one wins each race, and the in-memory lock table is empty after."""
+    store = Store(str(tmp_path), Limits(1 << 30, 100_000, 1 << 20, 3))
+    try:
+        ada, others = Area.home("ada"), [Area.home(f"s{i}") for i in range(8)]
+        etag = store.save(ada, ("race.py",), b"v0", None)["etag"]
+        for rnd in range(100):
+            def attempt(i, etag=etag):
+                if i % 4 == 3:  # a quarter of the threads work in other areas meanwhile
+                    store.save(others[i % 8], (f"r{rnd}-{i}.py",), b"x", None)
+                    return None
+                try:
+                    return store.save(ada, ("race.py",), f"r{rnd} t{i}".encode(), etag)["etag"]
+                except Refused as e:
+                    assert e.code == "conflict"
+                    return None
+            won = [e for e in at_once([lambda i=i: attempt(i) for i in range(32)]) if e]
+            assert len(won) == 1, f"round {rnd}: {len(won)} threads won"
+            etag = won[0]
+        assert lock.held() == 0
+    finally:
+        store.close()

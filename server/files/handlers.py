@@ -14,7 +14,7 @@ from tornado import httputil, iostream
 from .. import metrics
 from ..errors import Refused
 from ..web import ApiError, ApiHandler
-from . import paths
+from . import gate, paths
 from .store import TEXT_LIMIT, Area, as_text
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,17 @@ class FilesBase(ApiHandler):
     def store(self):
         return self.ctx.store
 
+    async def run(self, fn, *args):
+        """Run a blocking call in the file executor, in one of the places
+        the current user has there (gate.py)."""
+        async with gate.place(self.current_user["username"] if self.current_user else ""):
+            return await self.ctx.files.run(fn, *args)
+
     async def fs(self, op, fn, *args):
         """Run a blocking store call in the file executor, timed by operation."""
         started = time.perf_counter()
         try:
-            return await self.ctx.files.run(fn, *args)
+            return await self.run(fn, *args)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ApiError(507, "storage_full", "The storage is full; nothing was changed.") from None
@@ -81,7 +87,7 @@ class FilesBase(ApiHandler):
             self.set_header("Content-Type", "application/octet-stream")
             self.set_header("Content-Disposition", _attachment(parts[-1]))
             while True:
-                block = await self.ctx.files.run(f.read, 256 << 10)
+                block = await self.run(f.read, 256 << 10)
                 if not block:
                     break
                 self.write(block)
@@ -89,7 +95,7 @@ class FilesBase(ApiHandler):
         except iostream.StreamClosedError:
             return
         finally:
-            await self.ctx.files.run(f.close)
+            await self.ctx.files.run(f.close)  # never refused: it releases
         self.finish()
 
 
@@ -218,7 +224,7 @@ class ZipHandler(FilesBase):
             while first is not None:
                 self.write(first)
                 await self.flush()
-                first = await self.ctx.files.run(next, chunks, None)
+                first = await self.run(next, chunks, None)
         except iostream.StreamClosedError:
             return
         except Exception as e:
@@ -229,7 +235,7 @@ class ZipHandler(FilesBase):
             self.request.connection.close()
             return
         finally:
-            await self.ctx.files.run(chunks.close)
+            await self.ctx.files.run(chunks.close)  # never refused: it releases
         self.finish()
 
 
