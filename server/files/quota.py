@@ -73,8 +73,8 @@ class Quota:
 
     def add(self, area, added_bytes, added_files):
         """Count a change already made (and checked) into the record."""
-        record = self._read(area)
-        if record is not None:
+        record = (added_bytes or added_files) and self._read(area)
+        if record:
             record["bytes"] = max(0, record["bytes"] + added_bytes)
             record["files"] = max(0, record["files"] + added_files)
             self._write(area, record)
@@ -119,8 +119,7 @@ class Quota:
         want_bytes = max(0, used + added_bytes - int(ROOM * lim.quota_bytes))
         want_files = max(0, files + added_files - int(ROOM * lim.quota_files))
         freed_bytes, freed_files = self.history.evict(area, want_bytes, want_files)
-        if freed_bytes or freed_files:
-            self.add(area, -freed_bytes, -freed_files)
+        self.add(area, -freed_bytes, -freed_files)
         return used - freed_bytes, files - freed_files
 
     def _fits(self, used, files):

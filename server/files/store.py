@@ -416,8 +416,7 @@ class Store:
 
     def _keep_version(self, area, fd, name, parts, etag):
         version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag)
-        if freed_bytes or freed_files:
-            self.quota.add(area, -freed_bytes, -freed_files)
+        self.quota.add(area, -freed_bytes, -freed_files)
         return version
 
     def _check_file_size(self, size):
@@ -506,8 +505,6 @@ class Store:
             try:
                 if stat.S_ISDIR(st.st_mode):
                     kept, folders, dropped = self._delete_folder(area, fd, name, parts)
-                    if kept or folders:
-                        self.trash.add(area, "folder", path, kept, folders)
                 elif stat.S_ISREG(st.st_mode):
                     kept, dropped = [self._keep_deleted(area, fd, name, parts, st)], 0
                     os.unlink(name, dir_fd=fd)
@@ -528,9 +525,10 @@ class Store:
     def _delete_folder(self, area, parent_fd, name, parts):
         """Empty and remove a folder however deep; the last version of each
         file the API could open is kept (at most the files quota of them:
-        a program's mass output is not worth a version each). Returns the
-        kept files, the folders (to restore empty ones) and how many files
-        were removed without a version."""
+        a program's mass output is not worth a version each) and the trash
+        remembers them, even if a program's changes stop this half-way.
+        Returns the kept files, the folders and how many files were removed
+        without a version."""
         kept, folders, dropped = [], ["/".join(parts)], 0
         freed_bytes = freed_files = 0
         top = os.open(name, paths.DIR_FLAGS, dir_fd=parent_fd)
@@ -556,12 +554,12 @@ class Store:
                         if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
                             freed_bytes += st.st_size
                     os.unlink(entry, dir_fd=cur)
+            _rmdir(parent_fd, name)
+            freed_files += 1
         finally:
             os.close(top)
-            if freed_bytes or freed_files:
-                self.quota.add(area, -freed_bytes, -freed_files)
-        _rmdir(parent_fd, name)
-        self.quota.add(area, 0, -1)
+            self.trash.add(area, "folder", "/".join(parts), kept, folders)
+            self.quota.add(area, -freed_bytes, -freed_files)
         return kept, folders, dropped
 
     # -- trash ------------------------------------------------------------
