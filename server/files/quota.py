@@ -8,10 +8,11 @@ its history. It lives in a record on STORAGE_ROOT,
 
 read and updated under the area's lock, so every worker, process and host
 sees the same figure and two saves can never both take the last free
-megabyte. Saves add to the record; a fresh measurement (a walk of the home
-and its history) rewrites it when it is older than USAGE_TTL, when a change
-comes near a limit, and whenever a caller asks (the run service does after
-a program ran). When a change does not fit, the oldest earlier versions are
+megabyte. Every change the store makes is added to the record (never less
+than it takes), so only what programs write can be missing: a fresh
+measurement (a walk of the home and its history) rewrites the record when
+it is older than USAGE_TTL, or than NEAR_TTL when a change comes near a
+limit, and whenever a caller asks (the run service, after a program ran). When a change does not fit, the oldest earlier versions are
 dropped to make room before anything is refused.
 """
 import time
@@ -22,7 +23,8 @@ from .history import counted_bytes
 from .walk import FILE, LEAVE, TooMany, Walk
 
 USAGE_TTL = 30.0  # seconds a record is trusted without a walk (programs write too)
-NEAR = 0.9        # within this share of a limit, decide on a fresh measurement
+NEAR = 0.9        # within this share of a limit, decide on a recent measurement:
+NEAR_TTL = 2.0    # one at most this old (every change of the IDE is in the record already)
 ROOM = 0.9        # making room frees versions down to this share of the quota
 
 
@@ -40,10 +42,10 @@ class Quota:
 
     # -- the record ----------------------------------------------------------------
 
-    def usage(self, area, fresh=False):
+    def usage(self, area, fresh=False, max_age=USAGE_TTL):
         """(bytes, files) of the area; the caller holds its lock."""
         record = None if fresh else self._read(area)
-        if record is None or time.time() - record["measured"] > USAGE_TTL:
+        if record is None or time.time() - record["measured"] > max_age:
             record = self.measure(area)
         return record["bytes"], record["files"]
 
@@ -95,7 +97,7 @@ class Quota:
             return
         used, files = self.usage(area)
         if self._near(used + added_bytes, files + added_files):
-            used, files = self.usage(area, fresh=True)
+            used, files = self.usage(area, max_age=NEAR_TTL)
         if not self._fits(used + added_bytes, files + added_files):
             used, files = self._make_room(area, used, files, added_bytes, added_files)
             if not self._fits(used + added_bytes, files + added_files) and not shrinks:
