@@ -81,8 +81,6 @@ export class FileTree extends EventTarget {
             onclick: () => this.newFolder("") }, icon("newFolder")),
           h("button", { class: "icon-btn", type: "button", title: "Upload files", "aria-label": `Upload files to ${this.title}`,
             onclick: () => this.chooseUpload("") }, icon("upload")),
-          h("button", { class: "icon-btn", type: "button", title: "Trash: restore deleted files", "aria-label": `Trash of ${this.title}`,
-            onclick: () => trashDialog(this.area, this.title, () => this.load()) }, icon("trash")),
         ] : null,
         h("button", { class: "icon-btn", type: "button", title: "Download all as a zip", "aria-label": `Download ${this.title} as a zip`,
           onclick: () => download(areaUrl("zip", this.area)) }, icon("download")),
@@ -95,7 +93,10 @@ export class FileTree extends EventTarget {
     else if (!this.entries.length) list.append(h("li", { class: "tree-note", role: "none" }, this.writable ? "No files yet: use “New file” above." : "No files."));
     else this.renderLevel(list, "", 1);
     if (this.truncated) list.append(h("li", { class: "tree-note", role: "none" }, "Some files are not shown: too many, or in folders nested too deep."));
-    clear(this.el, header, this.collapsed ? null : list, this.upload);
+    const trash = this.writable && !this.collapsed ? h("button", {
+      class: "tree-trash", type: "button", title: "Restore deleted files and folders", "aria-label": `Trash of ${this.title}`,
+      onclick: () => trashDialog(this.area, this.title, () => this.load()) }, icon("trash"), "Trash") : null;
+    clear(this.el, header, this.collapsed ? null : list, trash, this.upload);
     const rows = [...this.el.querySelectorAll(".tree-row")];
     const focusable = rows.find((r) => r.dataset.path === this.selected) || rows[0];
     if (focusable) focusable.tabIndex = 0;
