@@ -9,7 +9,7 @@ from .admin.handlers import StatusHandler
 from .admin.handlers import (ImportUsersHandler, PushHandler, RosterHandler, UserActiveHandler,
                              UserPasswordHandler, UsersHandler)
 from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
-from .files.handlers import AREA, FilesHandler, HistoryHandler, UploadHandler, ZipHandler
+from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
@@ -36,6 +36,7 @@ ROUTES = [
     (rf"/api/history/{AREA}/(.+)", HistoryHandler),
     (rf"/api/upload/{AREA}(?:/(.*))?", UploadHandler),
     (rf"/api/zip/{AREA}(?:/(.*))?", ZipHandler),
+    (rf"/api/trash/{AREA}", TrashHandler),
     (r"/api/roster", RosterHandler),
     (r"/api/course/push", PushHandler),
     (r"/api/admin/users", UsersHandler),

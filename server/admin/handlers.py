@@ -73,8 +73,8 @@ class PushHandler(FilesBase):
             if unknown:
                 raise ApiError(400, "unknown_students", "Not active students: " + ", ".join(map(str, unknown)))
             targets = chosen
-        copied, skipped = await self.fs("push", self.store.push, source, targets)
-        self.finish_json({"copied": copied, "skipped": skipped, "students": len(targets)})
+        copied, skipped, failed = await self.fs("push", self.store.push, source, targets)
+        self.finish_json({"copied": copied, "skipped": skipped, "failed": failed, "students": len(targets)})
 
 
 class UsersHandler(ApiHandler):

@@ -16,7 +16,7 @@ from ..auth import passwords
 from ..db import DatabaseUnavailable
 from ..errors import Refused
 from ..web import ApiError, ApiHandler
-from . import paths
+from . import gate, paths
 from .store import TEXT_LIMIT, Area, as_text
 
 log = logging.getLogger(__name__)
@@ -30,11 +30,17 @@ class FilesBase(ApiHandler):
     def store(self):
         return self.ctx.store
 
+    async def run(self, fn, *args):
+        """Run a blocking call in the file executor, in one of the places
+        the current user has there (gate.py)."""
+        async with gate.place(self.current_user["username"] if self.current_user else ""):
+            return await self.ctx.files.run(fn, *args)
+
     async def fs(self, op, fn, *args):
         """Run a blocking store call in the file executor, timed by operation."""
         started = time.perf_counter()
         try:
-            return await self.ctx.files.run(fn, *args)
+            return await self.run(fn, *args)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ApiError(507, "storage_full", "The storage is full; nothing was changed.") from None
@@ -87,7 +93,7 @@ class FilesBase(ApiHandler):
             self.set_header("Content-Type", "application/octet-stream")
             self.set_header("Content-Disposition", _attachment(parts[-1]))
             while True:
-                block = await self.ctx.files.run(f.read, 256 << 10)
+                block = await self.run(f.read, 256 << 10)
                 if not block:
                     break
                 self.write(block)
@@ -95,7 +101,7 @@ class FilesBase(ApiHandler):
         except iostream.StreamClosedError:
             return
         finally:
-            await self.ctx.files.run(f.close)
+            await self.ctx.files.run(f.close)  # never refused: it releases
         self.finish()
 
 
@@ -158,8 +164,7 @@ class FilesHandler(FilesBase):
     async def delete(self, spec, path):
         area = await self.area(spec, write=True)
         parts = paths.parse(path or "", allow_root=False)
-        await self.fs("delete", self.store.delete, area, parts)
-        self.finish_json({"deleted": "/".join(parts)})
+        self.finish_json(await self.fs("delete", self.store.delete, area, parts))
 
 
 class HistoryHandler(FilesBase):
@@ -222,19 +227,45 @@ class ZipHandler(FilesBase):
         parts = paths.parse(path or "")
         name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
         chunks = self.store.zip_chunks(area, parts)
-        first = await self.fs("zip", next, chunks, None)  # opens the folder: errors before headers
+        first = await self.fs("zip", next, chunks, None)  # checks the folder: errors before headers
         self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", _attachment(name))
         try:
             while first is not None:
                 self.write(first)
                 await self.flush()
-                first = await self.ctx.files.run(next, chunks, None)
+                first = await self.run(next, chunks, None)
         except iostream.StreamClosedError:
             return
+        except Exception as e:
+            # Headers are sent: the only honest answer left is a broken one.
+            # Closing without the last chunk makes the browser report a
+            # failed download instead of saving a corrupt zip.
+            log.warning("zip of %s/%s broken off: %r", area.key, "/".join(parts), e)
+            self.request.connection.close()
+            return
         finally:
-            await self.ctx.files.run(chunks.close)
+            await self.ctx.files.run(chunks.close)  # never refused: it releases
         self.finish()
+
+
+class TrashHandler(FilesBase):
+    """GET what was deleted from an area; POST {"id", "path"?} restores one
+    delete (or the file `path` of it)."""
+
+    async def get(self, spec):
+        area = await self.area(spec, write=False)
+        self.finish_json({"entries": await self.fs("trash", self.store.trash_list, area)})
+
+    async def post(self, spec):
+        area = await self.area(spec, write=True)
+        body = self.json_body()
+        record = self.field(body, "id", str, max_len=100)
+        path = self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES, required=False)
+        report = await self.fs("restore", self.store.trash_restore, area, record, path)
+        if report["restored"]:
+            await self.saved(area)
+        self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 
 def _attachment(name):

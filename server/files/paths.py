@@ -6,10 +6,16 @@ into a tuple of safe names or raises `BadPath` before any file system call.
 folder with O_NOFOLLOW, so a symlink planted anywhere in the path — even one
 swapped in by a running program between two checks — is refused rather
 than followed. No code here builds a path string and hands it to `open()`.
+
+What a student's program leaves in a home is never trusted either: a FIFO
+or a device where a file was expected is refused by `open_regular` without
+blocking, and a name that is not UTF-8 is shown escaped (`shown`).
 """
 import errno
 import os
+import stat
 import unicodedata
+from contextlib import contextmanager
 
 from ..errors import Refused
 
@@ -73,11 +79,11 @@ def parse(path, allow_root=True):
     return parts
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def open_root(path):
-    return os.open(path, _DIR_FLAGS)
+    return os.open(path, DIR_FLAGS)
 
 
 def open_dir(root_fd, parts, create=False, owner=None):
@@ -88,7 +94,7 @@ def open_dir(root_fd, parts, create=False, owner=None):
     try:
         for name in parts:
             try:
-                next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                next_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise
@@ -98,7 +104,7 @@ def open_dir(root_fd, parts, create=False, owner=None):
                         os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
                 except FileExistsError:
                     pass
-                next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                next_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = next_fd
         return fd
@@ -109,6 +115,25 @@ def open_dir(root_fd, parts, create=False, owner=None):
         raise
 
 
+@contextmanager
+def opened(root_fd, parts, create=False, owner=None):
+    """with opened(root_fd, ('a', 'b')) as fd: open_dir's fd, closed after."""
+    fd = open_dir(root_fd, tuple(parts), create=create, owner=owner)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def exists(dir_fd, name):
+    """Is there anything (a link too) named `name` in `dir_fd`?"""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+
+
 def open_file(dir_fd, name, flags=os.O_RDONLY):
     """Open `name` in `dir_fd`; a symlink there is refused, not followed."""
     try:
@@ -117,3 +142,41 @@ def open_file(dir_fd, name, flags=os.O_RDONLY):
         if e.errno == errno.ELOOP:
             raise BadPath("symlink", "links are not followed") from None
         raise
+
+
+class NotAFile(Refused):
+    """A FIFO, socket or device (or a folder) where a file was expected."""
+
+    def __init__(self, name, status=400):
+        super().__init__(status, "not_a_file",
+                         f"'{shown(name)}' is not a file (it is a folder, a pipe, a socket or a device) "
+                         "and cannot be opened as one.")
+
+
+def open_regular(dir_fd, name):
+    """A read-only fd of the regular file `name` in `dir_fd`. Opening never
+    blocks (O_NONBLOCK: a FIFO with no writer would wait forever) and
+    anything but a regular file is refused with NotAFile after an fstat of
+    what was actually opened, so a file swapped for a FIFO in between is
+    caught too."""
+    try:
+        fd = open_file(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        if e.errno in (errno.ENXIO, errno.EISDIR, errno.EOPNOTSUPP):  # a socket, a folder
+            raise NotAFile(name) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotAFile(name)
+    return fd
+
+
+def shown(name):
+    """`name` as text a client can display: bytes that are not UTF-8 (kept
+    by Python as surrogates) appear as \\xNN escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def is_plain(name):
+    """A name the API could address: UTF-8 and acceptable to `parse`."""
+    return shown(name) == name and name_problem(name) is None

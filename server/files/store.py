@@ -3,41 +3,54 @@
 Layout (all on the shared file system, so every worker and instance sees
 the same thing):
 
-    STORAGE_ROOT/home/<username>/     each user's files
+    STORAGE_ROOT/home/<username>/     each user's files (mode 0700)
     STORAGE_ROOT/course/              teachers write, students read
-    STORAGE_ROOT/.system/history/     earlier versions, per area and file
-    STORAGE_ROOT/.system/locks/       one lock file per area
+    STORAGE_ROOT/.system/history/     earlier versions, per area and file (history.py)
+    STORAGE_ROOT/.system/trash/       what each delete removed (trash.py)
+    STORAGE_ROOT/.system/usage/       each area's usage record (quota.py)
+    STORAGE_ROOT/.system/locks/       one lock file per area (lock.py)
+    STORAGE_ROOT/.system/welcomed/    students who were given the welcome file
 
 Every method is blocking and runs in the file executor, never on the
-IOLoop. Changes to one area are serialized by an fcntl lock on its lock
-file (NFSv4 and EFS honour these across hosts), so "check the version,
-then replace" is atomic across workers, processes and containers.
+IOLoop. Every change to an area holds the area's lock, which excludes the
+worker's other threads, other processes and other hosts, so "check the
+version, then replace" and "check the quota, then write" are atomic.
 
 A save writes a temporary file in the target's folder, fsyncs it, keeps
 the old file as a history version (a hard link: no copy), renames the new
 one over the target and fsyncs the folder; only then is it acknowledged.
 The file therefore always holds the old or the new content, whatever
 happens mid-save.
+
+A home holds whatever its student's programs made: FIFOs, links, folders
+thousands deep, names that are not UTF-8. Files are opened with
+`paths.open_regular` (never blocks, refuses anything but a file) and
+trees are walked with `walk.Walk` (no recursion, bounded).
 """
 import errno
-import fcntl
-import hashlib
+import logging
 import os
 import secrets
-import shutil
 import stat
 import time
-import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import Refused
-from . import paths
-from .paths import BadPath
+from . import lock, paths, zipstream
+from .area import Area
+from .history import History, etag_of, etag_of_file
+from .paths import BadPath, NotAFile
+from .quota import Quota, size_text
+from .trash import Trash
+from .walk import ENTER, LEAVE, Changed, TooMany, Walk
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Area", "Limits", "Store", "etag_of", "as_text", "TEXT_LIMIT", "WELCOME"]
 
 TEMP_PREFIX = paths.RESERVED_PREFIX + "-tmp-"
 STALE_TEMP_SECONDS = 600
-USAGE_TTL = 30.0
 TEXT_LIMIT = 2 << 20  # larger files are offered as downloads, not shown in the editor
 TREE_LIMIT = 5000
 WELCOME = '''# Welcome to PyClassroom!
@@ -46,22 +59,8 @@ WELCOME = '''# Welcome to PyClassroom!
 name = input("What is your name? ")
 print(f"Hello, {name}!")
 '''
-
-
-@dataclass(frozen=True)
-class Area:
-    """A tree of files that one lock and one quota cover."""
-    key: str          # 'home/ada' or 'course'
-    parts: tuple      # folders below STORAGE_ROOT
-    quota: bool       # homes have quotas; the course area does not
-
-    @staticmethod
-    def home(username):
-        return Area("home/" + username, ("home", username), True)
-
-    @staticmethod
-    def course():
-        return Area("course", ("course",), False)
+_SYSTEM = ("home", "course", ".system/history", ".system/locks", ".system/usage", ".system/trash",
+           ".system/welcomed")
 
 
 @dataclass
@@ -73,25 +72,37 @@ class Limits:
     delay_ms: int = 0  # FS_DELAY_MS: a slow file system, rehearsed
 
 
-def etag_of(data):
-    return hashlib.sha256(data).hexdigest()[:20]
+def _kind(name, st):
+    """'folder', 'file', or 'other': what the API cannot open (a FIFO, a
+    socket, a device, a name that is not UTF-8)."""
+    if not paths.is_plain(name):
+        return "other"
+    if stat.S_ISDIR(st.st_mode):
+        return "folder"
+    return "file" if stat.S_ISREG(st.st_mode) else "other"
 
 
-def _meta(name_or_path, st):
-    kind = "folder" if stat.S_ISDIR(st.st_mode) else "file"
-    return {"name": name_or_path, "kind": kind, "size": st.st_size if kind == "file" else 0,
+def _meta(name, st, kind=None):
+    kind = kind or _kind(name.rsplit("/", 1)[-1], st)
+    return {"name": paths.shown(name), "kind": kind, "size": st.st_size if kind == "file" else 0,
             "modified": round(st.st_mtime, 3)}
+
+
+def _hidden(name):
+    return name.startswith(paths.RESERVED_PREFIX)
 
 
 class Store:
     def __init__(self, root, limits):
-        self.root = root
+        self.root = os.path.realpath(root)
         self.limits = limits
-        self._usage = {}  # area key -> (bytes, files, computed at); this worker's cache
         self._owners = {}  # home area key -> (uid, gid) that its files must belong to
-        for sub in ("home", "course", ".system/history", ".system/locks"):
-            os.makedirs(os.path.join(root, sub), exist_ok=True)
-        self._root_fd = paths.open_root(root)
+        for sub in _SYSTEM:
+            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        self._root_fd = paths.open_root(self.root)
+        self.versions = History(self._root_fd, limits)
+        self.quota = Quota(self._root_fd, limits, self.versions)
+        self.trash = Trash(self._root_fd)
 
     def close(self):
         """Release the open STORAGE_ROOT (tools that make a Store, then
@@ -103,26 +114,23 @@ class Store:
     # -- opening ----------------------------------------------------------
 
     @contextmanager
-    def _open(self, parts, create=False):
-        """An fd of the folder `parts` below STORAGE_ROOT, closed on leaving."""
-        fd = paths.open_dir(self._root_fd, tuple(parts), create=create)
+    def _dir(self, area, parts):
+        """with self._dir(area, parts) as fd: an existing folder of the area."""
+        try:
+            fd = paths.open_dir(self._root_fd, area.parts + tuple(parts))
+        except FileNotFoundError:
+            raise Refused(404, "not_found", "There is no such folder.") from None
         try:
             yield fd
         finally:
             os.close(fd)
-
-    def _dir(self, area, parts, create=False):
-        if create:
-            return self._open_owned(area, parts)
-        return self._open(area.parts + tuple(parts))
 
     @contextmanager
-    def _open_owned(self, area, parts):
-        fd = paths.open_dir(self._root_fd, area.parts + tuple(parts), create=True, owner=self._owner(area))
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+    def _locked(self, area):
+        name = area.slug + ".lock"
+        with paths.opened(self._root_fd, (".system", "locks")) as locks:
+            with lock.area_lock(locks, name, os.path.join(self.root, ".system", "locks", name)):
+                yield
 
     def _owner(self, area):
         """(uid, gid) new files of a home get: its owner's, so that the
@@ -138,19 +146,8 @@ class Store:
             self._owners[area.key] = (st.st_uid, st.st_gid)
         return self._owners[area.key]
 
-    @contextmanager
-    def _locked(self, area):
-        name = area.key.replace("/", "--") + ".lock"
-        with self._open((".system", "locks")) as locks:
-            fd = paths.open_file(locks, name, os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the lock
-
-    def _lookup(self, area, parts, missing_ok=False):
-        """(parent fd, name, stat or None) of an existing path; caller closes fd."""
+    def _lookup(self, area, parts):
+        """(parent fd, name, stat) of an existing path; the caller closes fd."""
         parent, name = parts[:-1], parts[-1]
         try:
             fd = paths.open_dir(self._root_fd, area.parts + tuple(parent))
@@ -159,8 +156,6 @@ class Store:
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            if missing_ok:
-                return fd, name, None
             os.close(fd)
             raise Refused(404, "not_found", "There is no such file or folder.") from None
         if stat.S_ISLNK(st.st_mode):
@@ -168,51 +163,93 @@ class Store:
             raise BadPath("symlink", "links are not followed")
         return fd, name, st
 
+    def _make_area_root(self, area):
+        """Make the area's own folder if missing (a home: 0700, whoever makes
+        it: login, a push, a run); True if it was made now."""
+        with paths.opened(self._root_fd, area.parts[:-1]) as fd:
+            try:
+                os.mkdir(area.parts[-1], 0o700 if area.quota else 0o755, dir_fd=fd)
+                return True
+            except FileExistsError:
+                return False
+
+    def _make_folder(self, area, parts):
+        """An fd of the folder `parts`, made (with its parents) if missing."""
+        self._make_area_root(area)
+        try:
+            return paths.open_dir(self._root_fd, area.parts + tuple(parts), create=True, owner=self._owner(area))
+        except (FileExistsError, NotADirectoryError):
+            raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
+
+    def _missing(self, area, folder):
+        """How many folders saving into `folder` would make."""
+        try:
+            fd = paths.open_dir(self._root_fd, area.parts)
+        except FileNotFoundError:
+            return len(folder)
+        try:
+            for i, name in enumerate(folder):
+                try:
+                    next_fd = os.open(name, paths.DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    return len(folder) - i
+                except OSError:
+                    return 0  # not a folder: _make_folder refuses
+                os.close(fd)
+                fd = next_fd
+            return 0
+        finally:
+            os.close(fd)
+
     # -- homes ------------------------------------------------------------
 
     def ensure_home(self, username, welcome, owner_uid=None):
-        """Create a user's home at first use (with a welcome file for
-        students); with `owner_uid` (as root), make everything in it theirs."""
+        """Make a user's home at first use (0700), give students the welcome
+        file once (even if a push made the home before they signed in) and,
+        with `owner_uid` (as root), make everything in it theirs."""
         area = Area.home(username)
-        home = os.path.join(self.root, *area.parts)
-        existed = os.path.isdir(home)
-        if not existed:
-            os.makedirs(home, mode=0o700, exist_ok=True)
-        if owner_uid is not None and os.stat(home).st_uid != owner_uid:
-            self._give_away(home, owner_uid)
-        if existed:
-            return False
-        if welcome:
-            try:
-                self.save(area, ("hello.py",), WELCOME.encode(), if_match=None)
-            except Refused:
-                pass  # another worker wrote it first
-        return True
+        with self._locked(area):
+            made = self._make_area_root(area)
+            with self._dir(area, ()) as fd:
+                st = os.fstat(fd)
+                if stat.S_IMODE(st.st_mode) != 0o700:
+                    os.fchmod(fd, 0o700)
+                if owner_uid is not None and st.st_uid != owner_uid:
+                    self._give_away(area, fd, owner_uid)
+            if welcome and not self._welcomed(username, mark=False):
+                try:
+                    self._save(area, ("hello.py",), WELCOME.encode(), if_match=None)
+                except Refused:
+                    pass  # a hello.py is there already (pushed?), or no room: theirs stays
+                self._welcomed(username, mark=True)
+        return made
 
-    def _give_away(self, home, uid):
+    def _welcomed(self, username, mark):
+        with paths.opened(self._root_fd, (".system", "welcomed")) as fd:
+            if mark:
+                os.close(paths.open_file(fd, username, os.O_WRONLY | os.O_CREAT))
+            return paths.exists(fd, username)
+
+    def _give_away(self, area, fd, uid):
         """chown -R without following links (a program may have planted some)."""
-        fd = paths.open_root(home)
-        try:
-            os.chown(fd, uid, uid)
-            for _, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
-                for name in dirnames + filenames:
-                    os.chown(name, uid, uid, dir_fd=dirfd, follow_symlinks=False)
-        finally:
-            os.close(fd)
-        self._owners.pop("home/" + os.path.basename(home), None)
-
-    # -- reading ----------------------------------------------------------
+        os.fchown(fd, uid, uid)
+        for event, cur, name, _ in Walk(fd):
+            if event != LEAVE:
+                os.chown(name, uid, uid, dir_fd=cur, follow_symlinks=False)
+        self._owners.pop(area.key, None)
 
     def home_path(self, username):
         return os.path.join(self.root, *Area.home(username).parts)
 
+    # -- reading ----------------------------------------------------------
+
     def is_file(self, area, parts):
-        fd, name, st = self._lookup(area, parts)
+        fd, _, st = self._lookup(area, parts)
         os.close(fd)
         return stat.S_ISREG(st.st_mode)
 
     def is_dir(self, area, parts):
-        fd, name, st = self._lookup(area, parts)
+        fd, _, st = self._lookup(area, parts)
         os.close(fd)
         return stat.S_ISDIR(st.st_mode)
 
@@ -220,33 +257,40 @@ class Store:
         with self._dir(area, parts) as fd:
             entries = []
             now = time.time()
-            for entry in os.scandir(fd):
-                if entry.name.startswith(paths.RESERVED_PREFIX):
-                    self._clean_temp(fd, entry, now)
-                    continue
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                    entries.append(_meta(entry.name, st))
+            with os.scandir(fd) as found:
+                for entry in found:
+                    if _hidden(entry.name):
+                        self._clean_temp(fd, entry, now)
+                        continue
+                    if len(entries) >= TREE_LIMIT:
+                        break
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if not stat.S_ISLNK(st.st_mode):
+                        entries.append(_meta(entry.name, st))
         return sorted(entries, key=lambda e: (e["kind"] != "folder", e["name"].lower()))
 
     def tree(self, area, parts=()):
-        """Every file and folder below `parts`, as paths relative to it."""
+        """Every file and folder below `parts` the API can reach, as paths
+        relative to it, and whether some were left out (too many, too deep)."""
         out = []
         with self._dir(area, parts) as fd:
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
-                rel = "" if dirpath == "." else dirpath[2:] + "/"
-                dirnames[:] = [d for d in dirnames if not d.startswith(paths.RESERVED_PREFIX)]
-                for name in sorted(dirnames) + sorted(filenames):
-                    if name.startswith(paths.RESERVED_PREFIX):
+            walk = Walk(fd, max_depth=paths.MAX_DEPTH - len(parts), max_entries=TREE_LIMIT,
+                        skip_deep=True, skip=_hidden)
+            try:
+                for event, _, name, st in walk:
+                    if event == LEAVE or stat.S_ISLNK(st.st_mode):
                         continue
-                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                    if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
-                        entry = _meta(rel + name, st)
-                        entry["path"] = entry.pop("name")
-                        out.append(entry)
-                    if len(out) >= TREE_LIMIT:
-                        return out, True
-        return out, False
+                    entry = _meta(walk.path(name), st, _kind(name, st))
+                    entry["path"] = entry.pop("name")
+                    out.append(entry)
+                    if event == ENTER and entry["kind"] != "folder":
+                        walk.prune()  # a folder whose name cannot be opened
+            except TooMany:
+                return out, True
+        return out, walk.truncated
 
     def read(self, area, parts, limit=None):
         """(data, etag, meta) of a file; data is None when it exceeds `limit`."""
@@ -254,12 +298,12 @@ class Store:
         fd, name, st = self._lookup(area, parts)
         try:
             if not stat.S_ISREG(st.st_mode):
-                raise Refused(400, "not_a_file", "This is a folder, not a file.")
-            if limit is not None and st.st_size > limit:
-                return None, None, _meta("/".join(parts), st)
-            with os.fdopen(paths.open_file(fd, name), "rb") as f:
-                data = f.read()
+                raise NotAFile(name)
+            with os.fdopen(paths.open_regular(fd, name), "rb") as f:
                 st = os.fstat(f.fileno())
+                if limit is not None and st.st_size > limit:
+                    return None, None, _meta("/".join(parts), st)
+                data = f.read()
             return data, etag_of(data), _meta("/".join(parts), st)
         finally:
             os.close(fd)
@@ -269,8 +313,8 @@ class Store:
         fd, name, st = self._lookup(area, parts)
         try:
             if not stat.S_ISREG(st.st_mode):
-                raise Refused(400, "not_a_file", "This is a folder, not a file.")
-            return os.fdopen(paths.open_file(fd, name), "rb")
+                raise NotAFile(name)
+            return os.fdopen(paths.open_regular(fd, name), "rb")
         finally:
             os.close(fd)
 
@@ -284,21 +328,28 @@ class Store:
         self._check_file_size(len(data))
         self._slow_down()
         with self._locked(area):
-            fd, st = self._target(area, parts)
-            try:
-                current = self._current(fd, parts[-1], st)
-                if if_match is None and current is not None:
-                    raise Refused(409, "conflict", "A file with this name already exists.", current=current)
-                if if_match not in (None, "*") and (current is None or current["etag"] != if_match):
-                    raise Refused(409, "conflict", "The file changed since you opened it.", current=current)
-                # Checked before any folder is made, so a refusal leaves nothing behind.
-                self._charge(area, len(data) - (st.st_size if st else 0), 0 if st else 1)
-                if fd is None:
-                    fd = self._make_parent(area, parts)
-                meta = self._write(area, fd, parts, data, current and current["etag"])
-            finally:
-                if fd is not None:
-                    os.close(fd)
+            return self._save(area, parts, data, if_match)
+
+    def _save(self, area, parts, data, if_match):
+        """save() for a caller that holds the area's lock."""
+        self._check_file_size(len(data))
+        fd, st = self._target(area, parts)
+        try:
+            current = self._current(fd, parts[-1], st)
+            if if_match is None and current is not None:
+                raise Refused(409, "conflict", "A file with this name already exists.", current=current)
+            if if_match not in (None, "*") and (current is None or current["etag"] != if_match):
+                raise Refused(409, "conflict", "The file changed since you opened it.", current=current)
+            # Checked before any folder is made, so a refusal leaves nothing
+            # behind. The old content stays (a version), so the new one adds.
+            made = 0 if fd is not None else self._missing(area, parts[:-1])
+            self.quota.charge(area, len(data), 1 + made, shrinks=st is not None and len(data) < st.st_size)
+            if fd is None:
+                fd = self._make_folder(area, parts[:-1])
+            meta = self._write(area, fd, parts, data, current and current["etag"])
+        finally:
+            if fd is not None:
+                os.close(fd)
         meta["etag"] = etag_of(data)
         return meta
 
@@ -317,25 +368,21 @@ class Store:
             os.close(fd)
             if stat.S_ISLNK(st.st_mode):
                 raise BadPath("symlink", "links are not followed")
-            raise Refused(409, "not_a_file", "A folder with this name already exists.")
+            what = "A folder" if stat.S_ISDIR(st.st_mode) else "Something that is not a file (a pipe?)"
+            raise Refused(409, "not_a_file", f"{what} with this name is already there.")
         return fd, st
-
-    def _make_parent(self, area, parts):
-        try:
-            return paths.open_dir(self._root_fd, area.parts + tuple(parts[:-1]), create=True,
-                                  owner=self._owner(area))
-        except FileExistsError:
-            raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
 
     def _current(self, fd, name, st):
         """The current version as a 409 answer shows it, or None."""
         if st is None:
             return None
-        with os.fdopen(paths.open_file(fd, name), "rb") as f:
+        if st.st_size > TEXT_LIMIT:
+            return {"etag": etag_of_file(fd, name), "size": st.st_size, "modified": round(st.st_mtime, 3)}
+        with os.fdopen(paths.open_regular(fd, name), "rb") as f:
             data = f.read()
         current = {"etag": etag_of(data), "size": len(data), "modified": round(st.st_mtime, 3)}
         text = as_text(data)
-        if text is not None and len(data) <= TEXT_LIMIT:
+        if text is not None:
             current["content"] = text
         return current
 
@@ -367,117 +414,38 @@ class Store:
         os.fsync(fd)
         return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False))
 
+    def _keep_version(self, area, fd, name, parts, etag):
+        version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag)
+        self.quota.add(area, -freed_bytes, -freed_files)
+        return version
+
     def _check_file_size(self, size):
         if size > self.limits.max_file_bytes:
-            raise Refused(413, "file_too_large",
-                             f"A file may have at most {_mib(self.limits.max_file_bytes)}.")
+            raise Refused(413, "file_too_large", f"A file may have at most {size_text(self.limits.max_file_bytes)}.")
 
     # -- quotas -----------------------------------------------------------
 
-    def usage(self, area):
-        """(bytes, files) of an area, from this worker's cache when fresh."""
-        cached = self._usage.get(area.key)
-        if cached and time.monotonic() - cached[2] < USAGE_TTL:
-            return cached[0], cached[1]
-        return self._measure(area)
+    def usage(self, area, fresh=False):
+        """(bytes, files) an area holds: everything in it (whatever wrote it)
+        and its earlier versions; `fresh` walks now and updates the record."""
+        with self._locked(area):
+            return self.quota.usage(area, fresh)
 
-    def _measure(self, area):
-        total = files = 0
-        try:
-            with self._dir(area, ()) as fd:
-                for _, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
-                    files += sum(1 for d in dirnames if not d.startswith(paths.RESERVED_PREFIX))
-                    for name in filenames:
-                        if name.startswith(paths.RESERVED_PREFIX):
-                            continue
-                        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                        if stat.S_ISREG(st.st_mode):
-                            total += st.st_size
-                            files += 1
-        except FileNotFoundError:
-            pass
-        self._usage[area.key] = (total, files, time.monotonic())
-        return total, files
-
-    def _charge(self, area, added_bytes, added_files):
-        """Refuse a change that would overfill a home; remember it otherwise.
-
-        The cache may be stale (other workers, running programs write too),
-        so a change that comes near a limit is checked against a fresh count."""
-        if not area.quota:
-            return
-        lim = self.limits
-        used, count = self.usage(area)
-        near = used + added_bytes > 0.9 * lim.quota_bytes or count + added_files > 0.9 * lim.quota_files
-        if near:
-            used, count = self._measure(area)
-        if added_bytes > 0 and used + added_bytes > lim.quota_bytes:
-            raise Refused(507, "quota_exceeded",
-                             f"Your folder is full ({_mib(used)} of {_mib(lim.quota_bytes)} used). "
-                             "Delete something first.")
-        if added_files > 0 and count + added_files > lim.quota_files:
-            raise Refused(507, "quota_exceeded",
-                             f"Your folder has the most files allowed ({lim.quota_files}). Delete some first.")
-        self._usage[area.key] = (used + added_bytes, count + added_files,
-                                 self._usage.get(area.key, (0, 0, time.monotonic()))[2])
+    def quota_problem(self, area, fresh=False):
+        """None when the area is within its quota, else the sentence for the
+        student (how much is used, the quota, how much to delete). Old
+        versions are dropped first when that is enough to make room."""
+        with self._locked(area):
+            return self.quota.problem(area, fresh)
 
     # -- history ----------------------------------------------------------
 
-    def _history_parts(self, area, parts):
-        digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        return (".system", "history", area.key.replace("/", "--"), digest)
-
-    def _keep_version(self, area, fd, name, parts, etag):
-        hist = self._history_parts(area, parts)
-        hfd = paths.open_dir(self._root_fd, hist, create=True)
-        try:
-            version = f"{time.time_ns()}-{etag}"
-            try:
-                os.link(name, version, src_dir_fd=fd, dst_dir_fd=hfd, follow_symlinks=False)
-            except OSError as e:
-                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-                with os.fdopen(paths.open_file(fd, name), "rb") as src:
-                    data = src.read()
-                vfd = paths.open_file(hfd, version, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-                with os.fdopen(vfd, "wb") as dst:
-                    dst.write(data)
-                    os.fsync(dst.fileno())
-            versions = sorted(v for v in os.listdir(hfd) if v[0].isdigit())
-            for old in versions[:-self.limits.history_versions]:
-                _unlink_quietly(hfd, old)
-            os.fsync(hfd)
-        finally:
-            os.close(hfd)
-
     def history(self, area, parts):
         """Earlier versions of a file, newest first."""
-        try:
-            hfd = paths.open_dir(self._root_fd, self._history_parts(area, parts))
-        except FileNotFoundError:
-            return []
-        try:
-            out = []
-            for v in sorted((v for v in os.listdir(hfd) if v[0].isdigit()), reverse=True):
-                st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
-                ns, etag = v.split("-", 1)
-                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": int(ns) / 1e9})
-            return out
-        finally:
-            os.close(hfd)
+        return self.versions.list(area, parts)
 
     def read_version(self, area, parts, version):
-        if not version or "/" in version or not version[0].isdigit() or paths.name_problem(version):
-            raise Refused(404, "no_such_version", "There is no such version.")
-        try:
-            hfd = paths.open_dir(self._root_fd, self._history_parts(area, parts))
-            try:
-                with os.fdopen(paths.open_file(hfd, version), "rb") as f:
-                    return f.read()
-            finally:
-                os.close(hfd)
-        except FileNotFoundError:
-            raise Refused(404, "no_such_version", "There is no such version.") from None
+        return self.versions.read(area, parts, version, self.limits.max_file_bytes)
 
     def restore(self, area, parts, version):
         """Save an earlier version as the newest one (the current one becomes a version)."""
@@ -489,8 +457,9 @@ class Store:
         if not parts:
             raise BadPath("bad_path", "name a folder")
         with self._locked(area):
-            self._charge(area, 0, 1)
-            with self._dir(area, parts[:-1], create=True) as fd:
+            self.quota.charge(area, 0, 1 + self._missing(area, parts[:-1]))
+            fd = self._make_folder(area, parts[:-1])
+            try:
                 try:
                     os.mkdir(parts[-1], 0o755, dir_fd=fd)
                 except FileExistsError:
@@ -499,6 +468,8 @@ class Store:
                 if owner:
                     os.chown(parts[-1], *owner, dir_fd=fd, follow_symlinks=False)
                 os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def move(self, area, src, dst):
         if not src or not dst:
@@ -508,82 +479,147 @@ class Store:
         with self._locked(area):
             sfd, sname, _ = self._lookup(area, src)
             try:
-                with self._dir(area, dst[:-1], create=True) as dfd:
-                    if _exists(dfd, dst[-1]):
+                self.quota.charge(area, 0, self._missing(area, dst[:-1]))
+                dfd = self._make_folder(area, dst[:-1])
+                try:
+                    if paths.exists(dfd, dst[-1]):
                         raise Refused(409, "exists", "Something with that name is already there.")
                     os.rename(sname, dst[-1], src_dir_fd=sfd, dst_dir_fd=dfd)
                     os.fsync(dfd)
+                finally:
+                    os.close(dfd)
                 os.fsync(sfd)
             finally:
                 os.close(sfd)
-            self._move_history(area, src, dst)
-
-    def _move_history(self, area, src, dst):
-        """History follows a moved file (a moved folder's files keep theirs
-        under the old path: they stay readable there)."""
-        old, new = self._history_parts(area, src), self._history_parts(area, dst)
-        with self._open(old[:-1], create=True) as hfd:
-            try:
-                os.rename(old[-1], new[-1], src_dir_fd=hfd, dst_dir_fd=hfd)
-            except OSError:
-                pass
+            self.versions.move(area, src, dst)
 
     def delete(self, area, parts):
+        """Delete a file or a folder. Every file's last version is kept (the
+        trash lists them and puts them back); FIFOs, sockets and devices are
+        removed without being read. Returns how many files were kept."""
         if not parts:
             raise BadPath("bad_path", "the top folder cannot be deleted")
+        path = "/".join(parts)
         with self._locked(area):
             fd, name, st = self._lookup(area, parts)
             try:
                 if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(name, dir_fd=fd)
-                else:
-                    with os.fdopen(paths.open_file(fd, name), "rb") as f:
-                        etag = etag_of(f.read())
-                    self._keep_version(area, fd, name, parts, etag)  # a deleted file can be restored
+                    kept, folders, dropped = self._delete_folder(area, fd, name, parts)
+                elif stat.S_ISREG(st.st_mode):
+                    kept, dropped = [self._keep_deleted(area, fd, name, parts, st)], 0
                     os.unlink(name, dir_fd=fd)
+                    self.trash.add(area, "file", path, kept)
+                else:
+                    os.unlink(name, dir_fd=fd)  # a FIFO, socket or device: nothing to keep
+                    kept, dropped = [], 1
+                    self.quota.add(area, 0, -1)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self._usage.pop(area.key, None)
+        return {"deleted": path, "kept": len(kept), "not_kept": dropped}
+
+    def _keep_deleted(self, area, fd, name, parts, st):
+        version = self._keep_version(area, fd, name, parts, etag_of_file(fd, name))
+        return {"path": "/".join(parts), "version": version, "size": st.st_size}
+
+    def _delete_folder(self, area, parent_fd, name, parts):
+        """Empty and remove a folder however deep; the last version of each
+        file the API could open is kept (at most the files quota of them:
+        a program's mass output is not worth a version each) and the trash
+        remembers them, even if a program's changes stop this half-way.
+        Returns the kept files, the folders and how many files were removed
+        without a version."""
+        kept, folders, dropped = [], ["/".join(parts)], 0
+        freed_bytes = freed_files = 0
+        top = os.open(name, paths.DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            walk = Walk(top)
+            for event, cur, entry, st in walk:
+                # Only what the API could open is worth keeping (and cheap to name).
+                full = (len(parts) + walk.depth <= paths.MAX_DEPTH
+                        and parts + tuple(walk.path(entry).split("/")))
+                reachable = full and all(paths.is_plain(p) for p in full[len(parts):])
+                if event == ENTER:
+                    if reachable:
+                        folders.append("/".join(full))
+                elif event == LEAVE:
+                    _rmdir(cur, entry)
+                    freed_files += 1
+                else:
+                    if stat.S_ISREG(st.st_mode) and reachable and len(kept) < self.limits.quota_files:
+                        kept.append(self._keep_deleted(area, cur, entry, full, st))
+                    else:
+                        dropped += 1
+                        freed_files += 1
+                        if stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                            freed_bytes += st.st_size
+                    os.unlink(entry, dir_fd=cur)
+            _rmdir(parent_fd, name)
+            freed_files += 1
+        finally:
+            os.close(top)
+            self.trash.add(area, "folder", "/".join(parts), kept, folders)
+            self.quota.add(area, -freed_bytes, -freed_files)
+        return kept, folders, dropped
+
+    # -- trash ------------------------------------------------------------
+
+    def trash_list(self, area):
+        """What was deleted and can still be restored, newest first."""
+        return self.trash.list(area, lambda path, version: self.versions.kept(area, path.split("/"), version))
+
+    def trash_restore(self, area, record_id, path=None):
+        """Put back what one delete removed (or only the file `path` of it),
+        never over something there now: {"restored": [...], "skipped": [...]}."""
+        with self._locked(area):
+            record = self.trash.load(area, record_id)
+            chosen = [f for f in record["files"] if path is None or f["path"] == path]
+            if path is not None and not chosen:
+                raise Refused(404, "not_in_trash", "That file is not in this part of the trash.")
+            restored, skipped = [], []
+            if path is None:
+                for folder in record["folders"]:
+                    self._restore_folder(area, tuple(folder.split("/")), skipped)
+            for f in chosen:
+                parts = tuple(f["path"].split("/"))
+                try:
+                    self._save(area, parts, self.read_version(area, parts, f["version"]), if_match=None)
+                    restored.append(f["path"])
+                except Refused as e:
+                    skipped.append({"path": f["path"], "error": e.code, "message": e.message})
+            record["files"] = [f for f in record["files"] if f["path"] not in restored]
+            if path is None:
+                record["folders"] = []
+            self.trash.update(area, record_id, record)
+        return {"restored": restored, "skipped": skipped}
+
+    def _restore_folder(self, area, parts, skipped):
+        try:
+            made = self._missing(area, parts)
+            if made:
+                self.quota.charge(area, 0, made)
+                os.close(self._make_folder(area, parts))
+        except Refused as e:
+            skipped.append({"path": "/".join(parts), "error": e.code, "message": e.message})
 
     # -- zip --------------------------------------------------------------
 
-    def zip_chunks(self, area, parts, chunk_size=256 << 10):
-        """A generator of the bytes of a zip of a folder, made as it is read:
-        memory stays at about one chunk whatever the folder's size. Each
-        `next()` is blocking; the handler runs it in the executor."""
-        sink = _ChunkSink()
+    def zip_chunks(self, area, parts):
+        """A generator of the bytes of a zip of a folder, made as it is read.
+        The first `next()` checks what can be checked before anything is
+        sent (and raises Refused); a later one may still raise, and then
+        the zip is incomplete. Each `next()` is blocking."""
         with self._dir(area, parts) as fd:
-            zf = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=5)
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(dir_fd=fd, follow_symlinks=False):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith(paths.RESERVED_PREFIX))
-                rel = "" if dirpath == "." else dirpath[2:] + "/"
-                for name in sorted(filenames):
-                    if name.startswith(paths.RESERVED_PREFIX):
-                        continue
-                    try:
-                        src = os.fdopen(paths.open_file(dirfd, name), "rb")
-                    except (OSError, BadPath):
-                        continue  # links and vanished files are left out
-                    with src, zf.open(_zipinfo(rel + name, os.fstat(src.fileno())), "w") as dst:
-                        while True:
-                            block = src.read(chunk_size)
-                            if not block:
-                                break
-                            dst.write(block)
-                            if sink.size() >= chunk_size:
-                                yield sink.take()
-                    if sink.size():
-                        yield sink.take()
-            zf.close()
-        if sink.size():
-            yield sink.take()
+            zipstream.check(fd)
+            yield from zipstream.chunks(fd)
 
     # -- teacher tools ----------------------------------------------------
 
     def push(self, src_parts, usernames):
         """Copy a file or folder of course/ into each user's home at the same
-        path, never overwriting: ({username: [copied paths]}, {username: [skipped paths]})."""
+        path, never overwriting: {username: [copied paths]}, {username:
+        [{path, reason}]} and {username: sentence} for homes that failed
+        (the push goes on with the others)."""
         course = Area.course()
         fd, name, st = self._lookup(course, src_parts)
         os.close(fd)
@@ -592,16 +628,28 @@ class Store:
             files = [tuple(src_parts) + tuple(e["path"].split("/")) for e in listing if e["kind"] == "file"]
         else:
             files = [tuple(src_parts)]
-        contents = {f: self.read(course, f)[0] for f in files}
-        copied, skipped = {}, {}
-        for username in usernames:
-            for f, data in contents.items():
+        copied, skipped, failed = {}, {}, {}
+        for f in files:
+            why = "file_too_large"
+            try:
+                data = self.read(course, f, limit=self.limits.max_file_bytes)[0]
+            except Refused as e:
+                data, why = None, e.code
+            for username in usernames:
+                if username in failed:
+                    continue
+                if data is None:
+                    skipped.setdefault(username, []).append({"path": "/".join(f), "reason": why})
+                    continue
                 try:
                     self.save(Area.home(username), f, data, if_match=None)
                     copied.setdefault(username, []).append("/".join(f))
                 except Refused as e:
                     skipped.setdefault(username, []).append({"path": "/".join(f), "reason": e.code})
-        return copied, skipped
+                except Exception as e:  # one broken home must not stop the class's push
+                    log.exception("push of %s into %s's home failed", "/".join(f), username)
+                    failed[username] = f"Could not write into this home: {_reason(e)}"
+        return copied, skipped, failed
 
     # -- housekeeping ------------------------------------------------------
 
@@ -618,44 +666,6 @@ class Store:
             pass
 
 
-class _ChunkSink:
-    """A write-only, unseekable stream that zipfile writes into and the
-    generator empties chunk by chunk."""
-
-    def __init__(self):
-        self._parts = []
-        self._size = 0
-        self._written = 0
-
-    def write(self, b):
-        self._parts.append(bytes(b))
-        self._size += len(b)
-        self._written += len(b)
-        return len(b)
-
-    def tell(self):
-        return self._written
-
-    def flush(self):
-        pass
-
-    def size(self):
-        return self._size
-
-    def take(self):
-        data = b"".join(self._parts)
-        self._parts, self._size = [], 0
-        return data
-
-
-def _zipinfo(name, st):
-    info = zipfile.ZipInfo(name, time.localtime(max(st.st_mtime, 315532800))[:6])
-    info.compress_type = zipfile.ZIP_DEFLATED
-    info.external_attr = 0o644 << 16
-    info.file_size = st.st_size
-    return info
-
-
 def as_text(data):
     if b"\x00" in data:
         return None
@@ -665,12 +675,17 @@ def as_text(data):
         return None
 
 
-def _exists(fd, name):
+def _reason(e):
+    return e.strerror if isinstance(e, OSError) and e.strerror else "an error on the server (it has been logged)"
+
+
+def _rmdir(fd, name):
     try:
-        os.stat(name, dir_fd=fd, follow_symlinks=False)
-        return True
-    except FileNotFoundError:
-        return False
+        os.rmdir(name, dir_fd=fd)
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise Changed() from None  # a program added something meanwhile
+        raise
 
 
 def _unlink_quietly(fd, name):
@@ -678,7 +693,3 @@ def _unlink_quietly(fd, name):
         os.unlink(name, dir_fd=fd)
     except OSError:
         pass
-
-
-def _mib(n):
-    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n // 1024} KiB"

@@ -6,6 +6,11 @@ import { promptDialog, confirmDialog, alertDialog } from "./dialog.js";
 import { showMenu } from "./menu.js";
 import { toast } from "./dom.js";
 import { icon } from "./icons.js";
+import { trashDialog } from "./trash.js";
+
+// What a program may leave that the IDE cannot open: a FIFO, a socket, a
+// device, or a name that is not UTF-8 (shown escaped).
+const OTHER = "Not a file the IDE can open: a pipe, socket or device a program made, or a name that is not UTF-8.";
 
 const parentOf = (path) => (path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : "");
 const join = (folder, name) => (folder ? `${folder}/${name}` : name);
@@ -43,6 +48,7 @@ export class FileTree extends EventTarget {
     try {
       const data = await get(areaUrl("files", this.area) + "?tree=1");
       this.entries = data.entries;
+      this.truncated = data.truncated;
       this.error = null;
     } catch (e) {
       this.error = e.message;
@@ -86,7 +92,11 @@ export class FileTree extends EventTarget {
     if (this.error) list.append(h("li", { class: "tree-note error", role: "none" }, this.error));
     else if (!this.entries.length) list.append(h("li", { class: "tree-note", role: "none" }, this.writable ? "No files yet: use “New file” above." : "No files."));
     else this.renderLevel(list, "", 1);
-    clear(this.el, header, this.collapsed ? null : list, this.upload);
+    if (this.truncated) list.append(h("li", { class: "tree-note", role: "none" }, "Some files are not shown: too many, or in folders nested too deep."));
+    const trash = this.writable && !this.collapsed ? h("button", {
+      class: "tree-trash", type: "button", title: "Restore deleted files and folders", "aria-label": `Trash of ${this.title}`,
+      onclick: () => trashDialog(this.area, this.title, () => this.load()) }, icon("trash"), "Trash") : null;
+    clear(this.el, header, this.collapsed ? null : list, trash, this.upload);
     const rows = [...this.el.querySelectorAll(".tree-row")];
     const focusable = rows.find((r) => r.dataset.path === this.selected) || rows[0];
     if (focusable) focusable.tabIndex = 0;
@@ -97,12 +107,13 @@ export class FileTree extends EventTarget {
     children.sort((a, b) => (a.kind === b.kind ? a.path.localeCompare(b.path) : a.kind === "folder" ? -1 : 1));
     for (const entry of children) {
       const isFolder = entry.kind === "folder";
+      const other = entry.kind === "other";
       const open = this.expanded.has(entry.path);
       const row = h("div", {
-        class: `tree-row ${entry.path === this.activePath ? "active" : ""}`, role: "treeitem",
+        class: `tree-row ${entry.path === this.activePath ? "active" : ""} ${other ? "other" : ""}`, role: "treeitem",
         tabindex: "-1", "aria-level": String(level), "aria-selected": String(entry.path === this.selected),
         "aria-expanded": isFolder ? String(open) : null, dataset: { path: entry.path, kind: entry.kind },
-        title: isFolder ? entry.path : `${entry.path} — ${formatBytes(entry.size)}, changed ${ago(entry.modified)}`,
+        title: isFolder ? entry.path : other ? `${entry.path} — ${OTHER}` : `${entry.path} — ${formatBytes(entry.size)}, changed ${ago(entry.modified)}`,
         style: `--level: ${level - 1}`,
         onclick: () => this.activate(entry),
         onkeydown: (e) => this.onKey(e, entry, row),
@@ -113,7 +124,7 @@ export class FileTree extends EventTarget {
       h("span", { class: "name" }, baseName(entry.path)),
       h("button", { class: "row-menu", type: "button", tabindex: "-1", "aria-label": `Actions for ${baseName(entry.path)}`,
         onclick: (e) => { e.stopPropagation(); this.menu(entry, e.currentTarget); } }, icon("more")));
-      if (this.writable) {
+      if (this.writable && !other) {
         row.draggable = true;
         row.addEventListener("dragstart", (e) => {
           e.dataTransfer.setData("application/x-pyclassroom-path", JSON.stringify({ area: this.area, path: entry.path }));
@@ -162,7 +173,9 @@ export class FileTree extends EventTarget {
 
   activate(entry) {
     this.selected = entry.path;
-    if (entry.kind === "folder") {
+    if (entry.kind === "other") {
+      toast(`${entry.path}: ${OTHER}`, "warn", 6000);
+    } else if (entry.kind === "folder") {
       if (this.expanded.has(entry.path)) this.expanded.delete(entry.path);
       else this.expanded.add(entry.path);
       this.render();
@@ -217,6 +230,12 @@ export class FileTree extends EventTarget {
     this.selected = entry.path;
     const isFile = entry.kind === "file";
     const items = [];
+    if (entry.kind === "other") {
+      if (this.writable) items.push({ label: "Delete…", danger: true, action: () => this.remove(entry) });
+      else items.push({ label: OTHER, action: () => {} });
+      showMenu(anchor, items, at);
+      return;
+    }
     if (isFile) items.push({ label: "Open", action: () => this.activate(entry) });
     if (this.writable) {
       if (!isFile) {
@@ -326,8 +345,9 @@ export class FileTree extends EventTarget {
   async remove(entry) {
     const folder = entry.kind === "folder";
     const ok = await confirmDialog(`Delete ${baseName(entry.path)}?`,
-      folder ? `The folder “${entry.path}” and everything in it will be deleted.`
-        : `“${entry.path}” will be deleted. Its earlier versions are kept in its history.`,
+      folder ? `The folder “${entry.path}” and everything in it will be deleted. Its files can be restored from the Trash.`
+        : entry.kind === "other" ? `“${entry.path}” will be deleted. ${OTHER}`
+          : `“${entry.path}” will be deleted. It can be restored from the Trash, and its earlier versions stay in its history.`,
       { ok: "Delete", danger: true });
     if (!ok) return;
     try {

@@ -24,6 +24,8 @@ const PATHS = {
   lock: "M6 11h12v10H6z M8 11V7a4 4 0 0 1 8 0v4",
 };
 
+PATHS.trash = PATHS.clear;
+
 export function icon(name, label = null) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");

@@ -1,0 +1,37 @@
+"""How many file threads one user's requests may hold at once, per worker.
+
+The file executor is shared by the whole class. Without a bound, one
+student's forty tabs (or a script) fill every file thread, their changes
+waiting on their own area's lock, and everyone else's loads and saves
+queue behind them. Here a user's calls take a place first: at most
+PER_USER of them run (or wait for a thread) at a time; the rest wait on the
+IOLoop, where waiting costs nothing, and past MAX_WAITING they are refused
+with a 503 the client retries. An entry lives only while it is in use.
+"""
+import asyncio
+from contextlib import asynccontextmanager
+
+from ..errors import Refused
+
+PER_USER = 4
+MAX_WAITING = 64
+
+_places = {}  # username -> [asyncio.Semaphore, calls holding or waiting]
+
+
+@asynccontextmanager
+async def place(username):
+    entry = _places.get(username)
+    if entry is None:
+        entry = _places[username] = [asyncio.Semaphore(PER_USER), 0]
+    if entry[1] >= PER_USER + MAX_WAITING:
+        raise Refused(503, "too_many_requests", "Too many of your file requests at once. Try again in a moment.",
+                      retry_after=1)
+    entry[1] += 1
+    try:
+        async with entry[0]:
+            yield
+    finally:
+        entry[1] -= 1
+        if not entry[1]:
+            del _places[username]

@@ -1,0 +1,217 @@
+"""Earlier versions of files, kept on STORAGE_ROOT beside the homes.
+
+    .system/history/<area>/<sha256 of the path>/<time_ns>-<etag>
+
+A version is the old file itself, hard-linked (no copy) before a save
+replaces it or a delete removes it. Each file keeps its last
+`history_versions`; besides, when a home needs room the oldest versions of
+the whole area go first (`evict`), since versions count in its quota.
+Callers hold the area's lock for every change.
+"""
+import errno
+import hashlib
+import os
+import stat
+import time
+
+from ..errors import Refused
+from . import paths
+from .walk import FILE, Walk
+
+
+def etag_of(data):
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
+def etag_of_file(dir_fd, name):
+    """The etag of a regular file, read in blocks (never a FIFO: NotAFile)."""
+    digest = hashlib.sha256()
+    with os.fdopen(paths.open_regular(dir_fd, name), "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()[:20]
+
+
+def _is_version(name):
+    return name[:1].isdigit()
+
+
+class History:
+    def __init__(self, root_fd, limits):
+        self.root_fd, self.limits = root_fd, limits
+
+    def _area_parts(self, area):
+        return (".system", "history", area.slug)
+
+    def parts(self, area, parts):
+        digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+        return self._area_parts(area) + (digest,)
+
+    def keep(self, area, dir_fd, name, parts, etag):
+        """Keep the regular file `name` in `dir_fd` (at `parts`) as a version;
+        returns its name and (bytes, files) freed by dropping versions past
+        the limit."""
+        hfd = paths.open_dir(self.root_fd, self.parts(area, parts), create=True)
+        try:
+            version = f"{time.time_ns()}-{etag}"
+            try:
+                os.link(name, version, src_dir_fd=dir_fd, dst_dir_fd=hfd, follow_symlinks=False)
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+                self._copy(dir_fd, name, hfd, version)
+            versions = sorted(v for v in os.listdir(hfd) if _is_version(v))
+            freed = _drop(hfd, versions[:-self.limits.history_versions])
+            os.fsync(hfd)
+            return version, freed
+        finally:
+            os.close(hfd)
+
+    @staticmethod
+    def _copy(dir_fd, name, hfd, version):
+        with os.fdopen(paths.open_regular(dir_fd, name), "rb") as src:
+            vfd = paths.open_file(hfd, version, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(vfd, "wb") as dst:
+                while block := src.read(1 << 20):
+                    dst.write(block)
+                os.fsync(dst.fileno())
+
+    def list(self, area, parts):
+        """Earlier versions of a file, newest first."""
+        try:
+            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+        except FileNotFoundError:
+            return []
+        try:
+            out = []
+            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), reverse=True):
+                try:
+                    st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # evicted meanwhile
+                ns, etag = v.split("-", 1)
+                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": int(ns) / 1e9})
+            return out
+        finally:
+            os.close(hfd)
+
+    def read(self, area, parts, version, limit):
+        """The bytes of a version (413 if it holds more than `limit`)."""
+        if not version or "/" in version or not _is_version(version) or paths.name_problem(version):
+            raise Refused(404, "no_such_version", "There is no such version.")
+        try:
+            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+            try:
+                with os.fdopen(paths.open_regular(hfd, version), "rb") as f:
+                    if os.fstat(f.fileno()).st_size > limit:
+                        raise Refused(413, "file_too_large", "This version is too large to open here.")
+                    return f.read()
+            finally:
+                os.close(hfd)
+        except FileNotFoundError:
+            raise Refused(404, "no_such_version", "This version is no longer kept.") from None
+
+    def kept(self, area, parts, version):
+        """Is `version` of the file at `parts` still kept?"""
+        try:
+            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+        except FileNotFoundError:
+            return False
+        try:
+            return paths.exists(hfd, version)
+        finally:
+            os.close(hfd)
+
+    def move(self, area, src, dst):
+        """History follows a moved file (a moved folder's files keep theirs
+        under the old paths: they stay readable there)."""
+        old, new = self.parts(area, src), self.parts(area, dst)
+        try:
+            hfd = paths.open_dir(self.root_fd, old[:-1])
+        except FileNotFoundError:
+            return
+        try:
+            os.rename(old[-1], new[-1], src_dir_fd=hfd, dst_dir_fd=hfd)
+        except OSError:
+            pass  # no history, or the new path has one already
+        finally:
+            os.close(hfd)
+
+    # -- the area as a whole (quota) --------------------------------------------
+
+    def measure(self, area, seen, max_entries):
+        """(bytes, versions) of the area's history; inodes in `seen` (already
+        counted in the home) are not counted twice, and are added to it."""
+        total = count = 0
+        try:
+            afd = paths.open_dir(self.root_fd, self._area_parts(area))
+        except FileNotFoundError:
+            return 0, 0
+        try:
+            walk = Walk(afd, max_depth=2, max_entries=max_entries)
+            for event, _, name, st in walk:
+                if event == FILE and _is_version(name):
+                    count += 1
+                    total += counted_bytes(st, seen)
+        finally:
+            os.close(afd)
+        return total, count
+
+    def evict(self, area, bytes_needed, files_needed):
+        """Drop the area's oldest versions until (bytes, files) as large as
+        asked are freed, or none are left; returns what was freed."""
+        try:
+            afd = paths.open_dir(self.root_fd, self._area_parts(area))
+        except FileNotFoundError:
+            return 0, 0
+        try:
+            versions = []
+            for event, _, name, _st in (walk := Walk(afd, max_depth=2)):
+                if event == FILE and _is_version(name) and walk.depth == 2:
+                    versions.append((name, walk.path(name).split("/")[0]))
+            versions.sort()
+            freed_bytes = freed_files = 0
+            for version, digest in versions:
+                if freed_bytes >= bytes_needed and freed_files >= files_needed:
+                    break
+                hfd = paths.open_dir(afd, (digest,))
+                try:
+                    b, f = _drop(hfd, [version])
+                finally:
+                    os.close(hfd)
+                freed_bytes, freed_files = freed_bytes + b, freed_files + f
+                try:
+                    os.rmdir(digest, dir_fd=afd)
+                except OSError:
+                    pass  # other versions left
+            return freed_bytes, freed_files
+        finally:
+            os.close(afd)
+
+
+def counted_bytes(st, seen):
+    """The bytes a regular file adds to a count: none if another name of
+    the same inode was counted already."""
+    if not stat.S_ISREG(st.st_mode):
+        return 0
+    if st.st_nlink > 1:
+        if (st.st_dev, st.st_ino) in seen:
+            return 0
+        seen.add((st.st_dev, st.st_ino))
+    return st.st_size
+
+
+def _drop(hfd, versions):
+    """Unlink versions; (bytes, files) freed (a version whose inode has
+    another name frees no bytes)."""
+    freed_bytes = freed_files = 0
+    for v in versions:
+        try:
+            st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
+            os.unlink(v, dir_fd=hfd)
+        except FileNotFoundError:
+            continue
+        freed_files += 1
+        if st.st_nlink == 1:
+            freed_bytes += st.st_size
+    return freed_bytes, freed_files

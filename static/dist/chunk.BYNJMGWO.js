@@ -1,1 +1,0 @@
-import{a,b,c}from"./chunk.XZVGLTKV.js";import"./chunk.Y22CCQOL.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.5LSPULQZ.js";import"./chunk.DSV4UYKH.js";export{b as Editor,a as commonExtensions,c as viewer};

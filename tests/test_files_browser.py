@@ -1,0 +1,58 @@
+"""The Trash view and what a program leaves, in a real browser (Debian's
+Chromium driven by Playwright) against the real server: delete a folder,
+restore one of its files from the Trash; a FIFO is shown as something the
+IDE cannot open, and can be deleted."""
+import os
+import re
+
+import pytest
+
+from tests.browser import browser, new_page, shot, login, open_file, editor_text, expect  # noqa: F401
+from tests.helpers import create_user
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_delete_a_folder_then_restore_a_file_from_the_trash(start_server, new_page):
+    server = start_server(processes=1)
+    create_user(server.env["DATABASE_URL"], "ada", "ada-password")
+    api = server.client()
+    api.login_ok("ada", "ada-password")
+    for path, text in (("proj/main.py", "print('main')\n"), ("proj/util.py", "def f(): pass\n")):
+        assert api.request("PUT", "/api/files/home/" + path, data=text.encode()).status_code == 200
+    home_dir = os.path.join(server.env["DATA_DIR"], "storage", "home", "ada")
+    os.mkfifo(os.path.join(home_dir, "trap.txt"))  # as a program could
+
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    home = page.locator('.tree-section[data-area="home"]')
+
+    # The FIFO is listed, marked as not openable, and can be deleted.
+    trap = home.locator('.tree-row[data-path="trap.txt"]')
+    expect(trap).to_have_class(re.compile(r"\bother\b"))
+    trap.click(button="right")
+    page.get_by_role("menuitem", name="Delete…").click()
+    page.get_by_role("dialog", name="Delete trap.txt?").get_by_role("button", name="Delete").click()
+    expect(trap).to_have_count(0)
+
+    home.locator('.tree-row[data-path="proj"]').focus()
+    page.keyboard.press("Delete")
+    confirm = page.get_by_role("dialog", name="Delete proj?")
+    expect(confirm).to_contain_text("restored from the Trash")
+    confirm.get_by_role("button", name="Delete").click()
+    expect(home.locator('.tree-row[data-path="proj"]')).to_have_count(0)
+
+    page.get_by_role("button", name="Trash of My files").click()
+    trash = page.get_by_role("dialog", name="Trash of My files")
+    expect(trash.locator('.trash-entry[data-path="proj"]')).to_contain_text("2 files")
+    shot(page, "20-trash")
+    trash.get_by_role("button", name="Restore proj/util.py").click()
+    expect(trash.locator('.trash-files li[data-path="proj/util.py"]')).to_have_count(0)
+    expect(trash.locator('.trash-files li[data-path="proj/main.py"]')).to_be_visible()
+    trash.get_by_role("button", name="Close").first.click()
+
+    home.locator('.tree-row[data-path="proj"]').click()
+    open_file(page, "proj/util.py")
+    assert editor_text(page).strip() == "def f(): pass"
+    assert api.get("/api/files/home/proj/main.py").status_code == 404  # only the one chosen came back
+    assert page.errors == []
