@@ -366,3 +366,61 @@ def test_the_server_says_which_defences_this_machine_gives(isolated_server):
     assert defences["own_uid"] == (os.geteuid() == 0)
     line = server.wait_for_line(r"student programs run in the")
     assert ("seccomp filter on" in line) == has_seccomp
+
+
+WRITE_PAST_QUOTA = '''
+import sys, time
+# Files under the file-size limit, together past the home's quota.
+for n in range(int(sys.argv[1])):
+    with open(f"big{n}.bin", "wb") as f:
+        f.write(b"x" * (1536 << 10))
+    time.sleep(float(sys.argv[2]))
+print("wrote them all", flush=True)
+'''
+
+
+def test_a_program_writing_past_the_quota_is_told_and_the_next_save_and_run_refused(start_server):
+    server = start_server(SANDBOX="local", QUOTA_BYTES=5 << 20, RUN_FILE_MB=2)
+    ada = student(server, "ada")
+    save(ada, "fill.py", WRITE_PAST_QUOTA)
+
+    async def fill():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as rc:
+            exit_ = await rc.run("fill.py", args=["8", "0"])
+            return exit_, await rc.until("notice", 30)  # right after the exit
+    exit_, notice = asyncio.run(fill())
+    assert exit_["reason"] == "ok"
+    assert "over its quota" in notice["message"] and "Delete at least" in notice["message"]
+    # The next save and the next run are refused, saying how much to delete.
+    save_answer = ada.request("PUT", "/api/files/home/new.py", data=b"print(1)\n", headers={"If-Match": "*"})
+    assert save_answer.status_code == 507 and "Delete at least" in save_answer.json()["message"]
+
+    async def run_again():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="fill.py", args=["1", "0"])
+            return await rc.until("error", 60)
+    refused = asyncio.run(run_again())
+    assert refused["error"] == "quota_exceeded" and "Delete at least" in refused["message"]
+    # The teacher sees it in the roster.
+    from tests.helpers import create_user
+    create_user(server.env["DATABASE_URL"], "teacher1", "teacher1-password", role="teacher")
+    teacher = server.client()
+    teacher.login_ok("teacher1", "teacher1-password")
+    roster = {s["username"]: s for s in teacher.get("/api/roster").json()["students"]}
+    assert roster["ada"]["over_quota"] and roster["ada"]["disk_bytes"] > 5 << 20
+    # Deleting brings the student back.
+    for n in range(8):
+        assert ada.request("DELETE", f"/api/files/home/big{n}.bin").status_code == 200
+    exit_, rc = run(server, ada, "print('back')\n", path="back.py")
+    assert exit_["reason"] == "ok" and rc.output("stdout") == "back\r\n", rc.messages
+    assert_all_released(server, ada, "ada")
+
+
+def test_a_program_that_keeps_writing_is_stopped_at_the_quota(start_server):
+    server = start_server(SANDBOX="local", QUOTA_BYTES=5 << 20, RUN_FILE_MB=2, RUN_CPU_SECONDS=60)
+    ada = student(server, "ada")
+    exit_, rc = run(server, ada, WRITE_PAST_QUOTA, args=["400", "0.2"], path="fill.py", timeout=120)
+    assert exit_["reason"] == "disk_limit", rc.messages
+    home = os.path.join(server.env["DATA_DIR"], "storage", "home", "ada")
+    written = sum(os.path.getsize(os.path.join(home, n)) for n in os.listdir(home) if n.startswith("big"))
+    assert written < 400 * (1536 << 10)  # stopped long before it was done

@@ -40,16 +40,20 @@ class StatusHandler(ApiHandler):
 
 
 class RosterHandler(ApiHandler):
-    """GET the class: every student with their last save time."""
+    """GET the class: every student with their last save time and what
+    their home held after their last run (and whether it is over quota)."""
 
     async def get(self):
         await self.require_user("teacher", "admin")
+        cfg = self.ctx.cfg
         rows = await self.ctx.pool.fetch(
-            """SELECT username, display_name, active, last_save_at FROM users
+            """SELECT username, display_name, active, last_save_at, disk_bytes, disk_files FROM users
                WHERE role = 'student' ORDER BY username""")
         self.finish_json({"students": [
             {"username": r["username"], "display_name": r["display_name"], "active": r["active"],
-             "last_save_at": r["last_save_at"].isoformat() if r["last_save_at"] else None}
+             "last_save_at": r["last_save_at"].isoformat() if r["last_save_at"] else None,
+             "disk_bytes": r["disk_bytes"], "disk_files": r["disk_files"],
+             "over_quota": (r["disk_bytes"] or 0) > cfg.QUOTA_BYTES or (r["disk_files"] or 0) > cfg.QUOTA_FILES}
             for r in rows]})
 
 

@@ -148,6 +148,8 @@ class Store:
 
     def _lookup(self, area, parts):
         """(parent fd, name, stat) of an existing path; the caller closes fd."""
+        if not parts:
+            raise NotAFile(area.key.split("/")[-1])  # the area's own folder
         parent, name = parts[:-1], parts[-1]
         try:
             fd = paths.open_dir(self._root_fd, area.parts + tuple(parent))
@@ -430,6 +432,22 @@ class Store:
         and its earlier versions; `fresh` walks now and updates the record."""
         with self._locked(area):
             return self.quota.usage(area, fresh)
+
+    def measure(self, area):
+        """After something outside the store wrote the area (a program): walk
+        it now; (bytes, files, the quota sentence or None)."""
+        with self._locked(area):
+            used, files = self.quota.usage(area, True)
+            return used, files, self.quota.problem(area)
+
+    def check_runnable(self, area, parts):
+        """Refused unless `parts` is a file its student may run now: a file,
+        in a home within its quota."""
+        if not self.is_file(area, parts):
+            raise Refused(400, "not_a_file", "Only a file can be run.")
+        problem = self.quota_problem(area)
+        if problem:
+            raise Refused(507, "quota_exceeded", problem)
 
     def quota_problem(self, area, fresh=False):
         """None when the area is within its quota, else the sentence for the

@@ -27,13 +27,22 @@ class RunSocket(websocket.WebSocketHandler):
         return self.application.settings["ctx"].runs
 
     async def prepare(self):
-        """Refuse the upgrade (JSON 401) without a valid session."""
+        """Refuse the upgrade (a JSON 401) without a valid session, (a JSON
+        503) while the database cannot tell."""
         self.conn = None
-        self.user, problem, self.token = await user_for_session(self)
+        try:
+            self.user, problem, self.token = await user_for_session(self)
+        except Refused as e:  # the database is unavailable
+            return self.refuse(e.status, e.code, e.message, e.retry_after)
         if self.user is None:
-            self.set_status(401)
-            self.set_header("Content-Type", "application/json; charset=utf-8")
-            self.finish(json.dumps({"error": problem, "message": "Log in first."}))
+            self.refuse(401, problem, "Log in first.")
+
+    def refuse(self, status, code, message, retry_after=None):
+        self.set_status(status)
+        if retry_after:
+            self.set_header("Retry-After", str(retry_after))
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps({"error": code, "message": message}))
 
     def open(self):
         self.set_nodelay(True)  # small frames must not wait for a delayed ACK

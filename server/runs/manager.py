@@ -172,6 +172,8 @@ class RunManager:
             job.conn.job = None
         if message:
             await job.conn.send(message)
+        if job.run is not None:
+            await self._measure_home(job.conn)
         job.done.set()
         if job.conn.closed.is_set():
             self._forget(job.conn)  # the last job of a student who left: their sandbox goes now
@@ -183,8 +185,7 @@ class RunManager:
         ctx, conn = self.ctx, job.conn
         user = conn.student.user
         area = Area.home(user["username"])
-        if not await ctx.files.run(ctx.store.is_file, area, job.parts):
-            return refusal("not_a_file", "Only a file can be run.")
+        await ctx.files.run(ctx.store.check_runnable, area, job.parts)  # a file, the home within its quota
         claim = f"{id(job):x}-{time.monotonic_ns():x}"
         claimed = await runlock.claim(ctx.pool, user["username"], claim, conn.token_hash)
         if claimed == "session_ended":
@@ -211,7 +212,7 @@ class RunManager:
         metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
 
         job.state = "running"
-        job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send)
+        job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area))
         job.sandboxed.runs_left -= 1
         metrics.RUNS_ACTIVE.inc()
         if conn.closed.is_set():
@@ -265,6 +266,28 @@ class RunManager:
                 log.exception("could not release the run lock of %s (it goes stale in %d s)",
                               student.user["username"], runlock.STALE)
         job.state = "ended"
+
+    # -- the home's quota ----------------------------------------------------------
+
+    async def _over_quota(self, area):
+        """While a program runs: has its home gone over its quota?"""
+        return await self.ctx.files.run(self.ctx.store.quota_problem, area, True) is not None
+
+    async def _measure_home(self, conn):
+        """After a run: what the home holds now (the program may have written
+        anything), for the student's next save or run and the teacher's
+        roster; the student is told at once when it is over its quota."""
+        user = conn.student.user
+        try:
+            used, files, problem = await self.ctx.files.run(self.ctx.store.measure, Area.home(user["username"]))
+            await self.ctx.pool.execute(
+                "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
+                user["id"], used, files)
+        except Refused as e:  # busy, or the database away: the next run measures again
+            log.info("could not measure the home of %s after a run: %s", user["username"], e.message)
+            return
+        if problem:
+            await conn.send({"type": "notice", "message": problem})
 
     # -- sandboxes kept ready -------------------------------------------------
 

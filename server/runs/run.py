@@ -30,6 +30,7 @@ FLUSH_BYTES = 16 << 10
 KILL_GRACE = 1.0  # seconds the output may take to end after the kill
 CHECK_SECONDS = 0.25
 DISK_CHECK_SECONDS = 3.0
+DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 
 MESSAGES = {
@@ -220,7 +221,7 @@ class Run:
 
     async def _watchdog(self, started, cpu_before):
         cfg = self.cfg
-        next_disk_check = started + DISK_CHECK_SECONDS
+        next_disk_check, cpu_at_disk_check = started + DISK_CHECK_SECONDS, cpu_before
         while True:
             await asyncio.sleep(CHECK_SECONDS)
             now = time.monotonic()
@@ -232,10 +233,13 @@ class Run:
             if cpu is not None and cpu_before is not None and \
                     cpu - cpu_before > cfg.RUN_CPU_SECONDS + CPU_GRACE_SECONDS:
                 return await self.stop("cpu_limit")  # many processes, each under its own limit
-            if self.disk_check and now >= next_disk_check:
+            # The home is walked only while the program works: one waiting
+            # for input writes nothing.
+            working = cpu is None or cpu_at_disk_check is None or cpu - cpu_at_disk_check > DISK_CHECK_CPU
+            if self.disk_check and now >= next_disk_check and working:
                 if await self.disk_check():
                     return await self.stop("disk_limit")
-                next_disk_check = time.monotonic() + DISK_CHECK_SECONDS
+                next_disk_check, cpu_at_disk_check = time.monotonic() + DISK_CHECK_SECONDS, cpu
 
     def _exit_message(self, exit_, oom, cpu_used, duration):
         status = self.status or {}

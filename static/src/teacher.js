@@ -43,7 +43,8 @@ export class Roster extends EventTarget {
           onclick: () => this.choose(s.username),
         },
         h("span", { class: "student-name" }, s.display_name, s.active ? null : " (deactivated)"),
-        h("span", { class: "student-meta" }, `${s.username} · saved ${ago(s.last_save_at)}`)))));
+        h("span", { class: "student-meta" }, `${s.username} · saved ${ago(s.last_save_at)}`,
+          s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " over quota") : null)))));
   }
 
   choose(username) {
