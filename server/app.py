@@ -5,14 +5,14 @@ import time
 from tornado import web
 
 from . import metrics
+from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler, MeHandler, PasswordHandler,
+                                UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
-from .admin.handlers import (ImportUsersHandler, PushHandler, RosterHandler, UserActiveHandler,
-                             UserPasswordHandler, UsersHandler)
-from .auth.handlers import LoginHandler, LogoutHandler, MeHandler, PasswordHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
+from .teaching.handlers import PushHandler, RosterHandler
 from .web import NotFoundHandler, WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")

@@ -70,6 +70,6 @@ class PerfCheckHandler(BaseHandler):
 class MetricsHandler(BaseHandler):
     async def get(self):
         metrics.update_pool(self.ctx.pool)
-        body = await self.ctx.files.run(metrics.render)
+        body = await self.ctx.file_threads.run(metrics.render)
         self.set_header("Content-Type", metrics.CONTENT_TYPE_LATEST)
         self.finish(body)

@@ -4,7 +4,9 @@ For the jobs a teacher or operator does outside the web UI: create one
 account, import a class from a CSV file, reset a forgotten password, lock
 or unlock an account, list accounts. It reads the same settings as the
 server (DATABASE_URL, DATA_DIR), so with DATABASE_URL unset it works on the
-embedded PostgreSQL, whether or not the server is running.
+embedded PostgreSQL, whether or not the server is running. Every command is
+the accounts service's (accounts/service.py), as the admin pages use it:
+only the arguments and the printing are here.
 
 Exit status: 0 done, 1 refused (one clear line on stderr, nothing changed),
 2 usage error.
@@ -18,68 +20,63 @@ import os
 import sys
 
 import asyncpg
-import psycopg2
-import psycopg2.extras
 
 from . import config, db
-from .auth import passwords, roster
+from .accounts import class_list, rules
+from .accounts.service import Accounts
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
+from .errors import Refused
+from .executor import BoundedExecutor
 
 ACTOR = "manage"
 
 
-class Refused(Exception):
-    """Bad input or an impossible request; the message is shown as is."""
+class Usage(Exception):
+    """The command cannot be done as asked; the message is shown as is."""
 
 
-# --- database -------------------------------------------------------------
-
-async def _migrate(dsn):
-    conn = await asyncpg.connect(dsn, timeout=15)
-    try:
-        async with db.locked(conn):
-            await db.migrate(conn)
-    finally:
-        await conn.close()
-
-
-def _connect(dsn):
-    """Bring the schema up to date, then open the psycopg2 connection."""
-    try:
-        asyncio.run(_migrate(dsn))
-        return psycopg2.connect(dsn, connect_timeout=15)
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
-            psycopg2.Error, ValueError) as e:
-        raise Refused(f"cannot use the database: {_first_line(e)}") from None
-
+# --- the service, on DATABASE_URL or the embedded PostgreSQL -----------------
 
 @contextlib.contextmanager
-def database(cfg):
-    """A psycopg2 connection to DATABASE_URL, or to the embedded PostgreSQL
-    under DATA_DIR (stopped again on leaving unless a server still uses it)."""
+def database_url(cfg):
+    """DATABASE_URL, or the embedded PostgreSQL under DATA_DIR (stopped again
+    on leaving unless a server still uses it)."""
     if cfg.DATABASE_URL:
-        conn = _connect(cfg.DATABASE_URL)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        yield cfg.DATABASE_URL
         return
     pg = EmbeddedPostgres(cfg.DATA_DIR)
     try:
         dsn = pg.start()
-    except (EmbeddedPostgresError, OSError, psycopg2.Error) as e:
+    except (EmbeddedPostgresError, OSError) as e:
         with contextlib.suppress(Exception):
             pg.stop()  # releases our share of the cluster even after a partial start
-        raise Refused(f"cannot start the embedded PostgreSQL in {cfg.DATA_DIR}: {_first_line(e)}") \
-            from None
+        raise Usage(f"cannot start the embedded PostgreSQL in {cfg.DATA_DIR}: {_first_line(e)}") from None
     try:
-        conn = _connect(dsn)
-        try:
-            yield conn
-        finally:
-            conn.close()
+        yield dsn
     finally:
         pg.stop()
+
+
+@contextlib.asynccontextmanager
+async def accounts_on(cfg, dsn):
+    """The accounts service on `dsn`, with the schema brought up to date."""
+    try:
+        conn = await asyncpg.connect(dsn, timeout=15)
+        try:
+            async with db.locked(conn):
+                await db.migrate(conn)
+        finally:
+            await conn.close()
+        pool = await db.create_pool(dsn, 2, acquire_timeout=15, query_timeout=60, connect_timeout=15)
+    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, RuntimeError,
+            ValueError) as e:
+        raise Usage(f"cannot use the database: {_first_line(e)}") from None
+    hasher = BoundedExecutor("hash", os.cpu_count() or 1, max_pending=100_000)  # a class at a time
+    try:
+        yield Accounts(pool, hasher, cfg)
+    finally:
+        hasher.shutdown()
+        await pool.close()
 
 
 def _first_line(error):
@@ -87,58 +84,47 @@ def _first_line(error):
     return text.splitlines()[0]
 
 
-def audit(cur, action, subject, **detail):
-    cur.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES (%s, %s, %s, %s)",
-                (ACTOR, action, subject, psycopg2.extras.Json(detail)))
-
-
-# --- validation -----------------------------------------------------------
+# --- the commands -----------------------------------------------------------------
 
 def username_arg(text):
-    username = passwords.normalize_username(text)
-    problem = passwords.username_problem(username)
+    username = rules.normalize_username(text)
+    problem = rules.username_problem(username)
     if problem:
-        raise Refused(f"{text!r} is not a valid username: {problem}")
+        raise Usage(f"{text!r} is not a valid username: {problem}")
     return username
 
 
-# --- create-user ----------------------------------------------------------
-
 def prepare_create_user(args):
     args.name = (args.name if args.name is not None else args.username).strip()
-    problem = roster.display_name_problem(args.name)
-    if args.password is not None:
-        problem = problem or passwords.password_problem(args.password)
-    if problem:
-        raise Refused(problem)
+    problems = rules.new_account_problems(args.username, args.name, args.role, args.password)
+    if problems:
+        raise Usage(problems[0])
 
 
-def cmd_create_user(conn, args):
-    username, name = args.username, args.name
-    password = args.password or passwords.generate_password()
-    password_hash = passwords.hash_password(password)
-    with conn, conn.cursor() as cur:
-        cur.execute("""INSERT INTO users (username, display_name, role, password_hash)
-                       VALUES (%s, %s, %s, %s) ON CONFLICT (username) DO NOTHING RETURNING id""",
-                    (username, name, args.role, password_hash))
-        if cur.fetchone() is None:
-            raise Refused(f"user {username!r} already exists")
-        audit(cur, "create_user", username, role=args.role)
-    print(f"created {args.role} {username!r} ({name})")
+async def cmd_create_user(accounts, args):
+    _, password = await accounts.create_user(ACTOR, args.username, args.name, args.role, args.password)
+    print(f"created {args.role} {args.username!r} ({args.name})")
     if args.password is None:
         print(f"password: {password}")
     return 0
 
 
-# --- import-users ---------------------------------------------------------
-
-def read_rows(path):
-    """A Row for every non-blank data row of the CSV file."""
+def prepare_import(args):
+    """Everything that needs no database: read and check the file."""
     try:
-        with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: spreadsheets add a BOM
-            return roster.parse_rows(csv.reader(f))
+        with open(args.file, newline="", encoding="utf-8-sig") as f:  # -sig: spreadsheets add a BOM
+            rows = class_list.parse_rows(csv.reader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise Refused(f"cannot read {path}: {_first_line(e)}") from None
+        raise Usage(f"cannot read {args.file}: {_first_line(e)}") from None
+    if not rows:
+        raise Usage(f"{args.file} has no user rows")
+    invalid = [r for r in rows if r.problem]
+    if invalid:
+        for r in invalid:
+            print(f"line {r.line}: {r.username or '(no username)'}: {r.problem}", file=sys.stderr)
+        raise Usage(f"{len(invalid)} of {len(rows)} rows of {args.file} are invalid; nothing was created")
+    args.rows = rows
+    args.out = _open_passwords_out(args.passwords_out) if args.passwords_out else None
 
 
 def _open_passwords_out(path):
@@ -147,147 +133,69 @@ def _open_passwords_out(path):
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        raise Refused(f"{path} already exists; choose a new file for the passwords") from None
+        raise Usage(f"{path} already exists; choose a new file for the passwords") from None
     except OSError as e:
-        raise Refused(f"cannot create {path}: {e.strerror}") from None
+        raise Usage(f"cannot create {path}: {e.strerror}") from None
     os.fchmod(fd, 0o600)  # whatever the umask
     return os.fdopen(fd, "w", newline="", encoding="utf-8")
 
 
-def prepare_import(args):
-    """Everything that needs no database: read and check the file."""
-    rows = read_rows(args.file)
-    if not rows:
-        raise Refused(f"{args.file} has no user rows")
-    invalid = [r for r in rows if r.problem]
-    if invalid:
-        for r in invalid:
-            print(f"line {r.line}: {r.username or '(no username)'}: {r.problem}", file=sys.stderr)
-        raise Refused(f"{len(invalid)} of {len(rows)} rows of {args.file} are invalid; "
-                      "nothing was created")
-    args.rows = rows
-
-
-def cmd_import_users(conn, args):
-    out = _open_passwords_out(args.passwords_out) if args.passwords_out else None
+async def cmd_import_users(accounts, args):
+    out = args.out
     try:
-        created, report = _import(conn, args.rows, os.path.basename(args.file))
+        report = await accounts.import_rows(ACTOR, args.rows, source=os.path.basename(args.file))
     except BaseException:
         if out:  # nothing was created: leave no empty password list behind
             out.close()
             os.unlink(args.passwords_out)
         raise
-    generated = [r for r, outcome in report if outcome == "created" and r.password is None]
-    for r, outcome in report:
-        note = f" ({r.role})" if outcome == "created" else ""
-        if r in generated and not out:
-            note += f"  password: {created[r.username]}"
-        print(f"line {r.line}: {r.username:<20} {outcome}{note}")
+    for r in report:
+        note = f" ({r.role})" if r.created else ""
+        if r.password and not out:
+            note += f"  password: {r.password}"
+        print(f"line {r.line}: {r.username:<20} {'created' if r.created else 'skipped: already exists'}{note}")
+    generated = [r for r in report if r.password]
     if out:
         with out:
             writer = csv.writer(out)
             writer.writerow(["username", "display_name", "password"])
-            writer.writerows((r.username, r.name, created[r.username]) for r in generated)
+            writer.writerows((r.username, r.name, r.password) for r in generated)
         print(f"{len(generated)} generated password(s) written to {args.passwords_out}")
-    outcomes = [outcome for _, outcome in report]
-    print(f"created {outcomes.count('created')}, skipped {len(outcomes) - outcomes.count('created')}, "
-          "invalid 0")
+    created = sum(r.created for r in report)
+    print(f"created {created}, skipped {len(report) - created}, invalid 0")
     return 0
 
 
-def _import(conn, rows, source):
-    """Create the rows' accounts in one transaction; return
-    ({username: password} of those created, [(row, outcome)])."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT username FROM users WHERE username = ANY(%s)",
-                    ([r.username for r in rows],))
-        existing = {u for (u,) in cur.fetchall()}
-    conn.rollback()  # hashing takes a while; hold no snapshot meanwhile
-    new = [r for r in rows if r.username not in existing]
-    plain = {r.username: r.password or passwords.generate_password() for r in new}
-    hashes = roster.hash_all([plain[r.username] for r in new])
-    inserted = set()
-    with conn, conn.cursor() as cur:
-        # ON CONFLICT: an account made since the check above is skipped too.
-        if new:
-            done = psycopg2.extras.execute_values(
-                cur, """INSERT INTO users (username, display_name, role, password_hash) VALUES %s
-                        ON CONFLICT (username) DO NOTHING RETURNING username""",
-                [(r.username, r.name, r.role, h) for r, h in zip(new, hashes)], fetch=True)
-            inserted = {u for (u,) in done}
-        for r in new:
-            if r.username in inserted:
-                audit(cur, "create_user", r.username, role=r.role, source=source)
-    report = [(r, "created" if r.username in inserted else "skipped: already exists") for r in rows]
-    return {u: plain[u] for u in inserted}, report
-
-
-# --- reset-password, activate, deactivate --------------------------------
-
-def _user_id(cur, username):
-    cur.execute("SELECT id, active FROM users WHERE username = %s FOR UPDATE", (username,))
-    row = cur.fetchone()
-    if row is None:
-        raise Refused(f"no user {username!r}")
-    return row
-
-
-def _end_sessions(cur, user_id):
-    cur.execute("DELETE FROM sessions WHERE user_id = %s", (user_id,))
-    return cur.rowcount
-
-
-def cmd_reset_password(conn, args):
-    username = args.username
-    password = passwords.generate_password()
-    password_hash = passwords.hash_password(password)
-    with conn, conn.cursor() as cur:
-        user_id, _ = _user_id(cur, username)
-        cur.execute("UPDATE users SET password_hash = %s, password_changed_at = now() WHERE id = %s",
-                    (password_hash, user_id))
-        ended = _end_sessions(cur, user_id)
-        # A student locked out by failed logins can use the new password at once.
-        cur.execute("DELETE FROM login_attempts WHERE username = %s", (username,))
-        audit(cur, "reset_password", username, sessions_ended=ended)
-    print(f"new password for {username!r}: {password}")
+async def cmd_reset_password(accounts, args):
+    password, ended = await accounts.reset_password(ACTOR, args.username)
+    print(f"new password for {args.username!r}: {password}")
     print(f"{ended} session(s) ended")
     return 0
 
 
-def cmd_set_active(conn, args):
-    username = args.username
+async def cmd_set_active(accounts, args):
     word = "activated" if args.active else "deactivated"
-    with conn, conn.cursor() as cur:
-        user_id, active = _user_id(cur, username)
-        # Deactivating always ends sessions, even if a previous run was interrupted.
-        ended = 0 if args.active else _end_sessions(cur, user_id)
-        if active != args.active:
-            cur.execute("UPDATE users SET active = %s WHERE id = %s", (args.active, user_id))
-            audit(cur, "activate" if args.active else "deactivate", username, sessions_ended=ended)
-            print(f"{username!r} {word}" + ("" if args.active else f", {ended} session(s) ended"))
-        else:
-            print(f"{username!r} was already {word}")
+    changed, ended = await accounts.set_active(ACTOR, args.username, args.active)
+    if changed:
+        print(f"{args.username!r} {word}" + ("" if args.active else f", {ended} session(s) ended"))
+    else:
+        print(f"{args.username!r} was already {word}")
     return 0
 
 
-# --- list-users -----------------------------------------------------------
-
-def cmd_list_users(conn, args):
-    with conn, conn.cursor() as cur:
-        cur.execute("""SELECT username, display_name, role, active, created_at FROM users
-                       WHERE %(role)s IS NULL OR role = %(role)s ORDER BY username""",
-                    {"role": args.role})
-        rows = cur.fetchall()
+async def cmd_list_users(accounts, args):
+    users = await accounts.list_users(role=args.role, limit=None)
     if args.json:
         keys = ("username", "display_name", "role", "active", "created_at")
-        print(json.dumps([dict(zip(keys, r[:4] + (r[4].isoformat(),))) for r in rows], indent=2))
+        print(json.dumps([{k: u[k] for k in keys} for u in users], indent=2))
         return 0
     table = [("USERNAME", "DISPLAY NAME", "ROLE", "ACTIVE", "CREATED")]
-    table += [(u, n, r, "yes" if a else "no", c.strftime("%Y-%m-%d %H:%M")) for u, n, r, a, c in rows]
+    table += [(u["username"], u["display_name"], u["role"], "yes" if u["active"] else "no",
+               u["created_at"][:16].replace("T", " ")) for u in users]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
-    print(f"{len(rows)} user(s)")
+    print(f"{len(users)} user(s)")
     return 0
 
 
@@ -301,7 +209,7 @@ def build_parser():
 
     p = sub.add_parser("create-user", help="create one account")
     p.add_argument("username")
-    p.add_argument("--role", required=True, choices=passwords.ROLES)
+    p.add_argument("--role", required=True, choices=rules.ROLES)
     p.add_argument("--name", help="display name (default: the username)")
     p.add_argument("--password", help="initial password (default: generate one and print it; "
                    "note that a password given here is visible to other local users)")
@@ -329,7 +237,7 @@ def build_parser():
     p.set_defaults(func=cmd_set_active, active=True)
 
     p = sub.add_parser("list-users", help="list the accounts")
-    p.add_argument("--role", choices=passwords.ROLES, help="only accounts with this role")
+    p.add_argument("--role", choices=rules.ROLES, help="only accounts with this role")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_list_users)
     return parser
@@ -344,16 +252,21 @@ def main(argv=None):
             args.username = username_arg(args.username)
         if getattr(args, "prepare", None):
             args.prepare(args)
-        with database(cfg) as conn:
-            return args.func(conn, args)
-    except (Refused, config.ConfigError) as e:
+        with database_url(cfg) as dsn:
+            return asyncio.run(_run(cfg, dsn, args))
+    except (Usage, config.ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
-    except psycopg2.Error as e:
-        print(f"error: database: {_first_line(e)}", file=sys.stderr)
+    except Refused as e:
+        print(f"error: {e.message}", file=sys.stderr)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     return 1
+
+
+async def _run(cfg, dsn, args):
+    async with accounts_on(cfg, dsn) as accounts:
+        return await args.func(accounts, args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from tornado import web
 from tornado.web import OutputTransform
 
 from . import timing
-from .auth import sessions
 from .errors import Refused
 from .executor import Busy
 
@@ -263,8 +262,7 @@ async def user_for_session(handler):
     if not token:
         return None, "not_logged_in", None
     token = token.decode()
-    ctx = handler.application.settings["ctx"]
-    found = await sessions.lookup(ctx.pool, token, ctx.cfg.SESSION_TTL)
+    found = await handler.application.settings["ctx"].accounts.user_for_token(token)
     if found.user is None:
         handler.clear_cookie(SESSION_COOKIE)
         return None, found.problem, None

@@ -17,17 +17,22 @@ from tornado.httpserver import HTTPServer
 
 from . import db, metrics
 from .app import make_app
-from .auth import accounts, sessions, throttle
+from .accounts import sessions, throttle
+from .accounts.service import Accounts
 from .executor import BoundedExecutor
+from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
 from .runs.admission import Admission
+from .teaching.service import Teaching
 
 log = logging.getLogger(__name__)
 
 
 class Context:
-    """What handlers reach through `self.ctx`: settings, pools, executors."""
+    """What handlers reach through `self.ctx`: settings, pools, executors,
+    and the services (accounts, files, teaching, runs), which exist once
+    the database pool is open (open_database)."""
 
     def __init__(self, cfg, instance, processes):
         self.cfg = cfg
@@ -39,7 +44,7 @@ class Context:
         hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
         # A class logs in at once: room for every student's login to wait.
         self.hasher = BoundedExecutor("hash", hash_threads, max_pending=512)
-        self.files = BoundedExecutor("fs", cfg.FILE_THREADS, max_pending=4096)
+        self.file_threads = BoundedExecutor("fs", cfg.FILE_THREADS, max_pending=4096)
         self.store = Store(cfg.STORAGE_ROOT, Limits(
             quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
@@ -52,15 +57,20 @@ class Context:
 
 
 async def open_database(ctx, dsn):
+    """The pool, the services over it, the schema up to date and, on an
+    empty database, the first accounts."""
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
     ctx.pool = await db.create_pool(dsn, pool_size, ctx.cfg.DB_ACQUIRE_TIMEOUT, ctx.cfg.DB_QUERY_TIMEOUT)
+    ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
+    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg)
     # Its own connection, without the request paths' timeouts: migrating (or
     # waiting for another worker's migrations) may take longer than a query may.
     conn = await asyncpg.connect(dsn)
     try:
         async with db.locked(conn):
             await db.migrate(conn)
-            created = await accounts.bootstrap(ctx, conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)
+            created = await ctx.accounts.bootstrap(conn, ctx.cfg.ADMIN_PASSWORD, ctx.cfg.DEMO)
     finally:
         await conn.close()
     if created:
@@ -158,7 +168,7 @@ async def drain(ctx, server):
     except asyncio.TimeoutError:
         ctx.pool.terminate()
     ctx.hasher.shutdown()
-    ctx.files.shutdown()
+    ctx.file_threads.shutdown()
 
 
 def run(cfg, instance, sockets, dsn, processes, on_ready):

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg2
 import requests
 
-from server.auth.passwords import hash_password
+from server.accounts.passwords import hash_password
 
 
 def create_user(dsn, username, password, role="student", display_name=None, active=True):

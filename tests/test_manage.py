@@ -12,7 +12,7 @@ import tempfile
 import psycopg2
 import pytest
 
-from server.auth.passwords import verify_password
+from server.accounts.passwords import verify_password
 from server.embedded_postgres import EmbeddedPostgres
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -173,7 +173,7 @@ def test_create_user(manage, sql):
     assert users(sql)["alan"][0] == "alan"  # display name defaults to the username
 
     err = refused(manage("create-user", "ada", "--role", "admin"))
-    assert err.strip() == "error: user 'ada' already exists"
+    assert err.strip() == "error: There is already an account named ada."  # as the admin page says
     assert users(sql)["ada"][1] == "student"
     assert "not a valid username" in refused(manage("create-user", "bad name", "--role", "student"))
     assert "at least 8" in refused(manage("create-user", "bob", "--role", "student", "--password", "x"))
@@ -196,7 +196,7 @@ def test_reset_password(manage, sql):
     assert sql("SELECT count(*) FROM login_attempts")[0][0] == 0
     assert sql("SELECT actor, detail FROM audit_log WHERE action = 'reset_password'") == [
         ("manage", {"sessions_ended": 2})]
-    assert refused(manage("reset-password", "nobody")).strip() == "error: no user 'nobody'"
+    assert refused(manage("reset-password", "nobody")).strip() == "error: There is no account named nobody."
 
 
 def test_deactivate_and_activate(manage, sql):

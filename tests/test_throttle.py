@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from server.auth.throttle import address_key
+from server.accounts.throttle import address_key
 from tests.helpers import create_user, sql
 
 

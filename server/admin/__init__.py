@@ -1,1 +1,1 @@
-"""Teacher and admin endpoints."""
+"""The admin's view of the server: its status."""

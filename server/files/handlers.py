@@ -1,28 +1,20 @@
-"""HTTP endpoints of files: parse, authorize, call the store in the file
-executor, answer. The store knows nothing of HTTP or of roles.
-
-Areas in URLs: `home` (one's own), `course` (everyone reads, teachers
-write) and `user/<username>` (teachers and admins read a student's home).
+"""HTTP endpoints of files: parse, authorize and call the files service
+(service.py), which runs the store's blocking work in the file threads;
+answer. Areas in URLs: `home`, `course`, `user/<username>` (service.py).
 """
-import errno
 import logging
-import time
 from urllib.parse import quote
 
 from tornado import httputil, iostream
 
-from .. import metrics
-from ..auth import passwords
-from ..db import DatabaseUnavailable
 from ..errors import Refused
 from ..web import ApiError, ApiHandler
-from . import gate, paths
-from .store import TEXT_LIMIT, Area, as_text
+from . import paths
+from .store import TEXT_LIMIT, as_text
 
 log = logging.getLogger(__name__)
 
 AREA = r"(home|course|user/[^/]+)"
-STAFF = ("teacher", "admin")
 
 
 class FilesBase(ApiHandler):
@@ -30,57 +22,16 @@ class FilesBase(ApiHandler):
     def store(self):
         return self.ctx.store
 
-    async def run(self, fn, *args):
-        """Run a blocking call in the file executor, in one of the places
-        the current user has there (gate.py)."""
-        async with gate.place(self.current_user["username"] if self.current_user else ""):
-            return await self.ctx.files.run(fn, *args)
-
     async def fs(self, op, fn, *args):
-        """Run a blocking store call in the file executor, timed by operation."""
-        started = time.perf_counter()
-        try:
-            return await self.run(fn, *args)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise ApiError(507, "storage_full", "The storage is full; nothing was changed.") from None
-            raise
-        finally:
-            metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
+        """A blocking store call, in the current user's place in the file threads."""
+        return await self.ctx.files.run(self.current_user["username"], op, fn, *args)
 
     async def area(self, spec, write):
         """The Area `spec` names, if the current user may read (or write) it."""
-        user = await self.require_user()
-        if spec == "home":
-            return Area.home(user["username"])
-        if spec == "course":
-            if write and user["role"] not in STAFF:
-                raise ApiError(403, "read_only", "The course folder is read-only for students.")
-            return Area.course()
-        owner = spec[len("user/"):]
-        if user["role"] not in STAFF:
-            raise ApiError(403, "forbidden", "You can only open your own files.")
-        if write:
-            raise ApiError(403, "read_only", "Students' folders are read-only for teachers.")
-        if passwords.username_problem(owner):  # "bob\0" and the like: no such user, and no query
-            raise ApiError(404, "no_such_user", "There is no student with that username.")
-        role = await self.ctx.pool.fetchval("SELECT role FROM users WHERE username = $1", owner)
-        if role is None or (role != "student" and user["role"] != "admin"):
-            raise ApiError(404, "no_such_user", "There is no student with that username.")
-        return Area.home(owner)
+        return await self.ctx.files.area(await self.require_user(), spec, write)
 
     async def saved(self, area):
-        """Remember when a student last saved, for the teacher's roster. The
-        save itself is done: a database hiccup here must not turn it into an
-        error the client would retry against its old version."""
-        if area.key.startswith("home/"):
-            try:
-                await self.ctx.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
-                                            area.key[len("home/"):])
-            except DatabaseUnavailable:
-                pass  # the pool logs the outage once
-            except Exception:
-                log.exception("could not record the save time of %s", area.key)
+        await self.ctx.files.saved(area)
 
     def answer_meta(self, meta):
         if "etag" in meta:
@@ -93,7 +44,7 @@ class FilesBase(ApiHandler):
             self.set_header("Content-Type", "application/octet-stream")
             self.set_header("Content-Disposition", _attachment(parts[-1]))
             while True:
-                block = await self.run(f.read, 256 << 10)
+                block = await self.fs("download", f.read, 256 << 10)
                 if not block:
                     break
                 self.write(block)
@@ -101,7 +52,7 @@ class FilesBase(ApiHandler):
         except iostream.StreamClosedError:
             return
         finally:
-            await self.ctx.files.run(f.close)  # never refused: it releases
+            await self.ctx.files.release(f.close)
         self.finish()
 
 
@@ -234,7 +185,7 @@ class ZipHandler(FilesBase):
             while first is not None:
                 self.write(first)
                 await self.flush()
-                first = await self.run(next, chunks, None)
+                first = await self.fs("zip", next, chunks, None)
         except iostream.StreamClosedError:
             return
         except Exception as e:
@@ -245,7 +196,7 @@ class ZipHandler(FilesBase):
             self.request.connection.close()
             return
         finally:
-            await self.ctx.files.run(chunks.close)  # never refused: it releases
+            await self.ctx.files.release(chunks.close)
         self.finish()
 
 

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 
 from .. import config
-from ..auth.passwords import HASHER, hash_password
+from ..accounts.passwords import HASHER, hash_password
 from ..embedded_postgres import EmbeddedPostgres
 from .cli import clean_up_on_sigterm, int_list, uninterrupted
 from . import loadgen

@@ -45,7 +45,7 @@ import aiohttp
 import tornado
 
 from .. import __version__, config
-from ..auth.passwords import HASHER
+from ..accounts.passwords import HASHER
 from .cli import clean_up_on_sigterm, uninterrupted
 from . import loadgen, loadtest_report as report
 from .bench_files import _raise_file_limit

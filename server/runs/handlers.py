@@ -10,7 +10,7 @@ import logging
 
 from tornado import websocket
 
-from ..auth import sessions
+from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
 from ..web import user_for_session

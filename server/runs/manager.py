@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import metrics
-from ..auth import sessions
+from ..accounts import sessions
 from ..errors import Refused
 from ..files.store import Area
 from . import runlock
@@ -185,7 +185,8 @@ class RunManager:
         ctx, conn = self.ctx, job.conn
         user = conn.student.user
         area = Area.home(user["username"])
-        await ctx.files.run(ctx.store.check_runnable, area, job.parts)  # a file, the home within its quota
+        # A file, in a home within its quota:
+        await ctx.files.run(user["username"], "run", ctx.store.check_runnable, area, job.parts)
         claim = f"{id(job):x}-{time.monotonic_ns():x}"
         claimed = await runlock.claim(ctx.pool, user["username"], claim, conn.token_hash)
         if claimed == "session_ended":
@@ -271,7 +272,8 @@ class RunManager:
 
     async def _over_quota(self, area):
         """While a program runs: has its home gone over its quota?"""
-        return await self.ctx.files.run(self.ctx.store.quota_problem, area, True) is not None
+        username = area.key.split("/", 1)[1]
+        return await self.ctx.files.run(username, "quota", self.ctx.store.quota_problem, area, True) is not None
 
     async def _measure_home(self, conn):
         """After a run: what the home holds now (the program may have written
@@ -279,7 +281,8 @@ class RunManager:
         roster; the student is told at once when it is over its quota."""
         user = conn.student.user
         try:
-            used, files, problem = await self.ctx.files.run(self.ctx.store.measure, Area.home(user["username"]))
+            used, files, problem = await self.ctx.files.run(user["username"], "measure", self.ctx.store.measure,
+                                                            Area.home(user["username"]))
             await self.ctx.pool.execute(
                 "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
                 user["id"], used, files)
@@ -323,13 +326,11 @@ class RunManager:
         """Start a sandbox for `user` and wait until its launcher is ready."""
         ctx = self.ctx
         started = time.monotonic()
-        uid = run_uid(ctx.cfg, user["id"])
         runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
         try:
-            await ctx.files.run(ctx.store.ensure_home, user["username"], user["role"] == "student", uid)
-            home = ctx.store.home_path(user["username"])
+            home = await ctx.files.ensure_home(user)
             settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
-            sandbox = await ctx.sandbox.prepare(home, uid, settings)
+            sandbox = await ctx.sandbox.prepare(home, run_uid(ctx.cfg, user["id"]), settings)
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
             return None

@@ -61,8 +61,10 @@ async def delete(conn, token):
 
 
 async def delete_for_user(conn, user_id, keep_token=None):
+    """End the user's sessions (but `keep_token`'s); how many ended."""
     keep = token_hash(keep_token) if keep_token else b""
-    await conn.execute("DELETE FROM sessions WHERE user_id = $1 AND token_hash <> $2", user_id, keep)
+    status = await conn.execute("DELETE FROM sessions WHERE user_id = $1 AND token_hash <> $2", user_id, keep)
+    return int(status.split()[-1])
 
 
 async def prune(pool):

@@ -1,40 +1,15 @@
-"""Lists of accounts: the checks a new account passes and the CSV format a
-class is imported from. Pure functions, shared by the admin CLI
-(`manage.py`, psycopg2) and the admin pages' API (asyncpg)."""
+"""A class list: the CSV format a class's accounts are imported from, read
+into rows each checked against the account rules (rules.py). Pure
+functions, for the admin API and `python -m server.manage` alike."""
 import csv
 import io
-import os
-import unicodedata
 from collections import namedtuple
-from concurrent.futures import ThreadPoolExecutor
 
-from . import passwords
+from . import rules
 
-MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 HEADER = ["username", "display_name", "role", "password"]
 # One data row of an import file; password None = generate one, problem None = valid.
 Row = namedtuple("Row", "line username name role password problem")
-
-
-def display_name_problem(name):
-    if not name:
-        return "the display name is empty"
-    if len(name) > MAX_DISPLAY_NAME:
-        return f"the display name must have at most {MAX_DISPLAY_NAME} characters"
-    for ch in name:
-        # Control characters (NUL cannot even be stored), line breaks and the
-        # bidi controls that make a name read as another; joiners stay, as
-        # some scripts need them.
-        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in BIDI_CONTROLS:
-            return f"the display name may not contain the character U+{ord(ch):04X}"
-    return None
-
-
-def role_problem(role):
-    if role not in passwords.ROLES:
-        return f"unknown role {role!r} (expected {', '.join(passwords.ROLES)})"
-    return None
 
 
 def parse_csv(text):
@@ -58,7 +33,7 @@ def parse_rows(reader):
         if not rows and _is_header(cells):
             continue
         line = reader.line_num
-        username = passwords.normalize_username(cells[0])
+        username = rules.normalize_username(cells[0])
         name = cells[1].strip() if len(cells) > 1 else ""
         role = cells[2].strip().lower() if len(cells) > 2 else ""
         password = cells[3].strip() if len(cells) > 3 else ""
@@ -66,8 +41,7 @@ def parse_rows(reader):
         if not 3 <= len(cells) <= 4:
             problems.append(f"expected 3 or 4 columns ({', '.join(HEADER)}), found {len(cells)}")
         else:
-            problems += [passwords.username_problem(username), display_name_problem(name),
-                         role_problem(role), password and passwords.password_problem(password)]
+            problems += rules.new_account_problems(username, name, role, password or None)
         if username in first_line:
             problems.append(f"username {username!r} is also on line {first_line[username]}")
         first_line.setdefault(username, line)
@@ -79,11 +53,3 @@ def parse_rows(reader):
 def _is_header(cells):
     names = [c.strip().lower().replace(" ", "_") for c in cells]
     return names[:1] == ["username"] and names[2:3] == ["role"]
-
-
-def hash_all(plain):
-    """argon2 releases the GIL, so threads hash a class in parallel."""
-    if len(plain) < 2:
-        return [passwords.hash_password(p) for p in plain]
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(passwords.hash_password, plain))

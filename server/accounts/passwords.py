@@ -1,4 +1,4 @@
-"""Password hashing and the rules passwords and usernames follow.
+"""Password hashing (the rules passwords follow are in rules.py).
 
 argon2id at OWASP's minimum (m=19 MiB, t=2, p=1): 25-30 ms of one core per
 hash on the 2-core test machine, so 60 logins at once finish in 0.7-0.9 s
@@ -9,7 +9,6 @@ pure CPU and releases the GIL, so callers run it in a thread pool (never on
 the IOLoop). Parameters are stored inside each hash, so raising them later
 only needs `needs_rehash` at the next login.
 """
-import re
 import secrets
 
 from argon2 import PasswordHasher, Type
@@ -17,10 +16,6 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1,
                         hash_len=32, salt_len=16, type=Type.ID)
-MIN_LENGTH = 8
-MAX_LENGTH = 256  # bounds the work one request can ask of the hasher
-USERNAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-ROLES = ("student", "teacher", "admin")
 # Easy to read aloud in a classroom: no 0/o, 1/l/i.
 _ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 _dummy_hash = None
@@ -58,25 +53,3 @@ def needs_rehash(password_hash):
 def generate_password():
     """A random password like `k7dm-qx3p-w9ta` (about 74 bits)."""
     return "-".join("".join(secrets.choice(_ALPHABET) for _ in range(4)) for _ in range(3))
-
-
-def password_problem(password):
-    """Why `password` is not acceptable as a new password, or None."""
-    if not isinstance(password, str):
-        return "the password must be text"
-    if len(password) < MIN_LENGTH:
-        return f"the password must have at least {MIN_LENGTH} characters"
-    if len(password) > MAX_LENGTH:
-        return f"the password must have at most {MAX_LENGTH} characters"
-    return None
-
-
-def normalize_username(username):
-    return username.strip().lower() if isinstance(username, str) else username
-
-
-def username_problem(username):
-    if not isinstance(username, str) or not USERNAME_RE.match(username):
-        return ("a username is 1 to 64 lowercase letters, digits, '.', '_' or '-', "
-                "starting with a letter or digit")
-    return None

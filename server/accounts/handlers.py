@@ -1,0 +1,104 @@
+"""HTTP endpoints of accounts: sign in and out, who am I, one's password,
+and the admin's account administration. Each parses, authorizes, calls
+the Accounts service (service.py) and answers."""
+from .. import metrics
+from ..errors import Refused
+from ..web import SESSION_COOKIE, ApiError, ApiHandler, set_session_cookie
+from .rules import MAX_DISPLAY_NAME, MAX_PASSWORD, ROLES
+from .service import LIST_LIMIT
+
+
+def public_user(user):
+    return {"username": user["username"], "display_name": user["display_name"], "role": user["role"]}
+
+
+class LoginHandler(ApiHandler):
+    async def post(self):
+        body = self.json_body()
+        try:
+            user, token, expires = await self.ctx.accounts.login(
+                self.field(body, "username", str, max_len=64), self.field(body, "password", str, max_len=MAX_PASSWORD),
+                self.client_address())
+        except Refused as e:
+            metrics.LOGINS.labels(e.code).inc()
+            raise
+        metrics.LOGINS.labels("ok").inc()
+        await self.ctx.files.ensure_home(user)  # a student's first sign-in makes their home
+        set_session_cookie(self, token, expires)
+        self.finish_json({"user": public_user(user), "expires": expires.isoformat()})
+
+
+class LogoutHandler(ApiHandler):
+    async def post(self):
+        await self.load_user()
+        if self.session_token:
+            await self.ctx.accounts.logout(self.session_token)
+        self.clear_cookie(SESSION_COOKIE)
+        self.finish_json({"ok": True})
+
+
+class MeHandler(ApiHandler):
+    async def get(self):
+        self.finish_json({"user": public_user(await self.require_user())})
+
+
+class PasswordHandler(ApiHandler):
+    async def post(self):
+        user = await self.require_user()
+        body = self.json_body()
+        await self.ctx.accounts.change_password(
+            user, self.field(body, "old_password", str, max_len=MAX_PASSWORD),
+            self.field(body, "new_password", str, max_len=MAX_PASSWORD), keep_token=self.session_token)
+        self.finish_json({"ok": True})
+
+
+class UsersHandler(ApiHandler):
+    """GET accounts (?q= search, ?role=), POST one new account."""
+
+    async def get(self):
+        await self.require_user("admin")
+        role = self.get_argument("role", None)
+        if role is not None and role not in ROLES:
+            raise ApiError(400, "bad_role", "role must be student, teacher or admin.")
+        users = await self.ctx.accounts.list_users(self.get_argument("q", "")[:100], role)
+        self.finish_json({"users": users, "limit": LIST_LIMIT})
+
+    async def post(self):
+        admin = await self.require_user("admin")
+        body = self.json_body()
+        given = self.field(body, "password", str, max_len=MAX_PASSWORD, required=False)
+        user, password = await self.ctx.accounts.create_user(
+            admin["username"], self.field(body, "username", str, max_len=64),
+            self.field(body, "display_name", str, max_len=MAX_DISPLAY_NAME),
+            self.field(body, "role", str, max_len=20), given)
+        self.finish_json({"user": user, "password": None if given is not None else password}, 201)
+
+
+class ImportUsersHandler(ApiHandler):
+    """POST {"csv": text}: a class list, all rows or none."""
+
+    async def post(self):
+        admin = await self.require_user("admin")
+        text = self.field(self.json_body(), "csv", str, max_len=1 << 20)
+        self.finish_json(await self.ctx.accounts.import_csv(admin["username"], text))
+
+
+class UserPasswordHandler(ApiHandler):
+    """POST: a new generated password for the user, shown once."""
+
+    async def post(self, username):
+        admin = await self.require_user("admin")
+        password, _ = await self.ctx.accounts.reset_password(admin["username"], username)
+        self.finish_json({"username": username, "password": password})
+
+
+class UserActiveHandler(ApiHandler):
+    """POST {"active": false|true}: deactivate (sessions end) or reactivate."""
+
+    async def post(self, username):
+        admin = await self.require_user("admin")
+        active = self.field(self.json_body(), "active", bool)
+        if username == admin["username"] and not active:
+            raise ApiError(400, "cannot_deactivate_self", "You cannot deactivate your own account.")
+        await self.ctx.accounts.set_active(admin["username"], username, active)
+        self.finish_json({"username": username, "active": active})

@@ -1,0 +1,74 @@
+"""What an account's fields may be: the one set of rules the web pages, the
+admin API, the CSV import and `python -m server.manage` all apply. Pure
+functions: each returns why a value is not acceptable, or None."""
+import re
+import unicodedata
+
+from ..errors import Refused
+
+USERNAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # as the users table's CHECK constraint
+ROLES = ("student", "teacher", "admin")
+MIN_PASSWORD = 8
+MAX_PASSWORD = 256  # bounds the work one request can ask of the hasher
+MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def normalize_username(username):
+    return username.strip().lower() if isinstance(username, str) else username
+
+
+def username_problem(username):
+    if not isinstance(username, str) or not USERNAME_RE.match(username):
+        return ("a username is 1 to 64 lowercase letters, digits, '.', '_' or '-', "
+                "starting with a letter or digit")
+    return None
+
+
+def password_problem(password):
+    """Why `password` is not acceptable as a new password, or None."""
+    if not isinstance(password, str):
+        return "the password must be text"
+    if len(password) < MIN_PASSWORD:
+        return f"the password must have at least {MIN_PASSWORD} characters"
+    if len(password) > MAX_PASSWORD:
+        return f"the password must have at most {MAX_PASSWORD} characters"
+    return None
+
+
+def display_name_problem(name):
+    if not name:
+        return "the display name is empty"
+    if len(name) > MAX_DISPLAY_NAME:
+        return f"the display name must have at most {MAX_DISPLAY_NAME} characters"
+    for ch in name:
+        # Control characters (NUL cannot even be stored), line breaks and the
+        # bidi controls that make a name read as another; joiners stay, as
+        # some scripts need them.
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in BIDI_CONTROLS:
+            return f"the display name may not contain the character U+{ord(ch):04X}"
+    return None
+
+
+def role_problem(role):
+    if role not in ROLES:
+        return f"unknown role {role!r} (expected {', '.join(ROLES)})"
+    return None
+
+
+def new_account_problems(username, display_name, role, password=None):
+    """Every reason a new account (username already normalized) cannot be
+    made; a password of None is generated later."""
+    found = [username_problem(username), display_name_problem(display_name), role_problem(role),
+             password_problem(password) if password is not None else None]
+    return [p for p in found if p]
+
+
+def check_new_account(username, display_name, role, password=None):
+    """(normalized username, trimmed display name), or Refused naming the
+    first problem."""
+    username, display_name = normalize_username(username), display_name.strip()
+    problems = new_account_problems(username, display_name, role, password)
+    if problems:
+        raise Refused(400, "invalid_account", problems[0][0].upper() + problems[0][1:] + ".")
+    return username, display_name

@@ -1,0 +1,234 @@
+"""Accounts: logging in and out, passwords, and the administration of
+accounts (list, create, import a class, reset, activate), for the web pages
+and `python -m server.manage` alike. Knows nothing of HTTP: refusals are
+`Refused`, which the handlers answer as JSON and the CLI as one line.
+
+Password hashes are made and checked in the bounded `hasher` executor,
+never on the IOLoop; every change is written to the audit log in the same
+transaction as the change itself.
+"""
+import json
+from dataclasses import dataclass
+
+from ..errors import Refused
+from . import class_list, passwords, rules, sessions, throttle
+
+DEMO_ACCOUNTS = [
+    ("teacher", "Demo Teacher", "teacher"),
+    ("student1", "Ada Lovelace", "student"),
+    ("student2", "Alan Turing", "student"),
+    ("student3", "Grace Hopper", "student"),
+]
+WRONG_CREDENTIALS = (401, "invalid_credentials", "Wrong username or password.")
+LIST_LIMIT = 500
+
+
+@dataclass
+class Imported:
+    """One row of a class list, and what became of it."""
+    line: int
+    username: str
+    name: str
+    role: str
+    created: bool
+    password: str = None  # generated (shown once, never stored); None if given in the file or skipped
+
+
+def _public(row):
+    return {"username": row["username"], "display_name": row["display_name"], "role": row["role"],
+            "active": row["active"], "created_at": row["created_at"].isoformat(),
+            "last_save_at": row["last_save_at"].isoformat() if row["last_save_at"] else None}
+
+
+async def audit(conn, actor, action, subject="", **detail):
+    await conn.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, $2, $3, $4)",
+                       actor, action, subject, json.dumps(detail))
+
+
+class Accounts:
+    def __init__(self, pool, hasher, cfg):
+        self.pool = pool  # db.Pool
+        self.hasher = hasher  # a BoundedExecutor for argon2
+        self.cfg = cfg
+
+    async def _hash(self, password):
+        return await self.hasher.run(passwords.hash_password, password)
+
+    # -- signing in -------------------------------------------------------
+
+    async def login(self, username, password, address):
+        """Check the credentials and open a session: (user, token, expires)."""
+        cfg, pool = self.cfg, self.pool
+        username = rules.normalize_username(username)
+        if rules.username_problem(username):
+            raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to check or count
+        wait = await throttle.claim(pool, username, address, cfg)
+        if wait:
+            raise Refused(429, "too_many_attempts",
+                          f"Too many failed logins. Try again in {wait} seconds.", retry_after=wait)
+        row = await pool.fetchrow(
+            "SELECT id, username, display_name, role, active, password_hash FROM users WHERE username = $1",
+            username)
+        if row is None:
+            await self.hasher.run(passwords.verify_unknown_user, password)
+            ok = False
+        else:
+            ok = await self.hasher.run(passwords.verify_password, row["password_hash"], password)
+        if not ok:  # already counted by the claim
+            raise Refused(*WRONG_CREDENTIALS)
+        if not row["active"]:
+            # Said only to someone who knows the password.
+            raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
+        async with pool.transaction() as conn:
+            await throttle.succeeded(conn, username, address)
+            token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
+            await audit(conn, username, "login", address=address)
+        if passwords.needs_rehash(row["password_hash"]):
+            await pool.execute("UPDATE users SET password_hash = $2 WHERE id = $1", row["id"],
+                               await self._hash(password))
+        return {k: row[k] for k in ("id", "username", "display_name", "role")}, token, expires
+
+    async def user_for_token(self, token):
+        """Who sends this session token (sessions.Lookup)."""
+        return await sessions.lookup(self.pool, token, self.cfg.SESSION_TTL)
+
+    async def logout(self, token):
+        await sessions.delete(self.pool, token)
+
+    async def change_password(self, user, old, new, keep_token):
+        """Set a new password; every other session of the user ends."""
+        problem = rules.password_problem(new)
+        if problem:
+            raise Refused(400, "weak_password", problem[0].upper() + problem[1:] + ".")
+        current = await self.pool.fetchval("SELECT password_hash FROM users WHERE id = $1", user["id"])
+        if not await self.hasher.run(passwords.verify_password, current, old):
+            raise Refused(403, "wrong_password", "The current password is not right.")
+        new_hash = await self._hash(new)
+        async with self.pool.transaction() as conn:
+            await conn.execute("UPDATE users SET password_hash = $2, password_changed_at = now() WHERE id = $1",
+                               user["id"], new_hash)
+            await sessions.delete_for_user(conn, user["id"], keep_token=keep_token)
+            await audit(conn, user["username"], "change_password")
+
+    async def bootstrap(self, conn, admin_password, demo):
+        """On an empty database, create `admin` (and the demo accounts); return
+        [(username, role, password)] so the caller can print them once.
+
+        The caller holds the migration lock, so two workers never both do it."""
+        if await conn.fetchval("SELECT count(*) FROM users"):
+            return []
+        wanted = [("admin", "Administrator", "admin", admin_password or passwords.generate_password())]
+        if demo:
+            wanted += [(u, d, r, passwords.generate_password()) for u, d, r in DEMO_ACCOUNTS]
+        created = []
+        for username, display, role, password in wanted:
+            await conn.execute(
+                "INSERT INTO users (username, display_name, role, password_hash) VALUES ($1, $2, $3, $4)",
+                username, display, role, await self._hash(password))
+            await audit(conn, "server", "create_user", username, role=role)
+            created.append((username, role, password))
+        return created
+
+    # -- administration ----------------------------------------------------
+
+    async def list_users(self, query="", role=None, limit=LIST_LIMIT):
+        """Accounts whose username or display name contains `query`, with `role`."""
+        rows = await self.pool.fetch(
+            """SELECT username, display_name, role, active, created_at, last_save_at FROM users
+               WHERE ($1 = '' OR username ILIKE '%' || $1 || '%' OR display_name ILIKE '%' || $1 || '%')
+                 AND ($2::text IS NULL OR role = $2)
+               ORDER BY username LIMIT $3""",
+            query, role, limit)
+        return [_public(r) for r in rows]
+
+    async def create_user(self, actor, username, display_name, role, password=None):
+        """Create one account: (user, the password to show once)."""
+        username, display_name = rules.check_new_account(username, display_name, role, password)
+        password = password or passwords.generate_password()
+        password_hash = await self._hash(password)
+        async with self.pool.transaction() as conn:
+            row = await conn.fetchrow(
+                """INSERT INTO users (username, display_name, role, password_hash) VALUES ($1, $2, $3, $4)
+                   ON CONFLICT (username) DO NOTHING
+                   RETURNING username, display_name, role, active, created_at, last_save_at""",
+                username, display_name, role, password_hash)
+            if row is None:
+                raise Refused(409, "exists", f"There is already an account named {username}.")
+            await audit(conn, actor, "create_user", username, role=role)
+        return _public(row), password
+
+    async def import_rows(self, actor, rows, source="import"):
+        """Create the accounts of a class list (class_list.Row). Every row is
+        checked first: if one is invalid nothing is created and the refusal
+        lists the bad rows. Existing usernames are skipped. Returns an
+        Imported per row."""
+        if not rows:
+            raise Refused(400, "empty_import", "The file has no account rows.")
+        invalid = [{"line": r.line, "username": r.username, "problem": r.problem} for r in rows if r.problem]
+        if invalid:
+            raise Refused(400, "invalid_rows", f"{len(invalid)} of {len(rows)} rows are invalid; "
+                          "nothing was created.", rows=invalid)
+        existing = {r["username"] for r in await self.pool.fetch(
+            "SELECT username FROM users WHERE username = ANY($1::text[])", [r.username for r in rows])}
+        new = [r for r in rows if r.username not in existing]
+        plain = {r.username: r.password or passwords.generate_password() for r in new}
+        hashes = {}
+        for r in new:  # one at a time through the bounded hasher: logins keep their turn
+            hashes[r.username] = await self._hash(plain[r.username])
+        async with self.pool.transaction() as conn:
+            # ON CONFLICT: an account made since the check above is skipped too.
+            created = {rec["username"] for rec in await conn.fetch(
+                """INSERT INTO users (username, display_name, role, password_hash)
+                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                   ON CONFLICT (username) DO NOTHING RETURNING username""",
+                [r.username for r in new], [r.name for r in new], [r.role for r in new],
+                [hashes[r.username] for r in new])}
+            for r in new:
+                if r.username in created:
+                    await audit(conn, actor, "create_user", r.username, role=r.role, source=source)
+        return [Imported(r.line, r.username, r.name, r.role, r.username in created,
+                         plain[r.username] if r.username in created and r.password is None else None)
+                for r in rows]
+
+    async def import_csv(self, actor, text):
+        """import_rows of CSV text, as the admin API's report."""
+        report = await self.import_rows(actor, class_list.parse_csv(text))
+        rows = []
+        for r in report:
+            entry = {"line": r.line, "username": r.username,
+                     "outcome": "created" if r.created else "skipped: already exists"}
+            if r.password:
+                entry["password"] = r.password
+            rows.append(entry)
+        created = sum(r.created for r in report)
+        return {"created": created, "skipped": len(report) - created, "rows": rows}
+
+    async def reset_password(self, actor, username):
+        """A new generated password (shown once): (password, sessions ended).
+        A lock-out from failed logins is lifted too."""
+        password = passwords.generate_password()
+        password_hash = await self._hash(password)
+        async with self.pool.transaction() as conn:
+            user_id = await conn.fetchval(
+                "UPDATE users SET password_hash = $2, password_changed_at = now() WHERE username = $1 "
+                "RETURNING id", username, password_hash)
+            if user_id is None:
+                raise Refused(404, "no_such_user", f"There is no account named {username}.")
+            ended = await sessions.delete_for_user(conn, user_id)
+            await throttle.lift(conn, username)
+            await audit(conn, actor, "reset_password", username, sessions_ended=ended)
+        return password, ended
+
+    async def set_active(self, actor, username, active):
+        """Activate or deactivate (which ends the sessions): (whether it
+        changed, sessions ended). Deactivating always ends sessions, even if
+        an earlier attempt was interrupted."""
+        async with self.pool.transaction() as conn:
+            was = await conn.fetchrow("SELECT id, active FROM users WHERE username = $1 FOR UPDATE", username)
+            if was is None:
+                raise Refused(404, "no_such_user", f"There is no account named {username}.")
+            ended = 0 if active else await sessions.delete_for_user(conn, was["id"])
+            if was["active"] != active:
+                await conn.execute("UPDATE users SET active = $2 WHERE id = $1", was["id"], active)
+                await audit(conn, actor, "activate" if active else "deactivate", username, sessions_ended=ended)
+        return was["active"] != active, ended

@@ -1,0 +1,97 @@
+"""The files service: which areas a user may read and write, and the store's
+blocking work done in the file threads with one user's calls bounded.
+
+The store (store.py) knows nothing of users or roles; this knows who may
+reach what:
+
+    home            one's own home: read and write
+    course          everyone reads; teachers and admins write
+    user/<name>     a student's home, read-only, for teachers and admins
+                    (an admin may also read a teacher's or admin's home)
+
+Handlers, the run service and the teaching service call it; each call runs
+in the file executor, in one of the places its user has there (gate.py),
+so no student can fill the threads the class shares.
+"""
+import errno
+import logging
+import time
+
+from .. import metrics
+from ..accounts import rules
+from ..db import DatabaseUnavailable
+from ..errors import Refused
+from ..runs.sandbox import run_uid
+from . import gate
+from .area import Area
+
+log = logging.getLogger(__name__)
+
+STAFF = ("teacher", "admin")
+
+
+class Files:
+    def __init__(self, store, threads, pool, cfg):
+        self.store = store
+        self.threads = threads  # the file executor (executor.BoundedExecutor)
+        self.pool = pool
+        self.cfg = cfg
+
+    async def run(self, username, op, fn, *args):
+        """fn(*args) in the file executor, in `username`'s place there; timed
+        as `op`. A full disk becomes a 507 that says nothing changed."""
+        started = time.perf_counter()
+        try:
+            async with gate.place(username):
+                return await self.threads.run(fn, *args)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise Refused(507, "storage_full", "The storage is full; nothing was changed.") from None
+            raise
+        finally:
+            metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
+
+    async def release(self, fn, *args):
+        """A call that gives something back (closing a file): never refused."""
+        return await self.threads.run(fn, *args)
+
+    async def area(self, user, spec, write):
+        """The Area `spec` names (home, course, user/<name>), if `user` may
+        read it (or write it, with `write`)."""
+        if spec == "home":
+            return Area.home(user["username"])
+        if spec == "course":
+            if write and user["role"] not in STAFF:
+                raise Refused(403, "read_only", "The course folder is read-only for students.")
+            return Area.course()
+        owner = spec[len("user/"):]
+        if user["role"] not in STAFF:
+            raise Refused(403, "forbidden", "You can only open your own files.")
+        if write:
+            raise Refused(403, "read_only", "Students' folders are read-only for teachers.")
+        if rules.username_problem(owner):  # "bob\0" and the like: no such user, and no query
+            raise Refused(404, "no_such_user", "There is no student with that username.")
+        role = await self.pool.fetchval("SELECT role FROM users WHERE username = $1", owner)
+        if role is None or (role != "student" and user["role"] != "admin"):
+            raise Refused(404, "no_such_user", "There is no student with that username.")
+        return Area.home(owner)
+
+    async def saved(self, area):
+        """Remember when a student last saved, for the teacher's roster. The
+        save itself is done: a database hiccup here must not turn it into an
+        error the client would retry against its old version."""
+        if area.key.startswith("home/"):
+            try:
+                await self.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
+                                        area.key[len("home/"):])
+            except DatabaseUnavailable:
+                pass  # the pool logs the outage once
+            except Exception:
+                log.exception("could not record the save time of %s", area.key)
+
+    async def ensure_home(self, user):
+        """The user's home, made at first use (0700, theirs; a student's with
+        the welcome file once); its path."""
+        await self.run(user["username"], "home", self.store.ensure_home, user["username"],
+                       user["role"] == "student", run_uid(self.cfg, user["id"]))
+        return self.store.home_path(user["username"])

@@ -1,0 +1,1 @@
+"""What teachers do with the class: the roster, handing out starter files."""
