@@ -631,44 +631,6 @@ class Store:
             zipstream.check(fd)
             yield from zipstream.chunks(fd)
 
-    # -- teacher tools ----------------------------------------------------
-
-    def push(self, src_parts, usernames):
-        """Copy a file or folder of course/ into each user's home at the same
-        path, never overwriting: {username: [copied paths]}, {username:
-        [{path, reason}]} and {username: sentence} for homes that failed
-        (the push goes on with the others)."""
-        course = Area.course()
-        fd, name, st = self._lookup(course, src_parts)
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            listing, _ = self.tree(course, src_parts)
-            files = [tuple(src_parts) + tuple(e["path"].split("/")) for e in listing if e["kind"] == "file"]
-        else:
-            files = [tuple(src_parts)]
-        copied, skipped, failed = {}, {}, {}
-        for f in files:
-            why = "file_too_large"
-            try:
-                data = self.read(course, f, limit=self.limits.max_file_bytes)[0]
-            except Refused as e:
-                data, why = None, e.code
-            for username in usernames:
-                if username in failed:
-                    continue
-                if data is None:
-                    skipped.setdefault(username, []).append({"path": "/".join(f), "reason": why})
-                    continue
-                try:
-                    self.save(Area.home(username), f, data, if_match=None)
-                    copied.setdefault(username, []).append("/".join(f))
-                except Refused as e:
-                    skipped.setdefault(username, []).append({"path": "/".join(f), "reason": e.code})
-                except Exception as e:  # one broken home must not stop the class's push
-                    log.exception("push of %s into %s's home failed", "/".join(f), username)
-                    failed[username] = f"Could not write into this home: {_reason(e)}"
-        return copied, skipped, failed
-
     # -- housekeeping ------------------------------------------------------
 
     def _slow_down(self):
@@ -691,10 +653,6 @@ def as_text(data):
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-
-
-def _reason(e):
-    return e.strerror if isinstance(e, OSError) and e.strerror else "an error on the server (it has been logged)"
 
 
 def _rmdir(fd, name):

@@ -2,6 +2,7 @@
 whether their home is over its quota) and handing out starter files from
 course/ into students' homes. Knows nothing of HTTP."""
 from ..errors import Refused
+from .push import copy_into_homes
 
 
 class Teaching:
@@ -35,8 +36,8 @@ class Teaching:
             if unknown:
                 raise Refused(400, "unknown_students", "Not active students: " + ", ".join(unknown))
             targets = chosen
-        copied, skipped, failed = await self.files.run(teacher["username"], "push", self.files.store.push,
-                                                       tuple(source), targets)
+        copied, skipped, failed = await self.files.run(teacher["username"], "push", copy_into_homes,
+                                                       self.files.store, tuple(source), targets)
         return {"copied": copied, "skipped": skipped, "failed": failed, "students": len(targets)}
 
 
