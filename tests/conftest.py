@@ -1,7 +1,15 @@
 """Shared fixtures: one real PostgreSQL for the test run (embedded, or the
-one DATABASE_URL names), a fresh database per test that needs one, and the
-real server started as a subprocess."""
+one DATABASE_URL names), the real server started as a subprocess, and
+people to use it.
+
+Most tests meet the server as a class does: `server` (one worker) and
+`server2` (two workers) are started once for the whole run and shared; each
+test makes people of its own with `people` (unique usernames), so tests
+never see each other's users or files. A test that changes settings, or
+stops or kills a server, starts its own with `start_server` (a fresh
+database and DATA_DIR)."""
 import contextlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -12,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 import pytest
 
+from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 from tests.server_process import ServerProcess
 
@@ -92,10 +101,112 @@ def start_server(fresh_db, data_dir):
         print(f"--- server {server.url} ({server.processes} processes) output ---\n{server.output()}")
 
 
-@pytest.fixture(params=[1, 2], ids=["1proc", "2proc"])
-def server(request, start_server):
-    """The real server, once with TORNADO_PROCESSES=1 and once with 2."""
-    return start_server(processes=request.param)
+@contextlib.contextmanager
+def running_server(postgres_url, processes=1, **env):
+    """A server of its own (a new database and DATA_DIR), stopped on leaving."""
+    folder = tempfile.mkdtemp(prefix="pyclassroom-test-server-")
+    os.chmod(folder, 0o755)
+    try:
+        with new_database(postgres_url) as dsn:
+            server = ServerProcess(processes=processes, database_url=dsn, data_dir=folder, env=env)
+            server.start()
+            try:
+                yield server
+            finally:
+                server.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class SharedServers:
+    """Servers started once for the test run, one per set of settings."""
+
+    def __init__(self, postgres_url):
+        self.postgres_url = postgres_url
+        self.running = {}
+        self.cleanups = contextlib.ExitStack()
+
+    def get(self, processes=1, **env):
+        key = (processes, tuple(sorted((k, str(v)) for k, v in env.items())))
+        if key not in self.running:
+            self.running[key] = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
+        return self.running[key]
+
+    def close(self):
+        self.cleanups.close()
+
+
+@pytest.fixture(scope="session")
+def shared_servers(postgres_url):
+    servers = SharedServers(postgres_url)
+    yield servers
+    servers.close()
+
+
+def _shared(servers, processes=1, **env):
+    """A shared server, with what it logs during the test shown if it fails."""
+    server = servers.get(processes, **env)
+    start = len(server.lines)
+    yield server
+    print(f"--- server {server.url} ({server.processes} processes) output during the test ---\n"
+          + "".join(server.lines[start:]))
+
+
+@pytest.fixture
+def server(shared_servers):
+    """The real server (one worker), shared by the tests of the run."""
+    yield from _shared(shared_servers)
+
+
+@pytest.fixture
+def server2(shared_servers):
+    """The real server with two workers, for stories about several workers."""
+    yield from _shared(shared_servers, processes=2)
+
+
+PASSWORD = "a-test-password"
+_PASSWORD_HASH = None
+_names = itertools.count(1)
+
+
+class People:
+    """Users of a server made for one test: unique usernames, so that tests
+    sharing a server never meet (`people.student("ada").username` is e.g.
+    "ada-17"); each comes as a logged-in browser-like client."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def make(self, name, role="student", display_name=None, log_in=True, active=True):
+        global _PASSWORD_HASH
+        if _PASSWORD_HASH is None:
+            _PASSWORD_HASH = hash_password(PASSWORD)  # argon2 once per run, not per user
+        username = f"{name}-{next(_names)}"
+        with psycopg2.connect(self.server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO users (username, display_name, role, password_hash, active) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        (username, display_name or name.title(), role, _PASSWORD_HASH, active))
+        conn.close()
+        client = self.server.client()
+        client.username = username
+        if log_in:
+            client.login_ok(username, PASSWORD)
+        return client
+
+    def student(self, name="student", **kw):
+        return self.make(name, "student", **kw)
+
+    def teacher(self, name="teacher", **kw):
+        return self.make(name, "teacher", **kw)
+
+    def admin(self, name="admin", **kw):
+        return self.make(name, "admin", **kw)
+
+
+@pytest.fixture
+def people(server):
+    """People on `server` (People(other_server) for another one)."""
+    return People(server)
 
 
 @pytest.fixture
@@ -123,23 +234,24 @@ def docker_image():
 
 # -- servers for the run tests, per sandbox kind ---------------------------------
 
-def server_for(request, start_server, kind, **env):
+def _sandbox_server(request, servers, kind):
     if kind == "docker":
         request.getfixturevalue("docker_image")
-    return start_server(SANDBOX=kind, **dict(RUN_LIMITS, **env))
+    yield from _shared(servers, SANDBOX=kind, **RUN_LIMITS)
 
 
 @pytest.fixture(params=["local", "docker", "process"])
-def sandbox_server(request, start_server):
-    return server_for(request, start_server, request.param)
+def sandbox_server(request, shared_servers):
+    """A shared server per sandbox kind, with the run tests' limits."""
+    yield from _sandbox_server(request, shared_servers, request.param)
 
 
 @pytest.fixture(params=["local", "docker"])
-def isolated_server(request, start_server):
-    """A server whose sandbox promises isolation."""
-    return server_for(request, start_server, request.param)
+def isolated_server(request, shared_servers):
+    """A shared server whose sandbox promises isolation."""
+    yield from _sandbox_server(request, shared_servers, request.param)
 
 
 @pytest.fixture
-def local_server(start_server):
-    return start_server(SANDBOX="local", **RUN_LIMITS)
+def local_server(request, shared_servers):
+    yield from _sandbox_server(request, shared_servers, "local")

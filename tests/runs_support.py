@@ -9,7 +9,6 @@ import re
 import psycopg2
 import requests
 
-from tests.helpers import create_user
 from tests.run_client import RunClient
 
 LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT_KB=512,
@@ -17,12 +16,10 @@ LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT
 
 
 def student(server, name):
-    """A logged-in student's requests client."""
-    create_user(server.env["DATABASE_URL"], name, f"{name}-password")
-    client = server.client()
-    user = client.login_ok(name, f"{name}-password")
-    assert user["user"]["role"] == "student"
-    return client
+    """A logged-in student's requests client, with a username of this test's
+    own (`client.username`: the server may be shared)."""
+    from tests.conftest import People
+    return People(server).student(name)
 
 
 def save(client, path, code):
@@ -140,9 +137,10 @@ def lock_of(server, username):
     return row[0] if row else None
 
 
-def assert_all_released(server, client, username):
+def assert_all_released(server, client):
     """After whatever a program did: nothing of it on the host, the run lock
     and the running count free, and the next run works."""
+    username = client.username
     assert only_ready_sandboxes_of(server, username), f"{username} still has processes on the host"
     assert wait_for(lambda: metric(server, "pyclassroom_runs_active") == 0), "runs_active stays up"
     assert wait_for(lambda: lock_of(server, username) is None), "the run lock stays held"

@@ -2,8 +2,16 @@
 import a class (all rows or none), reset a password, deactivate."""
 import pytest
 
+from tests.conftest import PASSWORD, running_server
 from tests.helpers import create_user, sql
 from tests.server_process import ADMIN_PASSWORD
+
+
+@pytest.fixture(scope="module")
+def server(postgres_url):
+    """A server of these tests' own: they list and search every account."""
+    with running_server(postgres_url) as server:
+        yield server
 
 
 @pytest.fixture
@@ -13,10 +21,8 @@ def admin(server):
     return client
 
 
-def test_only_admins_reach_the_accounts_api(server):
-    create_user(server.env["DATABASE_URL"], "mrs-t", "teacher-password", role="teacher")
-    teacher = server.client()
-    teacher.login_ok("mrs-t", "teacher-password")
+def test_only_admins_reach_the_accounts_api(server, people):
+    teacher = people.teacher("mrs-t")
     assert teacher.get("/api/admin/users").status_code == 403
     assert teacher.post("/api/admin/users", json={"username": "x", "display_name": "X",
                                                   "role": "admin"}).status_code == 403
@@ -62,28 +68,25 @@ def test_import_is_all_or_nothing_and_skips_existing(server, admin):
     assert server.client().login("ben", "ben-password-1").status_code == 200
 
 
-def test_reset_password_is_shown_once_and_ends_sessions(server, admin):
-    create_user(server.env["DATABASE_URL"], "ada", "first-password")
-    ada = server.client()
-    ada.login_ok("ada", "first-password")
-    r = admin.post("/api/admin/users/ada/password", json={})
+def test_reset_password_is_shown_once_and_ends_sessions(server, people, admin):
+    ada = people.student("ada")
+    r = admin.post(f"/api/admin/users/{ada.username}/password", json={})
     assert r.status_code == 200
     new = r.json()["password"]
     assert ada.get("/api/me").status_code == 401
-    assert server.client().login("ada", "first-password").status_code == 401
-    assert server.client().login("ada", new).status_code == 200
+    assert server.client().login(ada.username, PASSWORD).status_code == 401
+    assert server.client().login(ada.username, new).status_code == 200
     assert admin.post("/api/admin/users/nobody/password", json={}).status_code == 404
 
 
-def test_deactivate_ends_sessions_and_reactivate_restores_login(server, admin):
-    create_user(server.env["DATABASE_URL"], "ada", "ada-password")
-    ada = server.client()
-    ada.login_ok("ada", "ada-password")
-    assert admin.post("/api/admin/users/ada/active", json={"active": False}).status_code == 200
+def test_deactivate_ends_sessions_and_reactivate_restores_login(server, people, admin):
+    ada = people.student("ada")
+    active = f"/api/admin/users/{ada.username}/active"
+    assert admin.post(active, json={"active": False}).status_code == 200
     assert ada.get("/api/me").status_code == 401
-    assert server.client().login("ada", "ada-password").json()["error"] == "account_deactivated"
-    assert admin.post("/api/admin/users/ada/active", json={"active": True}).status_code == 200
-    assert server.client().login("ada", "ada-password").status_code == 200
+    assert server.client().login(ada.username, PASSWORD).json()["error"] == "account_deactivated"
+    assert admin.post(active, json={"active": True}).status_code == 200
+    assert server.client().login(ada.username, PASSWORD).status_code == 200
     r = admin.post("/api/admin/users/admin/active", json={"active": False})
     assert r.status_code == 400 and r.json()["error"] == "cannot_deactivate_self"
-    assert admin.post("/api/admin/users/ada/active", json={"active": "no"}).status_code == 400
+    assert admin.post(active, json={"active": "no"}).status_code == 400

@@ -9,18 +9,21 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.helpers import create_user, sql
+from tests.conftest import PASSWORD, People, running_server
+from tests.helpers import sql
 from tests.server_process import ADMIN_PASSWORD
 
 
-@pytest.fixture
-def dsn(start_server, fresh_db):
-    return fresh_db
+@pytest.fixture(scope="module")
+def srv(postgres_url):
+    """A server of these tests' own: they compare the whole users table."""
+    with running_server(postgres_url) as server:
+        yield server
 
 
 @pytest.fixture
-def srv(start_server):
-    return start_server()
+def dsn(srv):
+    return srv.env["DATABASE_URL"]
 
 
 def users(dsn):
@@ -53,8 +56,9 @@ def test_lone_surrogates_in_login_fields(srv, dsn, field):
     body = {"username": "admin", "password": "x" * 10}
     body[field] = "ad\ud800min"
     raw = json.dumps(body).encode()  # JSON spells it "\ud800"
+    before = sql(dsn, "SELECT count(*) FROM login_attempts")
     refused(raw_post(srv.client(), "/api/login", raw), 400, "malformed_json")
-    assert sql(dsn, "SELECT count(*) FROM login_attempts") == [(0,)]
+    assert sql(dsn, "SELECT count(*) FROM login_attempts") == before
 
 
 @pytest.fixture
@@ -89,26 +93,21 @@ def test_nul_and_control_characters_in_csv_rows_name_the_row(admin, dsn):
 
 
 @pytest.mark.parametrize("owner", ["bob%00", "bob%00x", "%00", "Bob", "bob%0A", "..%2Fadmin"])
-def test_a_teachers_user_path_that_is_no_username_is_not_found(srv, dsn, owner):
-    create_user(dsn, "bob", "bob-password")
-    create_user(dsn, "tess", "tess-password", role="teacher")
-    teacher = srv.client()
-    teacher.login_ok("tess", "tess-password")
-    r = teacher.get(f"/api/files/user/{owner}/")
+def test_a_teachers_user_path_that_is_no_username_is_not_found(srv, owner):
+    people = People(srv)
+    bob, teacher = people.student("bob"), people.teacher("tess")
+    r = teacher.get(f"/api/files/user/{owner.replace('bob', bob.username)}/")
     assert r.status_code in (400, 404), r.text
     refused(r, r.status_code)
 
 
 @pytest.fixture
-def student(srv, dsn):
-    create_user(dsn, "sam", "sam-password")
-    client = srv.client()
-    client.login_ok("sam", "sam-password")
-    return client
+def student(srv):
+    return People(srv).student("sam")
 
 
-def home_tree(srv):
-    root = os.path.join(srv.env["DATA_DIR"], "storage", "home", "sam")
+def home_tree(srv, student):
+    root = os.path.join(srv.env["DATA_DIR"], "storage", "home", student.username)
     return sorted(os.path.relpath(os.path.join(d, n), root) for d, dirs, files in os.walk(root) for n in dirs + files)
 
 
@@ -119,19 +118,19 @@ def home_tree(srv):
     b"--zzz\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a\x00.py\"\r\n\r\nx\r\n--zzz--\r\n",
 ], ids=["no-end", "no-headers", "no-name", "nul-in-header"])
 def test_a_broken_multipart_body_is_refused(srv, student, body):
-    before = home_tree(srv)
+    before = home_tree(srv, student)
     r = raw_post(student, "/api/upload/home/", body, "multipart/form-data; boundary=zzz")
     refused(r, 400)
-    assert home_tree(srv) == before
+    assert home_tree(srv, student) == before
 
 
 @pytest.mark.parametrize("filename", ["a%00.py", "a%0A.py", "a%0D%0A.py", "%E2%80%AEyp.exe", "..%2F..%2Fx.py"])
 def test_an_upload_file_name_with_nul_newline_or_bidi_is_refused(srv, student, filename):
-    before = home_tree(srv)
+    before = home_tree(srv, student)
     body = (b"--zzz\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''" + filename.encode()
             + b"\r\n\r\nprint(1)\r\n--zzz--\r\n")
     refused(raw_post(student, "/api/upload/home/", body, "multipart/form-data; boundary=zzz"), 400)
-    assert home_tree(srv) == before
+    assert home_tree(srv, student) == before
 
 
 def chunked_post(server, path, chunks):
@@ -167,8 +166,8 @@ def chunked_post(server, path, chunks):
     [b"x" * 1000] * 10,  # over the limit by many small chunks
     [b"x" * 100_000],  # one chunk far over it
 ], ids=["small-chunks", "one-big-chunk"])
-def test_an_oversized_chunked_body_gets_the_json_413(start_server, chunks):
-    srv = start_server(MAX_BODY_BYTES=4096)
+def test_an_oversized_chunked_body_gets_the_json_413(shared_servers, chunks):
+    srv = shared_servers.get(MAX_BODY_BYTES=4096)
     status, headers, body = chunked_post(srv, "/api/login", chunks)
     assert status.startswith("HTTP/1.1 413"), (status, body[:200])
     assert any(h.lower().startswith("content-type: application/json") for h in headers), headers
@@ -179,8 +178,8 @@ def test_an_oversized_chunked_body_gets_the_json_413(start_server, chunks):
     assert srv.client().get("/healthz").status_code == 200
 
 
-def test_a_chunked_body_within_the_limit_is_read(srv, dsn):
-    create_user(dsn, "ada", "ada-password-1")
-    body = json.dumps({"username": "ada", "password": "ada-password-1"}).encode()
+def test_a_chunked_body_within_the_limit_is_read(srv):
+    ada = People(srv).student("ada", log_in=False)
+    body = json.dumps({"username": ada.username, "password": PASSWORD}).encode()
     status, _, answer = chunked_post(srv, "/api/login", [body[:10], body[10:]])
-    assert status.startswith("HTTP/1.1 200") and b'"username": "ada"' in answer
+    assert status.startswith("HTTP/1.1 200") and f'"username": "{ada.username}"'.encode() in answer

@@ -1,6 +1,6 @@
-"""Files as students and teachers meet them, against the real server in both
-process modes: saves never silently lose an edit, paths never escape, roles
-hold, history restores, teachers read and hand out files."""
+"""Files as students and teachers meet them, against the real server: saves
+never silently lose an edit, paths never escape, roles hold, history
+restores, teachers read and hand out files."""
 import io
 import os
 import zipfile
@@ -8,12 +8,7 @@ import zipfile
 import pytest
 import requests
 
-from tests.helpers import create_user
-
-
-@pytest.fixture
-def dsn(server):
-    return server.env["DATABASE_URL"]
+from tests.conftest import People
 
 
 @pytest.fixture
@@ -22,11 +17,12 @@ def storage(server):
 
 
 @pytest.fixture
-def ada(server, dsn):
-    create_user(dsn, "ada", "ada-password", display_name="Ada Lovelace")
-    client = server.client()
-    client.login_ok("ada", "ada-password")
-    return client
+def ada(people):
+    return people.student("ada", display_name="Ada Lovelace")
+
+
+def home_of(storage, client):
+    return os.path.join(storage, "home", client.username)
 
 
 def put(client, path, content, etag=None):
@@ -42,7 +38,7 @@ def test_first_login_creates_a_home_with_a_welcome_file(ada, storage):
     hello = ada.get("/api/files/home/hello.py")
     assert hello.status_code == 200 and "input(" in hello.json()["content"]
     assert hello.headers["ETag"] == f'"{hello.json()["etag"]}"'
-    assert os.path.isfile(os.path.join(storage, "home", "ada", "hello.py"))
+    assert os.path.isfile(os.path.join(home_of(storage, ada), "hello.py"))
 
 
 def test_save_then_load_round_trip(ada):
@@ -100,11 +96,8 @@ def test_history_lists_and_restores_and_restore_is_a_save(ada):
     assert bad.status_code == 404
 
 
-def test_history_keeps_only_the_last_n_versions(start_server, fresh_db):
-    server = start_server(HISTORY_VERSIONS=3)
-    create_user(fresh_db, "ada", "ada-password")
-    client = server.client()
-    client.login_ok("ada", "ada-password")
+def test_history_keeps_only_the_last_n_versions(start_server):
+    client = People(start_server(HISTORY_VERSIONS=3)).student("ada")
     etag = None
     for i in range(6):
         etag = put(client, "n.py", f"v{i}\n", etag).json()["etag"]
@@ -179,14 +172,12 @@ def test_hostile_paths_are_refused_and_touch_nothing(server, ada, storage, path)
     assert sorted(os.walk(storage)) == before
 
 
-def test_symlinks_planted_in_a_home_are_not_followed(server, dsn, ada, storage):
-    create_user(dsn, "bob", "bob-password")
-    bob = server.client()
-    bob.login_ok("bob", "bob-password")
+def test_symlinks_planted_in_a_home_are_not_followed(people, ada, storage):
+    bob = people.student("bob")
     put(bob, "answers.py", "secret = 42\n")
-    home = os.path.join(storage, "home", "ada")
+    home = home_of(storage, ada)
     # As a program run by ada could do: links to bob's home, /etc and a file.
-    os.symlink(os.path.join(storage, "home", "bob"), os.path.join(home, "bobs"))
+    os.symlink(home_of(storage, bob), os.path.join(home, "bobs"))
     os.symlink("/etc", os.path.join(home, "etc"))
     os.symlink("/etc/passwd", os.path.join(home, "passwd"))
     for path in ("bobs/answers.py", "bobs", "etc/passwd", "passwd"):
@@ -201,47 +192,43 @@ def test_symlinks_planted_in_a_home_are_not_followed(server, dsn, ada, storage):
     assert "bobs" not in names and "passwd" not in names
     archive = zipfile.ZipFile(io.BytesIO(ada.get("/api/zip/home").content))
     assert not any("answers" in n or "passwd" in n for n in archive.namelist())
-    assert open(os.path.join(storage, "home", "bob", "answers.py")).read() == "secret = 42\n"
+    assert open(os.path.join(home_of(storage, bob), "answers.py")).read() == "secret = 42\n"
 
 
-def test_roles_students_stay_home_teachers_read_and_write_course(server, dsn, ada):
-    create_user(dsn, "bob", "bob-password")
-    create_user(dsn, "mrs-t", "teacher-password", role="teacher")
-    bob = server.client()
-    bob.login_ok("bob", "bob-password")
+def test_roles_students_stay_home_teachers_read_and_write_course(people, ada):
+    bob = people.student("bob")
     put(ada, "mine.py", "ada's work\n")
-    teacher = server.client()
-    teacher.login_ok("mrs-t", "teacher-password")
+    teacher = people.teacher("mrs-t")
+    mine, intro = f"/user/{ada.username}/mine.py", f"/course/{teacher.username}/intro.py"
 
-    r = bob.get("/api/files/user/ada/mine.py")
+    r = bob.get("/api/files" + mine)
     assert r.status_code == 403 and "ada's work" not in r.text
-    assert bob.get("/api/zip/user/ada").status_code == 403
-    assert bob.get("/api/history/user/ada/mine.py").status_code == 403
+    assert bob.get(f"/api/zip/user/{ada.username}").status_code == 403
+    assert bob.get("/api/history" + mine).status_code == 403
 
-    r = teacher.get("/api/files/user/ada/mine.py")
+    r = teacher.get("/api/files" + mine)
     assert r.status_code == 200 and r.json()["content"] == "ada's work\n"
-    w = teacher.request("PUT", "/api/files/user/ada/mine.py", data=b"x", headers={"If-Match": "*"})
+    w = teacher.request("PUT", "/api/files" + mine, data=b"x", headers={"If-Match": "*"})
     assert w.status_code == 403
-    assert teacher.get("/api/files/user/mrs-t").status_code == 404  # only students' homes
+    assert teacher.get(f"/api/files/user/{teacher.username}").status_code == 404  # only students' homes
 
-    assert teacher.request("PUT", "/api/files/course/week1/intro.py", data=b"print('hi')\n").status_code == 200
-    assert ada.get("/api/files/course/week1/intro.py").json()["content"] == "print('hi')\n"
-    r = ada.request("PUT", "/api/files/course/week1/intro.py", data=b"hacked", headers={"If-Match": "*"})
+    assert teacher.request("PUT", "/api/files" + intro, data=b"print('hi')\n").status_code == 200
+    assert ada.get("/api/files" + intro).json()["content"] == "print('hi')\n"
+    r = ada.request("PUT", "/api/files" + intro, data=b"hacked", headers={"If-Match": "*"})
     assert r.status_code == 403 and r.json()["error"] == "read_only"
-    assert ada.request("DELETE", "/api/files/course/week1/intro.py").status_code == 403
-    assert teacher.get("/api/files/course/week1/intro.py").json()["content"] == "print('hi')\n"
+    assert ada.request("DELETE", "/api/files" + intro).status_code == 403
+    assert teacher.get("/api/files" + intro).json()["content"] == "print('hi')\n"
 
 
-def test_teacher_roster_and_push_never_overwrite_students_work(server, dsn, ada):
-    create_user(dsn, "bob", "bob-password")
-    create_user(dsn, "mrs-t", "teacher-password", role="teacher")
-    teacher = server.client()
-    teacher.login_ok("mrs-t", "teacher-password")
+def test_teacher_roster_and_push_never_overwrite_students_work(start_server):
+    people = People(start_server())  # a class of its own: the push goes to every student
+    ada, bob, teacher = people.student("ada"), people.student("bob"), people.teacher("mrs-t")
     put(ada, "week2/start.py", "ada already began\n")
 
     roster = teacher.get("/api/roster").json()["students"]
     by_name = {s["username"]: s for s in roster}
-    assert set(by_name) == {"ada", "bob"} and by_name["ada"]["last_save_at"] and not by_name["bob"]["last_save_at"]
+    assert set(by_name) == {ada.username, bob.username}
+    assert by_name[ada.username]["last_save_at"] and not by_name[bob.username]["last_save_at"]
     assert ada.get("/api/roster").status_code == 403
 
     teacher.request("PUT", "/api/files/course/week2/start.py", data=b"# starter\n")
@@ -249,9 +236,9 @@ def test_teacher_roster_and_push_never_overwrite_students_work(server, dsn, ada)
     r = teacher.post("/api/course/push", json={"path": "week2"})
     assert r.status_code == 200, r.text
     report = r.json()
-    assert sorted(report["copied"]["bob"]) == ["week2/data.txt", "week2/start.py"]
-    assert report["copied"]["ada"] == ["week2/data.txt"]
-    assert report["skipped"]["ada"] == [{"path": "week2/start.py", "reason": "conflict"}]
+    assert sorted(report["copied"][bob.username]) == ["week2/data.txt", "week2/start.py"]
+    assert report["copied"][ada.username] == ["week2/data.txt"]
+    assert report["skipped"][ada.username] == [{"path": "week2/start.py", "reason": "conflict"}]
     assert ada.get("/api/files/home/week2/start.py").json()["content"] == "ada already began\n"
     r = teacher.post("/api/course/push", json={"path": "week2/start.py", "students": ["nobody"]})
     assert r.status_code == 400 and r.json()["error"] == "unknown_students"
@@ -268,7 +255,7 @@ def test_file_api_needs_a_session_and_xsrf(server, ada):
 
 
 def test_temporary_files_are_never_listed_and_stale_ones_are_removed(ada, storage):
-    home = os.path.join(storage, "home", "ada")
+    home = home_of(storage, ada)
     stale = os.path.join(home, ".~pyc-tmp-deadbeef")
     with open(stale, "w") as f:
         f.write("half a save")

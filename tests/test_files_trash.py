@@ -7,15 +7,12 @@ import stat
 
 import pytest
 
-from tests.helpers import create_user
+from tests.conftest import PASSWORD, People
 
 
 @pytest.fixture
-def ada(server):
-    create_user(server.env["DATABASE_URL"], "ada", "ada-password")
-    client = server.client()
-    client.login_ok("ada", "ada-password")
-    return client
+def ada(people):
+    return people.student("ada")
 
 
 def put(client, path, text, etag=None):
@@ -77,46 +74,43 @@ def test_deleting_a_folder_keeps_its_files_and_the_trash_brings_them_back(ada):
     assert bad.status_code == 404 and bad.json()["error"] == "not_in_trash"
 
 
-def test_a_teacher_sees_a_students_trash_but_cannot_restore_it(server, ada):
-    create_user(server.env["DATABASE_URL"], "mrs-t", "teacher-password", role="teacher")
-    teacher = server.client()
-    teacher.login_ok("mrs-t", "teacher-password")
+def test_a_teacher_sees_a_students_trash_but_cannot_restore_it(people, ada):
+    teacher = people.teacher("mrs-t")
     put(ada, "gone/a.py", "a\n")
     ada.request("DELETE", "/api/files/home/gone")
-    entries = teacher.get("/api/trash/user/ada").json()["entries"]
+    entries = teacher.get(f"/api/trash/user/{ada.username}").json()["entries"]
     assert [e["path"] for e in entries] == ["gone"]
-    r = teacher.post("/api/trash/user/ada", json={"id": entries[0]["id"]})
+    r = teacher.post(f"/api/trash/user/{ada.username}", json={"id": entries[0]["id"]})
     assert r.status_code == 403 and content(ada, "gone/a.py") == 404
 
 
-def test_a_student_pushed_a_starter_before_signing_in_gets_the_welcome_file_and_a_0700_home(server):
-    dsn = server.env["DATABASE_URL"]
-    create_user(dsn, "mrs-t", "teacher-password", role="teacher")
-    create_user(dsn, "newbie", "newbie-password")  # imported, never signed in
-    teacher = server.client()
-    teacher.login_ok("mrs-t", "teacher-password")
+def test_a_student_pushed_a_starter_before_signing_in_gets_the_welcome_file_and_a_0700_home(start_server):
+    server = start_server()  # a class of its own: the push goes to every student
+    people = People(server)
+    teacher = people.teacher("mrs-t")
+    name = people.student("newbie", log_in=False).username  # imported, never signed in
     teacher.request("PUT", "/api/files/course/week1/start.py", data=b"# start here\n")
     r = teacher.post("/api/course/push", json={"path": "week1"})
-    assert r.status_code == 200 and r.json()["copied"] == {"newbie": ["week1/start.py"]}, r.text
-    home = os.path.join(server.env["DATA_DIR"], "storage", "home", "newbie")
+    assert r.status_code == 200 and r.json()["copied"] == {name: ["week1/start.py"]}, r.text
+    home = os.path.join(server.env["DATA_DIR"], "storage", "home", name)
     assert stat.S_IMODE(os.stat(home).st_mode) == 0o700  # made by the push
 
     newbie = server.client()
-    newbie.login_ok("newbie", "newbie-password")
+    newbie.login_ok(name, PASSWORD)
     names = {e["path"] for e in newbie.get("/api/files/home?tree=1").json()["entries"]}
     assert names == {"hello.py", "week1", "week1/start.py"}
     assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
     # Once: deleted, it does not come back at the next sign-in.
     newbie.request("DELETE", "/api/files/home/hello.py")
     again = server.client()
-    again.login_ok("newbie", "newbie-password")
+    again.login_ok(name, PASSWORD)
     assert content(again, "hello.py") == 404
 
 
-def test_a_home_made_0755_by_an_older_push_is_closed_at_sign_in(server):
-    create_user(server.env["DATABASE_URL"], "old", "old-password")
-    home = os.path.join(server.env["DATA_DIR"], "storage", "home", "old")
+def test_a_home_made_0755_by_an_older_push_is_closed_at_sign_in(server, people):
+    name = people.student("old", log_in=False).username
+    home = os.path.join(server.env["DATA_DIR"], "storage", "home", name)
     os.makedirs(home, mode=0o755)
     os.chmod(home, 0o755)
-    server.client().login_ok("old", "old-password")
+    server.client().login_ok(name, PASSWORD)
     assert stat.S_IMODE(os.stat(home).st_mode) == 0o700

@@ -62,8 +62,8 @@ def test_any_message_gets_an_answer_and_changes_nothing(local_server):
     finally:
         loop.run_until_complete(rc.__aexit__(None, None, None))
         loop.close()
-    assert lock_of(server, "ada") is None and metric(server, "pyclassroom_runs_active") == 0
-    assert_all_released(server, ada, "ada")
+    assert lock_of(server, ada.username) is None and metric(server, "pyclassroom_runs_active") == 0
+    assert_all_released(server, ada)
 
 
 def test_typed_text_of_any_kind_reaches_a_running_program(local_server):
@@ -87,7 +87,7 @@ def test_typed_text_of_any_kind_reaches_a_running_program(local_server):
     exit_, out = asyncio.run(go())
     assert exit_["reason"] == "ok", out
     assert "got '?'" in out and "got 'bye'" in out
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 
@@ -109,4 +109,4 @@ def test_a_socket_that_breaks_the_protocol_ends_its_run_and_frees_the_lock(local
                 msg = await rc.ws.receive(timeout=30)
             return msg.type
     assert asyncio.run(go()) in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)

@@ -126,7 +126,7 @@ def test_a_program_cannot_reach_its_launcher_nor_pose_as_it(isolated_server):
     assert exit_["message"] == MESSAGES["error"] + " (exit code 3)"
     # The sandbox serves the next run, with nothing of this one in it.
     assert line == "run 2 interpreter state from before: False other processes: []"
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 DAEMON = '''
@@ -171,9 +171,9 @@ def test_closing_the_socket_ends_daemons_that_left_the_process_group(isolated_se
             await rc.send(type="run", path="daemon.py", args=["stay"])
             await rc.until("output", 60)
     asyncio.run(go())  # the socket closes with the program running
-    assert no_processes_of(server, "ada")
-    assert _heartbeat_stopped(server, "ada")
-    assert_all_released(server, ada, "ada")
+    assert no_processes_of(server, ada.username)
+    assert _heartbeat_stopped(server, ada.username)
+    assert_all_released(server, ada)
 
 
 def test_a_program_that_ends_leaves_no_daemon_behind(isolated_server):
@@ -181,8 +181,8 @@ def test_a_program_that_ends_leaves_no_daemon_behind(isolated_server):
     ada = student(server, "ada")
     exit_, rc = run(server, ada, DAEMON, path="daemon.py")
     assert exit_["reason"] == "ok", rc.messages
-    assert _heartbeat_stopped(server, "ada")
-    assert_all_released(server, ada, "ada")
+    assert _heartbeat_stopped(server, ada.username)
+    assert_all_released(server, ada)
 
 
 MEMORY_SPREAD = '''
@@ -211,7 +211,7 @@ def test_memory_is_limited_for_the_run_not_per_process(isolated_server):
     exit_, rc = run(server, ada, MEMORY_SPREAD, timeout=120)
     assert exit_["reason"] == "memory_limit", rc.messages
     assert "300 MB" in exit_["message"]
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 FILL_TMPFS = '''
@@ -242,14 +242,14 @@ def test_dev_shm_and_tmp_are_small_and_private(isolated_server):
     for place in ("shm", "tmp"):
         megabytes, error = lines[place].split()
         assert error == "ENOSPC" and int(megabytes) <= 64, lines
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 def test_many_tabs_share_one_ready_sandbox(isolated_server):
     server = isolated_server
     ada = student(server, "ada")
     save(ada, "hello.py", "print('from the last tab')\n")
-    uid = sandbox_uid(server, "ada")
+    uid = sandbox_uid(server, ada.username)
     started_before = metric(server, "pyclassroom_sandbox_start_seconds_count")
 
     async def go():
@@ -271,7 +271,7 @@ def test_many_tabs_share_one_ready_sandbox(isolated_server):
     assert metric(server, "pyclassroom_sandbox_start_seconds_count") - started_before <= 2
     assert closed == 40 - 8 and code == 4002  # RUN_SOCKETS_PER_USER: the oldest tabs gave way
     assert exit_["reason"] == "ok" and out == "from the last tab\r\n"
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 async def _closed_soon(tab):
@@ -298,9 +298,9 @@ def test_an_ended_session_stops_the_program_and_closes_every_socket(start_server
         await tabs[0].send(type="run", path="wait.py")
         await tabs[0].until("output", 60)
         if how == "deactivate":
-            r = await asyncio.to_thread(admin.post, "/api/admin/users/ada/active", json={"active": False})
+            r = await asyncio.to_thread(admin.post, f"/api/admin/users/{ada.username}/active", json={"active": False})
         elif how == "reset_password":
-            r = await asyncio.to_thread(admin.post, "/api/admin/users/ada/password")
+            r = await asyncio.to_thread(admin.post, f"/api/admin/users/{ada.username}/password")
         else:
             r = await asyncio.to_thread(ada.post, "/api/logout")
         assert r.status_code == 200, r.text
@@ -316,7 +316,7 @@ def test_an_ended_session_stops_the_program_and_closes_every_socket(start_server
     exit_, codes = asyncio.run(go())
     assert exit_["reason"] == "logged_out"
     assert codes == [4401] * 4
-    assert no_processes_of(server, "ada")
+    assert no_processes_of(server, ada.username)
     assert wait_for(lambda: metric(server, "pyclassroom_runs_active") == 0)
 
 
@@ -402,18 +402,16 @@ def test_a_program_writing_past_the_quota_is_told_and_the_next_save_and_run_refu
     refused = asyncio.run(run_again())
     assert refused["error"] == "quota_exceeded" and "Delete at least" in refused["message"]
     # The teacher sees it in the roster.
-    from tests.helpers import create_user
-    create_user(server.env["DATABASE_URL"], "teacher1", "teacher1-password", role="teacher")
-    teacher = server.client()
-    teacher.login_ok("teacher1", "teacher1-password")
+    from tests.conftest import People
+    teacher = People(server).teacher("teacher1")
     roster = {s["username"]: s for s in teacher.get("/api/roster").json()["students"]}
-    assert roster["ada"]["over_quota"] and roster["ada"]["disk_bytes"] > 5 << 20
+    assert roster[ada.username]["over_quota"] and roster[ada.username]["disk_bytes"] > 5 << 20
     # Deleting brings the student back.
     for n in range(8):
         assert ada.request("DELETE", f"/api/files/home/big{n}.bin").status_code == 200
     exit_, rc = run(server, ada, "print('back')\n", path="back.py")
     assert exit_["reason"] == "ok" and rc.output("stdout") == "back\r\n", rc.messages
-    assert_all_released(server, ada, "ada")
+    assert_all_released(server, ada)
 
 
 def test_a_program_that_keeps_writing_is_stopped_at_the_quota(start_server):
@@ -421,6 +419,6 @@ def test_a_program_that_keeps_writing_is_stopped_at_the_quota(start_server):
     ada = student(server, "ada")
     exit_, rc = run(server, ada, WRITE_PAST_QUOTA, args=["400", "0.2"], path="fill.py", timeout=120)
     assert exit_["reason"] == "disk_limit", rc.messages
-    home = os.path.join(server.env["DATA_DIR"], "storage", "home", "ada")
+    home = os.path.join(server.env["DATA_DIR"], "storage", "home", ada.username)
     written = sum(os.path.getsize(os.path.join(home, n)) for n in os.listdir(home) if n.startswith("big"))
     assert written < 400 * (1536 << 10)  # stopped long before it was done

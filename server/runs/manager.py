@@ -116,7 +116,7 @@ class RunManager:
             if not idle:
                 return None
             idle[0].close(CLOSE_TOO_MANY_TABS, "The IDE was opened in another tab.")
-            self._forget(idle[0])
+            self._forget(idle[0], replaced=True)
         conn = Connection(student, token_hash, send, close)
         student.connections.append(conn)
         metrics.SOCKETS.inc()
@@ -133,12 +133,16 @@ class RunManager:
             self._track(conn.job.run.stop("killed"))
         self._forget(conn)
 
-    def _forget(self, conn):
+    def _forget(self, conn, replaced=False):
+        """The socket is gone; so is its student here once it was their last
+        (unless a new socket replaces it) and no run of theirs is ending."""
         conn.closed.set()
         student = conn.student
         if conn in student.connections:
             student.connections.remove(conn)
             metrics.SOCKETS.dec()
+        if replaced:
+            return
         if not student.connections and not any(j.conn.student is student for j in self.jobs):
             self.students.pop(student.user["id"], None)
             self._discard_warm(student)
