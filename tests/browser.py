@@ -7,11 +7,15 @@ import socket
 
 import pytest
 
+from tests.helpers import create_user
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.environ.get("TEST_ARTIFACTS", os.path.join(ROOT, "test-artifacts"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 VIEWPORT = {"width": 1366, "height": 768}  # a school Chromebook
+# Servers for the browser tests: programs in the local sandbox, limits a test cannot hit by accident.
+LIMITS = dict(SANDBOX="local", RUN_CPU_SECONDS=5, RUN_MEMORY_MB=400, RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)
 
 try:
     from playwright.sync_api import expect, sync_playwright
@@ -50,6 +54,20 @@ def new_page(browser):
     yield make
     for context in contexts:
         context.close()
+
+
+def student(server, name="ada"):
+    """A student account on `server`: (username, password)."""
+    create_user(server.env["DATABASE_URL"], name, f"{name}-password", display_name=name.title() + " Student")
+    return name, f"{name}-password"
+
+
+def student_ide(new_page, server, name="ada"):
+    """A new student, signed in to the IDE in a fresh browser: (page, username, password)."""
+    user, password = student(server, name)
+    page = new_page(server)
+    login(page, user, password, lands_on="/ide")
+    return page, user, password
 
 
 def shot(page, name):
@@ -115,6 +133,22 @@ def wait_terminal(page, pattern, timeout=30):
 def open_file(page, name, area="home"):
     page.locator(f'.tree-section[data-area="{area}"] .tree-row[data-path="{name}"]').click()
     expect(page.locator(".tab.selected")).to_contain_text(name)
+
+
+def new_file(page, name):
+    """Create `name` in My files with the tree's New file button; it opens."""
+    page.get_by_role("button", name="New file in My files").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("File name").fill(name)
+    dialog.get_by_role("button", name="Create").click()
+    expect(page.locator(".tab.selected")).to_contain_text(name)
+
+
+def write_program(page, name, code):
+    """A new file in My files with `code` in it, saved."""
+    new_file(page, name)
+    replace_text(page, code)
+    expect_saved(page)
 
 
 def free_port():

@@ -1,13 +1,16 @@
 """The Trash view and what a program leaves, in a real browser (Debian's
 Chromium driven by Playwright) against the real server: delete a folder,
 restore one of its files from the Trash; a FIFO is shown as something the
-IDE cannot open, and can be deleted."""
+IDE cannot open, and can be deleted; a program that fills its home past the
+quota is told so in the console, its next run is refused, and the teacher's
+roster marks it."""
 import os
 import re
 
 import pytest
 
-from tests.browser import browser, new_page, shot, login, open_file, editor_text, expect  # noqa: F401
+from tests.browser import (browser, new_page, shot, login, open_file, editor_text, wait_terminal,  # noqa: F401
+                           write_program, student_ide, LIMITS, expect)
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.timeout(300)
@@ -56,3 +59,31 @@ def test_delete_a_folder_then_restore_a_file_from_the_trash(start_server, new_pa
     assert editor_text(page).strip() == "def f(): pass"
     assert api.get("/api/files/home/proj/main.py").status_code == 404  # only the one chosen came back
     assert page.errors == []
+
+
+FILL_THE_HOME = 'with open("big.bin", "wb") as f:\n    f.write(b"x" * (1536 << 10))\nprint("written")\n'
+
+
+def test_a_program_past_the_quota_is_told_in_the_console_and_the_teacher_sees_it(start_server, new_page):
+    server = start_server(processes=1, QUOTA_BYTES=1 << 20, RUN_FILE_MB=2, **LIMITS)
+    page, user, _ = student_ide(new_page, server)
+    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher")
+    write_program(page, "fill.py", FILL_THE_HOME)
+
+    run = page.get_by_role("button", name="Run")
+    run.click()
+    # The notice comes after the program's end, in the console.
+    text = wait_terminal(page, "over its quota")
+    assert "written" in text and "Finished" in text and "Delete at least" in text, text
+    shot(page, "22-over-quota-notice")
+    # The next run is refused, saying why; Run is ready again.
+    run.click()
+    expect(page.locator("#run-state")).to_have_attribute("data-state", "error")
+    expect(page.locator("#run-state")).to_contain_text("Delete at least")
+    expect(run).to_be_enabled()
+
+    teacher = new_page(server)
+    login(teacher, "grace", "grace-password", lands_on="/teacher")
+    ada = teacher.locator(f'#class-panel .student[data-username="{user}"]')
+    expect(ada.locator(".badge")).to_have_text("over quota")
+    assert page.errors == [] and teacher.errors == []

@@ -7,15 +7,23 @@ import { request, areaUrl, ApiError, connection, backoff } from "./api.js";
 
 export const DELAY_MS = 1000;
 
-/** An open file. `state` is its CodeMirror EditorState. */
+/**
+ * An open file. Its text, undo history and selection are a CodeMirror
+ * EditorState; while the editor shows the file, the state is the editor
+ * view's (attach/detach), so edits there are the doc's without copying.
+ * Only this class and the Saver change a doc.
+ */
 export class Doc {
-  constructor({ area, path, etag, text, readOnly }) {
+  #state;
+  #view = null;
+
+  constructor({ area, path, etag, text, readOnly, state }) {
     this.area = area;
     this.path = path;
     this.etag = etag;
     this.savedText = text;
     this.readOnly = readOnly;
-    this.state = null;
+    this.#state = state;
     this.status = "saved";
     this.message = "";
     this.timer = null;
@@ -34,12 +42,44 @@ export class Doc {
     return this.path.split("/").pop();
   }
 
+  get state() {
+    return this.#view ? this.#view.state : this.#state;
+  }
+
+  /** The editor shows this doc in `view` from now on. */
+  attach(view) {
+    if (this.#view === view) return; // its state is the view's already
+    view.setState(this.#state);
+    this.#view = view;
+  }
+
+  /** The editor shows another doc: keep the state as the view leaves it. */
+  detach() {
+    if (!this.#view) return;
+    this.#state = this.#view.state;
+    this.#view = null;
+  }
+
   text() {
-    return this.state ? this.state.doc.toString() : this.savedText;
+    return this.state.doc.toString();
   }
 
   get dirty() {
     return this.text() !== this.savedText;
+  }
+
+  /** Replace the whole text (undo brings the old one back). */
+  replaceText(text) {
+    const change = { changes: { from: 0, to: this.state.doc.length, insert: text } };
+    if (this.#view) this.#view.dispatch(change);
+    else this.#state = this.#state.update(change).state;
+  }
+
+  /** Show a version saved elsewhere (a newer one, or one restored from the history). */
+  showVersion({ etag, content }) {
+    this.etag = etag;
+    this.savedText = content;
+    this.replaceText(content);
   }
 }
 
@@ -54,11 +94,11 @@ export const STATUS_TEXT = {
 };
 
 export class Saver extends EventTarget {
-  /** onConflict(doc) opens the conflict view; the doc has .conflict set. */
-  constructor(username, { onConflict }) {
+  /** events: "status" (detail: doc) after a doc's status changes; "conflict"
+   * (detail: doc, with .conflict set) when the student must choose a version. */
+  constructor(username) {
     super();
     this.prefix = `pyc.unsaved.${username}.`;
-    this.onConflict = onConflict;
     this.docs = new Set();
     connection.addEventListener("change", () => {
       if (connection.online) this.retryAll();
@@ -112,10 +152,6 @@ export class Saver extends EventTarget {
     return !doc.dirty && doc.status === "saved";
   }
 
-  flushAll() {
-    return Promise.all([...this.docs].map((d) => this.flush(d)));
-  }
-
   /** Something not yet saved (the page warns before closing). */
   unsaved() {
     return [...this.docs].filter((d) => !d.readOnly && (d.dirty || d.inflight || d.status === "conflict"));
@@ -160,7 +196,6 @@ export class Saver extends EventTarget {
         doc.etag = meta.etag;
         doc.savedText = text;
         doc.attempt = 0;
-        this.dispatchEvent(new CustomEvent("saved", { detail: doc }));
         if (doc.text() === text) {
           this.forget(doc);
           this.setStatus(doc, "saved");
@@ -181,10 +216,8 @@ export class Saver extends EventTarget {
             doc.etag = null;
             continue;
           }
-          doc.conflict = { current, mine: text };
           this.keep(doc);
-          this.setStatus(doc, "conflict", "This file was changed somewhere else.");
-          this.onConflict(doc);
+          this.conflictFound(doc, current, text);
           return;
         }
         if (e.temporary) {
@@ -204,6 +237,36 @@ export class Saver extends EventTarget {
     clearTimeout(doc.retryTimer);
     const delay = seconds ? seconds * 1000 : backoff(doc.attempt++);
     doc.retryTimer = setTimeout(() => this.save(doc), delay);
+  }
+
+  /** `current` (the saved version) is not what `mine` was edited from. */
+  conflictFound(doc, current, mine) {
+    doc.conflict = { current, mine };
+    this.setStatus(doc, "conflict", "This file was changed somewhere else.");
+    this.dispatchEvent(new CustomEvent("conflict", { detail: doc }));
+  }
+
+  /**
+   * A doc just opened: put back the unsaved text this browser kept from an
+   * earlier visit. Saved at once if the file has not changed since; a
+   * conflict otherwise. Returns "saving", "conflict" or null (nothing kept).
+   */
+  recover(doc) {
+    const kept = this.kept(doc.key);
+    if (!kept || doc.readOnly) return null;
+    if (kept.text === doc.savedText) {
+      this.forget(doc);
+      return null;
+    }
+    doc.replaceText(kept.text);
+    if (kept.etag === doc.etag) {
+      this.changed(doc);
+      this.save(doc);
+      return "saving";
+    }
+    // Edited from an older version that has changed since: the student chooses.
+    this.conflictFound(doc, { etag: doc.etag, content: doc.savedText }, kept.text);
+    return "conflict";
   }
 
   /** The student chose: the doc's text now (theirs, mine or a mix) is

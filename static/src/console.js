@@ -1,6 +1,7 @@
 // The console: xterm.js shows a program's output live (stderr in red) and
-// sends what is typed as keystrokes; figures appear as images below it; the
-// line above says whether a program waits, runs or how it ended.
+// passes on what is typed as keystrokes; figures appear as images below it;
+// the line above says whether a program waits, runs or how it ended. It only
+// shows: whether a program runs is the run control's (run.js) to say.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { h, clear } from "./dom.js";
@@ -21,13 +22,13 @@ const RESET = "\x1b[0m";
 const HIDE_CURSOR = "\x1b[?25l";
 const SHOW_CURSOR = "\x1b[?25h";
 
-export class Console {
-  /** `send(msg)` sends a run-protocol message; returns false when not connected. */
-  constructor({ terminalEl, plotsEl, stateEl, send, passKeys }) {
+export class Console extends EventTarget {
+  /** events: "input" (detail: a run-protocol message: stdin, interrupt, eof,
+   * resize) for the run control to send while a program runs. */
+  constructor({ terminalEl, plotsEl, stateEl, passKeys }) {
+    super();
     this.plotsEl = plotsEl;
     this.stateEl = stateEl;
-    this.send = send;
-    this.running = false;
     this.figures = 0;
     this.term = new Terminal({
       fontFamily: "'DejaVu Sans Mono', 'Cascadia Mono', Consolas, 'Liberation Mono', monospace",
@@ -53,8 +54,12 @@ export class Console {
       if (name === "screenReader") this.term.options.screenReaderMode = value;
       this.resize();
     });
-    this.setState("idle", "Press Run to start your program.");
+    this.idle();
     this.term.write(HIDE_CURSOR);
+  }
+
+  input(msg) {
+    this.dispatchEvent(new CustomEvent("input", { detail: msg }));
   }
 
   resize() {
@@ -63,7 +68,7 @@ export class Console {
     } catch {
       return; // hidden
     }
-    if (this.running) this.send({ type: "resize", cols: this.term.cols, rows: this.term.rows });
+    this.input({ type: "resize", cols: this.term.cols, rows: this.term.rows });
   }
 
   size() {
@@ -77,10 +82,13 @@ export class Console {
   }
 
   typed(data) {
-    if (!this.running) return;
-    if (data === "\x03") this.send({ type: "interrupt" });
-    else if (data === "\x04") this.send({ type: "eof" });
-    else this.send({ type: "stdin", data });
+    if (data === "\x03") this.input({ type: "interrupt" });
+    else if (data === "\x04") this.input({ type: "eof" });
+    else this.input({ type: "stdin", data });
+  }
+
+  idle() {
+    this.setState("idle", "Press Run to start your program.");
   }
 
   /** A new run: clear the screen and the figures. */
@@ -90,7 +98,6 @@ export class Console {
     this.figures = 0;
     clear(this.plotsEl);
     this.plotsEl.hidden = true;
-    this.running = true;
     this.setState("starting", `Starting ${path}…`);
     this.term.focus();
   }
@@ -126,9 +133,6 @@ export class Console {
         this.note(msg.message, YELLOW);
         break;
       case "error":
-        // A keystroke or resize sent just as the program ended: nothing to say.
-        if (msg.error === "not_running") break;
-        this.running = false;
         this.note(msg.message, RED);
         this.setState("error", msg.message);
         break;
@@ -148,7 +152,6 @@ export class Console {
   }
 
   finished(msg) {
-    this.running = false;
     const ok = msg.reason === "ok";
     const seconds = typeof msg.duration === "number" ? ` · ${msg.duration.toFixed(1)} s` : "";
     const text = capital(msg.message || msg.reason);
@@ -161,8 +164,6 @@ export class Console {
 
   /** The socket closed under a run. */
   lost() {
-    if (!this.running) return;
-    this.running = false;
     this.term.write("\r\n");
     this.note("── The connection to the server was lost; the program was stopped. ──", YELLOW);
     this.term.write(HIDE_CURSOR);
@@ -173,11 +174,11 @@ export class Console {
     this.term.focus();
   }
 
+  /** Clear the screen and the figures (the state line stays). */
   clearAll() {
     this.term.reset();
     clear(this.plotsEl);
     this.plotsEl.hidden = true;
-    if (!this.running) this.setState("idle", "Press Run to start your program.");
   }
 }
 

@@ -13,8 +13,6 @@ import { oneDark } from "@codemirror/theme-one-dark";
 import { settings } from "./settings.js";
 
 const themeSlot = new Compartment();
-const readOnlySlot = new Compartment();
-const languageSlot = new Compartment();
 const labelSlot = new Compartment();
 
 const label = (path) => EditorView.contentAttributes.of({ "aria-label": `Code editor: ${path}` });
@@ -35,8 +33,8 @@ function languageFor(path) {
   return /\.pyw?$/i.test(path) ? python() : [];
 }
 
-/** The extensions every editor shares; `extra` adds to them (the page's keys). */
-export function commonExtensions({ path = "x.py", readOnly = false, extra = [] } = {}) {
+/** The extensions every editor shares. */
+export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
   return [
     lineNumbers(),
     highlightActiveLineGutter(),
@@ -61,69 +59,44 @@ export function commonExtensions({ path = "x.py", readOnly = false, extra = [] }
     labelSlot.of(label(path)),
     baseTheme,
     themeSlot.of(themeFor(settings.get("theme"))),
-    readOnlySlot.of([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
-    languageSlot.of(languageFor(path)),
-    ...extra,
+    EditorState.readOnly.of(readOnly),
+    EditorView.editable.of(!readOnly),
+    languageFor(path),
   ];
 }
 
 export class Editor {
-  /** onChange(state) is called after each edit of the shown document. */
-  constructor(parent, { onChange, keys = [] }) {
-    this.onChange = onChange;
-    this.keys = keys;
+  /** onChange() is called after each edit of the shown document. */
+  constructor(parent, { onChange }) {
+    this.current = null;
     this.view = new EditorView({
       parent,
-      state: EditorState.create({ doc: "", extensions: this.extensions("", true) }),
+      state: EditorState.create({ doc: "", extensions: commonExtensions({ path: "", readOnly: true }) }),
       dispatchTransactions: (trs, view) => {
         view.update(trs);
-        if (trs.some((tr) => tr.docChanged)) this.onChange(view.state);
+        if (trs.some((tr) => tr.docChanged)) onChange();
       },
     });
     settings.addEventListener("change", () => this.restyle());
   }
 
-  extensions(path, readOnly) {
-    return commonExtensions({
-      path, readOnly,
-      extra: [keymap.of(this.keys), EditorView.updateListener.of((u) => {
-        if (this.current && (u.docChanged || u.selectionSet)) this.current.state = u.state;
-      })],
-    });
-  }
-
   /** A new state for a file's text. */
   createState(text, path, readOnly) {
-    return EditorState.create({ doc: text, extensions: this.extensions(path, readOnly) });
+    return EditorState.create({ doc: text, extensions: commonExtensions({ path, readOnly }) });
   }
 
-  /** Show `doc` (which has .state); remembers the state of the one shown before. */
+  /** Show `doc` (a Doc); the one shown before keeps its state. */
   show(doc) {
-    if (this.current && this.current !== doc) this.current.state = this.view.state;
+    if (this.current && this.current !== doc) this.current.detach();
     this.current = doc;
-    this.view.setState(doc.state);
+    doc.attach(this.view);
     this.view.dispatch({ effects: labelSlot.reconfigure(label(doc.path)) }); // it may have been renamed
     this.restyle();
   }
 
   restyle() {
     this.view.dispatch({ effects: themeSlot.reconfigure(themeFor(settings.get("theme"))) });
-    if (this.current) this.current.state = this.view.state;
     this.view.requestMeasure();
-  }
-
-  /** Replace the whole text of the shown document (keeps undo). */
-  replaceText(text) {
-    const view = this.view;
-    view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } });
-    if (this.current) this.current.state = view.state;
-  }
-
-  setReadOnly(readOnly) {
-    this.view.dispatch({
-      effects: readOnlySlot.reconfigure([EditorState.readOnly.of(readOnly), EditorView.editable.of(!readOnly)]),
-    });
-    if (this.current) this.current.state = this.view.state;
   }
 
   focus() {

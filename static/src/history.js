@@ -1,12 +1,26 @@
 // The history of the current file: earlier versions, a preview of each,
 // and restore (the current text becomes a version too, so nothing is lost).
-import { h, clear, ago, formatBytes } from "./dom.js";
+import { h, clear, ago, formatBytes, toast } from "./dom.js";
 import { get, post, areaUrl } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { viewer } from "./editor.js";
 
+/** The History button: save first (the current text becomes a version
+ * too), then the dialog; a restored version is shown in `doc`. */
+export async function showHistory(doc, saver) {
+  if (!doc.readOnly && !(await saver.flush(doc))) {
+    toast("Save the file first (see its status).", "warn");
+    return;
+  }
+  const restored = await historyDialog(doc);
+  if (!restored) return;
+  doc.showVersion(restored);
+  saver.changed(doc);
+  toast("The earlier version is back (the one it replaced is in the history too).", "ok");
+}
+
 /** Resolves to {etag, content} of the restored version, or null. */
-export async function historyDialog(doc) {
+async function historyDialog(doc) {
   let versions;
   try {
     versions = (await get(areaUrl("history", doc.area, doc.path))).versions;

@@ -1,11 +1,11 @@
 // The teacher's tools: the class roster with last-save times, a student's
 // files (read-only), and pushing a starter file from course/ to the class.
-import { h, clear, ago } from "./dom.js";
+import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 
-export class Roster extends EventTarget {
+class Roster extends EventTarget {
   constructor(el) {
     super();
     this.el = el;
@@ -55,6 +55,23 @@ export class Roster extends EventTarget {
     clear(this.files, this.tree.el);
     this.tree.load();
   }
+}
+
+/** The teacher's sidebar: a Files tab and a Class tab (the roster, shown first). */
+export function classView() {
+  const roster = new Roster($("#class-panel"));
+  $("#sidebar-tabs").hidden = false;
+  const showPanel = (which) => {
+    $("#tab-files").setAttribute("aria-selected", String(which === "files"));
+    $("#tab-class").setAttribute("aria-selected", String(which === "class"));
+    $("#files-panel").hidden = which !== "files";
+    $("#class-panel").hidden = which !== "class";
+    if (which === "class") roster.load();
+  };
+  $("#tab-files").addEventListener("click", () => showPanel("files"));
+  $("#tab-class").addEventListener("click", () => showPanel("class"));
+  showPanel("class");
+  return roster;
 }
 
 /** Copy `path` of course/ into the homes of all (or chosen) students; show the report. */

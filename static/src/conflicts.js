@@ -1,14 +1,49 @@
-// The conflict view: both versions side by side (CodeMirror's merge view,
-// loaded only when needed), the student's own side editable, and three ways
-// out, none of which throws a text away unasked.
-import { h } from "./dom.js";
+// A conflict: the file changed elsewhere since the student's text was
+// edited from it. The view shows both versions side by side (CodeMirror's
+// merge view, loaded only when needed), the student's own side editable, and
+// three ways out, none of which throws a text away unasked.
+import { h, toast } from "./dom.js";
 import { openDialog } from "./dialog.js";
+
+/** Settles the conflicts the saver finds, one at a time. */
+export class Conflicts {
+  constructor({ saver, workspace }) {
+    this.saver = saver;
+    this.workspace = workspace;
+    this.open = false; // the dialog is open
+    saver.addEventListener("conflict", (e) => this.resolve(e.detail));
+  }
+
+  /** Show the conflict of `doc` and save what the student chooses. */
+  async resolve(doc) {
+    if (this.open || !doc.conflict) return;
+    this.open = true;
+    try {
+      if (this.workspace.current !== doc) await this.workspace.select(doc);
+      const answer = await conflictDialog(doc);
+      if (!answer || !doc.conflict) return;
+      const theirs = doc.conflict.current.content;
+      if (answer.choice === "both") {
+        const copy = await this.workspace.saveCopy(doc.area, doc.path, answer.text, "-mine");
+        if (!copy) return;
+        toast(`Your version is saved as ${copy}.`);
+        doc.replaceText(theirs);
+      } else {
+        doc.replaceText(answer.text);
+      }
+      const ok = await this.saver.resolve(doc);
+      if (ok) toast(answer.choice === "theirs" ? "Now showing the saved version." : "Saved.");
+    } finally {
+      this.open = false;
+    }
+  }
+}
 
 /**
  * Shows the conflict of `doc` (doc.conflict = {current, mine}); resolves to
  * {choice: "mine"|"theirs"|"both", text} or null if closed undecided.
  */
-export async function conflictDialog(doc) {
+async function conflictDialog(doc) {
   const [{ MergeView }, { commonExtensions }, { EditorView }] = await Promise.all([
     import("@codemirror/merge"), import("./editor.js"), import("@codemirror/view")]);
   const theirs = doc.conflict.current.content;

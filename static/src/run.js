@@ -1,0 +1,108 @@
+// Run and Stop, and the one place that knows whether a program runs: the
+// console only shows, the socket only carries. Run saves the file first and
+// refuses to start what is not saved; the console's keystrokes reach the
+// program only while it runs.
+import { $, toast } from "./dom.js";
+import { STATUS_TEXT } from "./autosave.js";
+
+export class RunControl extends EventTarget {
+  /**
+   * current(): the doc shown in the editor, or null. events: "ended" when the
+   * server says a run ended (the program may have written files).
+   */
+  constructor({ socket, output, saver, current }) {
+    super();
+    this.socket = socket;
+    this.output = output;
+    this.saver = saver;
+    this.current = current;
+    this.state = "idle"; // idle | saving (the file, before asking) | running (asked for, queued or running)
+    this.runButton = $("#run");
+    this.stopButton = $("#stop");
+    this.runButton.addEventListener("click", () => this.run());
+    this.stopButton.addEventListener("click", () => this.stop());
+    $("#clear-console").addEventListener("click", () => this.clearConsole());
+    output.addEventListener("input", (e) => {
+      if (this.running) socket.send(e.detail);
+    });
+    socket.addEventListener("message", (e) => this.received(e.detail));
+    socket.addEventListener("closed", () => {
+      if (!this.running) return;
+      output.lost();
+      this.setState("idle");
+    });
+  }
+
+  get running() {
+    return this.state === "running";
+  }
+
+  setState(state) {
+    this.state = state;
+    this.render();
+  }
+
+  /** The buttons say what can be done now (called when the shown doc changes too). */
+  render() {
+    const doc = this.current();
+    const busy = this.state !== "idle";
+    const runnable = doc && doc.area === "home" && /\.pyw?$/i.test(doc.path);
+    this.runButton.disabled = busy || !runnable;
+    this.runButton.title = !doc ? "Open a file to run it" : doc.area !== "home"
+      ? "Only your own files can be run: copy it to My files first" : "Run the current file (F5 or Ctrl+Enter)";
+    this.stopButton.disabled = !this.running;
+    document.body.classList.toggle("running", busy);
+  }
+
+  async run() {
+    const doc = this.current();
+    if (!doc || this.state !== "idle") return;
+    if (doc.area !== "home") {
+      toast("Only your own files can be run: copy this one to My files first.", "warn");
+      return;
+    }
+    this.setState("saving");
+    let next = "idle";
+    try {
+      const saved = await this.saver.flush(doc);
+      this.output.starting(doc.path);
+      if (!saved) {
+        const why = doc.status === "conflict" ? "resolve the conflict first" : doc.message || STATUS_TEXT[doc.status];
+        this.notRun(`Not run: the file could not be saved (${why}).`, "Not run: the file is not saved.");
+      } else if (!this.socket.open) {
+        this.notRun("Not connected to the server: reconnecting… Press Run again in a moment.", "Not connected.",
+          "\x1b[33m");
+        this.socket.connectNow();
+      } else {
+        this.socket.send({ type: "run", path: doc.path, ...this.output.size() });
+        next = "running";
+      }
+    } finally {
+      this.setState(next);
+    }
+  }
+
+  notRun(note, state, color = "\x1b[31m") {
+    this.output.note(note, color);
+    this.output.setState("error", state);
+  }
+
+  stop() {
+    if (this.running) this.socket.send({ type: "kill" });
+  }
+
+  received(msg) {
+    // A keystroke or resize sent just as the program ended: nothing to say.
+    if (msg.type === "error" && msg.error === "not_running") return;
+    this.output.message(msg);
+    if (msg.type === "exit" || msg.type === "error") {
+      this.setState("idle");
+      this.dispatchEvent(new Event("ended"));
+    }
+  }
+
+  clearConsole() {
+    this.output.clearAll();
+    if (!this.running) this.output.idle();
+  }
+}

@@ -1,0 +1,233 @@
+// The open files: opening one (from a tree or the roster), showing it in the
+// editor, closing it, following what the trees rename and delete, showing a
+// version saved elsewhere, and copies (into My files, or "mine" beside a
+// conflicted file). What a doc contains changes only through Doc and the Saver.
+import { h, $, clear, toast } from "./dom.js";
+import { get, request, areaUrl, ApiError } from "./api.js";
+import { Doc, STATUS_TEXT } from "./autosave.js";
+import { openDialog, alertDialog } from "./dialog.js";
+import { icon } from "./icons.js";
+
+const REFRESH_EVERY_MS = 5000; // at most this often when the page gets the focus back
+
+export class Workspace extends EventTarget {
+  /**
+   * trees(): the file trees on the page now; staff: may edit course/.
+   * events: "shown" (detail: the doc shown, or null), "tabs" (which files
+   * are open, or which one is shown, changed).
+   */
+  constructor({ tabs, editor, saver, trees, staff }) {
+    super();
+    this.tabs = tabs;
+    this.editor = editor;
+    this.saver = saver;
+    this.trees = trees;
+    this.staff = staff;
+    this.lastRefresh = 0;
+    tabs.addEventListener("select", (e) => this.select(e.detail));
+    tabs.addEventListener("close", (e) => this.close(e.detail));
+  }
+
+  get current() {
+    return this.tabs.current;
+  }
+
+  tree(area) {
+    return this.trees().find((t) => t.area === area) || null;
+  }
+
+  readOnly(area) {
+    return !(area === "home" || (area === "course" && this.staff));
+  }
+
+  tabsChanged() {
+    this.dispatchEvent(new Event("tabs"));
+  }
+
+  /** Open a file in a tab (or find its tab); resolves to its doc, or null. */
+  async open(area, path, { activate = true, quiet = false } = {}) {
+    const key = `${area}:${path}`;
+    let doc = this.tabs.find(key);
+    if (!doc) {
+      let data;
+      try {
+        data = await get(areaUrl("files", area, path));
+      } catch (e) {
+        if (!quiet) alertDialog(`Cannot open ${path}`, e.message);
+        return null;
+      }
+      if (data.content === null || data.content === undefined) {
+        if (!quiet) alertDialog(`Cannot show ${path}`, "This file is not text, or too large to edit here. Use Download from its menu.");
+        return null;
+      }
+      doc = this.tabs.find(key); // opened meanwhile
+      if (!doc) {
+        const readOnly = this.readOnly(area);
+        doc = new Doc({ area, path, etag: data.etag, text: data.content, readOnly,
+          state: this.editor.createState(data.content, path, readOnly) });
+        this.tabs.add(doc);
+        this.saver.add(doc);
+        if (this.saver.recover(doc) === "saving") toast(`Recovered your unsaved changes to ${doc.path}; saving them now.`);
+      }
+    }
+    if (activate) await this.select(doc);
+    this.tabsChanged();
+    return doc;
+  }
+
+  async select(doc) {
+    const previous = this.tabs.current;
+    if (previous && previous !== doc) this.saver.flush(previous); // saves on tab switch
+    this.tabs.activate(doc);
+    this.show(doc);
+    this.tabsChanged();
+  }
+
+  /** Show `doc` in the editor (null: no file). */
+  show(doc) {
+    const has = !!doc;
+    $("#empty").hidden = has;
+    $("#editor").hidden = !has;
+    for (const tree of this.trees()) tree.setActive(doc && doc.area === tree.area ? doc.path : null);
+    if (has) {
+      this.editor.show(doc);
+      this.banner(doc);
+    } else {
+      $("#doc-banner").hidden = true;
+    }
+    document.title = `${doc ? doc.name + " — " : ""}PyClassroom`;
+    this.dispatchEvent(new CustomEvent("shown", { detail: doc }));
+  }
+
+  /** Above a read-only file: whose it is, and what can be done. */
+  banner(doc) {
+    const el = $("#doc-banner");
+    if (!doc.readOnly) {
+      el.hidden = true;
+      return;
+    }
+    const whose = doc.area === "course" ? "the course folder" : `${doc.area.slice(5)}'s files`;
+    clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}.`),
+      doc.area === "course" && !this.staff ? h("button", { class: "btn small", type: "button",
+        onclick: () => this.copyToHome(doc.area, doc.path) }, "Copy to my files") : null,
+      h("button", { class: "btn small ghost", type: "button", onclick: () => this.refresh(doc, true) }, "Reload"));
+    el.hidden = false;
+  }
+
+  /** Close a tab; an unsaved file is saved first, or closed only if the student says so. */
+  async close(doc, { force = false } = {}) {
+    if (!force && !doc.readOnly && (doc.dirty || doc.status !== "saved")) {
+      const saved = await this.saver.flush(doc);
+      if (!saved) {
+        const choice = await openDialog({
+          title: `${doc.name} is not saved`,
+          body: h("p", {}, `${STATUS_TEXT[doc.status]}${doc.message ? ": " + doc.message : ""}. `
+            + "If you close it, your changes stay in this browser and come back when you open the file again."),
+          buttons: [{ label: "Keep it open", value: false }, { label: "Close anyway", value: true, kind: "danger" }],
+        });
+        if (!choice) return;
+      }
+    }
+    this.saver.remove(doc);
+    const next = this.tabs.remove(doc);
+    if (this.tabs.current === null) {
+      if (next) this.select(next);
+      else this.show(null);
+    }
+    this.tabsChanged();
+  }
+
+  /** Show the version saved elsewhere, unless the student has edits of their own. */
+  async refresh(doc, announce) {
+    if (doc.dirty || doc.inflight) return;
+    try {
+      const data = await get(areaUrl("files", doc.area, doc.path));
+      if (data.etag === doc.etag || doc.dirty || data.content === null) return;
+      doc.showVersion(data);
+      if (announce) toast(`${doc.path} was changed elsewhere: showing the new version.`);
+    } catch {
+      // shown by the status of the next save
+    }
+  }
+
+  /** Coming back to the page: show what changed elsewhere meanwhile. */
+  refreshAll() {
+    if (Date.now() - this.lastRefresh < REFRESH_EVERY_MS) return;
+    this.lastRefresh = Date.now();
+    for (const tree of this.trees()) tree.load();
+    if (this.current) this.refresh(this.current, true);
+  }
+
+  async copyToHome(area, path) {
+    let data;
+    try {
+      data = await get(areaUrl("files", area, path));
+    } catch (e) {
+      alertDialog("Cannot copy", e.message);
+      return;
+    }
+    const name = await this.saveCopy("home", path, data.content, "", { activate: true });
+    if (name) toast(`Copied to My files: ${name}`);
+  }
+
+  /** Save `text` as a new file `path` in `area`, named path<suffix>, or
+   * path<suffix>-2 ... when taken, and open it; resolves to its path, or null. */
+  async saveCopy(area, path, text, suffix, { activate = false } = {}) {
+    const name = await createFree(area, path, text, suffix);
+    if (!name) return null;
+    await this.tree(area)?.load();
+    await this.open(area, name, { activate, quiet: !activate });
+    return name;
+  }
+
+  /** Tabs follow what `tree` renames, moves, deletes and replaces. */
+  follow(tree) {
+    tree.addEventListener("open", (e) => this.open(e.detail.area, e.detail.path));
+    tree.addEventListener("moved", (e) => {
+      const { area, from, to } = e.detail;
+      for (const doc of this.tabs.docs) {
+        if (doc.area !== area) continue;
+        if (doc.path === from) this.saver.rename(doc, to);
+        else if (doc.path.startsWith(from + "/")) this.saver.rename(doc, to + doc.path.slice(from.length));
+      }
+      this.tabs.render();
+      this.show(this.current);
+      this.tabsChanged();
+    });
+    tree.addEventListener("deleted", (e) => {
+      const { area, path } = e.detail;
+      for (const doc of [...this.tabs.docs]) {
+        if (doc.area === area && (doc.path === path || doc.path.startsWith(path + "/"))) {
+          this.saver.forget(doc);
+          this.close(doc, { force: true });
+        }
+      }
+    });
+    tree.addEventListener("replaced", (e) => {
+      for (const p of e.detail.paths) {
+        const doc = this.tabs.find(`${e.detail.area}:${p}`);
+        if (doc) this.refresh(doc, true);
+      }
+    });
+  }
+}
+
+/** Create `path` (with `suffix` before its extension) in `area`, or
+ * path-2, path-3, ... when taken; resolves to the path used, or null. */
+async function createFree(area, path, text, suffix) {
+  const base = path.replace(/(\.[^./]*)?$/, (ext) => `${suffix}${ext}`);
+  let name = base;
+  for (let n = 2; n < 100; n++) {
+    try {
+      await request("PUT", areaUrl("files", area, name), { body: text, headers: { "Content-Type": "text/plain" } });
+      return name;
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 409)) {
+        alertDialog("Could not save a copy", e.message);
+        return null;
+      }
+      name = base.replace(/(\.[^./]*)?$/, (ext) => `-${n}${ext}`);
+    }
+  }
+  return null;
+}
