@@ -27,6 +27,7 @@ from tests.server_process import ServerProcess
 from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_page
 
 
 def with_database(dsn, name):

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from tests.browser import (browser, new_page, shot, login, wait_ready, editor, editor_text, replace_text,  # noqa: F401
-                           save_status, expect_saved, wait_terminal, open_file, new_file, write_program, free_port,
-                           student, LIMITS, CHROMIUM, ROOT, expect)
+from tests.browser import (shot, login, wait_ready, editor, editor_text, replace_text, save_status,
+                           expect_saved, wait_terminal, open_file, new_file, write_program, free_port, student,
+                           LIMITS, CHROMIUM, ROOT, expect)
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.timeout(300)

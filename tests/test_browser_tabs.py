@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from tests.browser import (browser, new_page, shot, login, wait_ready, editor, editor_text, replace_text,  # noqa: F401
-                           save_status, expect_saved, wait_terminal, open_file, write_program, student, student_ide,
-                           LIMITS, expect)
+from tests.browser import (shot, login, wait_ready, editor, editor_text, replace_text, save_status,
+                           expect_saved, wait_terminal, open_file, write_program, student, student_ide, LIMITS,
+                           expect)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,8 +44,6 @@ def test_a_second_tab_takes_the_run_socket_and_use_it_here_takes_it_back(start_s
     assert one.errors == [] and two.errors == []
 
 
-@pytest.mark.xfail(strict=True, reason="server: RunManager.open forgets the student (students.pop) when it closes "
-                   "their last idle socket, so the next socket is not counted against RUN_SOCKETS_PER_USER")
 def test_use_it_here_pushes_the_other_tab_out_in_turn(start_server, new_page):
     server = start_server(processes=1, RUN_SOCKETS_PER_USER=1, **LIMITS)
     user, password = student(server)

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from tests.browser import (browser, new_page, shot, login, open_file, editor_text, wait_terminal,  # noqa: F401
-                           write_program, student_ide, LIMITS, expect)
+from tests.browser import (shot, login, open_file, editor_text, wait_terminal, write_program, student_ide,
+                           LIMITS, expect)
 from tests.helpers import create_user
 
 pytestmark = pytest.mark.timeout(300)
