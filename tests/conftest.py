@@ -13,7 +13,7 @@ import psycopg2
 import pytest
 
 from server.embedded_postgres import EmbeddedPostgres
-from tests.server_process import ServerProcess
+from loadtest.harness import ServerProcess
 
 from tests.runs_support import LIMITS as RUN_LIMITS
 

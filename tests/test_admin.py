@@ -3,7 +3,7 @@ import a class (all rows or none), reset a password, deactivate."""
 import pytest
 
 from tests.helpers import create_user, sql
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 
 @pytest.fixture

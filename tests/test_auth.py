@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.helpers import create_user, on_each_worker, sql
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 
 @pytest.fixture

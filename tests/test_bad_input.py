@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.helpers import create_user, sql
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 
 @pytest.fixture

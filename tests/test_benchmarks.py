@@ -5,12 +5,12 @@ import json
 import subprocess
 import sys
 
-from tests.server_process import ROOT
+from loadtest.harness import ROOT
 
 
 def bench(module, tmp_path, *args):
     out = tmp_path / "result.json"
-    done = subprocess.run([sys.executable, "-m", f"server.ops.{module}", *args, "--json", str(out)],
+    done = subprocess.run([sys.executable, "-m", f"loadtest.{module}", *args, "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return json.loads(out.read_text())["results"]
