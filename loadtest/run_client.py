@@ -87,10 +87,10 @@ class RunClient:
         return self
 
     async def close(self):
+        """Close the socket (kept, for its close_code) and our own session, if any."""
         if self.ws is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.ws.close(), 10)
-            self.ws = None
         if self._own_http is not None:
             await self._own_http.close()
             self.http = self._own_http = None
