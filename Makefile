@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: start test system-deps
 
-$(VENV)/.installed: requirements.txt requirements-test.txt
+$(VENV)/.installed: requirements.txt requirements-test.txt loadtest/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-test.txt
 	touch $@

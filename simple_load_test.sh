@@ -22,4 +22,4 @@ make -s -C "$here" system-deps .venv/.installed
 # Run from the caller's folder, so that --out and --users paths mean what they say.
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 export LOADTEST_ARGV0="$0"
-exec "$here/.venv/bin/python" -m server.ops.loadtest "$@"
+exec "$here/.venv/bin/python" -m loadtest.loadtest "$@"

@@ -17,7 +17,7 @@ decrease of provisioned throughput, only once every 24 hours after the last
 such change: a refused change is reported with the time AWS names, never
 retried.
 
-`measure` runs the EFS benchmark (server/ops/efs_bench.py) before and after
+`measure` runs the EFS benchmark (loadtest/efs_bench.py) before and after
 the change and writes both results, their comparison and a log of the steps
 into one folder.
 
@@ -437,9 +437,10 @@ def now_iso():
 
 
 def bench_command(*args):
-    # The benchmark is part of the server package: run it with this interpreter
-    # from the repository root, where `server` is importable.
-    return [sys.executable, "-m", "server.ops.efs_bench", *args]
+    # The benchmark is one of the repository's tools (it measures through the
+    # server's own Store): run it with this interpreter from the repository
+    # root, where `loadtest` and `server` are importable.
+    return [sys.executable, "-m", "loadtest.efs_bench", *args]
 
 
 def run_tool(run, command, log_path):
@@ -469,7 +470,7 @@ def cmd_measure(args, efs, run, sleep, clock, out):
     fs = describe(efs, args.fs_id, sleep)
     if plan_change(fs, args.mode, args.mibps) is None:
         raise Failure(f"{args.fs_id} already uses {describe_mode(fs)}: there is no change to measure "
-                      f"(run python -m server.ops.efs_bench --dir {bench_dir} for one measurement)")
+                      f"(run python -m loadtest.efs_bench --dir {bench_dir} for one measurement)")
     if args.dry_run:
         print("dry run: would write into " + folder, file=out)
         for command in (bench_before, None, bench_after, compare):

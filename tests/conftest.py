@@ -22,7 +22,7 @@ import pytest
 
 from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
-from tests.server_process import ServerProcess
+from loadtest.harness import ServerProcess
 
 from tests.runs_support import LIMITS as RUN_LIMITS
 

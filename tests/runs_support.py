@@ -9,7 +9,7 @@ import re
 import psycopg2
 import requests
 
-from tests.run_client import RunClient
+from loadtest.run_client import RunClient
 
 LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT_KB=512,
               RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)

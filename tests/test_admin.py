@@ -4,7 +4,7 @@ import pytest
 
 from tests.conftest import PASSWORD, running_server
 from tests.helpers import create_user, sql
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import People
 from tests.helpers import create_user, on_each_worker, sql
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from loadtest.harness import ADMIN_PASSWORD
 from tests.conftest import PASSWORD, People, running_server
 from tests.helpers import sql
-from tests.server_process import ADMIN_PASSWORD
 
 
 @pytest.fixture(scope="module")

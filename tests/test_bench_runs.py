@@ -5,8 +5,9 @@ import contextlib
 
 import pytest
 
-from server.ops import bench_runs
-from tests.helpers import create_user
+from loadtest import run_phases
+from loadtest.harness import students
+from loadtest.run_client import ECHO_PROGRAM
 
 
 @pytest.fixture
@@ -15,24 +16,21 @@ def server(start_server):
 
 
 def make_students(server, n):
-    credentials = [(f"runner{i}", f"runner-password-{i}") for i in range(n)]
-    for username, password in credentials:
-        create_user(server.env["DATABASE_URL"], username, password)
-    return credentials
+    return students(server.env["DATABASE_URL"], n, prefix="runner")
 
 
 def echo_phase(server, credentials, program, duration=2.0):
     """Log the students in, save `program` for each, run the echo loop."""
     async def go():
         async with contextlib.AsyncExitStack() as stack:
-            users = await bench_runs.log_in(server.url, credentials, stack, timeout=30)
-            await bench_runs.save_everywhere(users, bench_runs.ECHO_PATH, program)
-            return await bench_runs.echo_phase(server.url, users, duration, think=0.2, settle=0.2, timeout=30)
+            users = await run_phases.log_in(server.url, credentials, stack, timeout=30)
+            await run_phases.save_everywhere(users, run_phases.ECHO_PATH, program)
+            return await run_phases.echo_phase(server.url, users, duration, think=0.2, settle=0.2, timeout=30)
     return asyncio.run(go())
 
 
 def test_two_students_run_the_echo_program(server):
-    result = echo_phase(server, make_students(server, 2), bench_runs.ECHO_PROGRAM)
+    result = echo_phase(server, make_students(server, 2), ECHO_PROGRAM)
     assert result["errors_by_kind"] == {} and result["errors"] == 0
     assert result["students"] == 2 and result["runs"] > 0
     assert result["warm_sandboxes_reported"] is True

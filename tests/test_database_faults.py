@@ -23,7 +23,7 @@ import requests
 from server.embedded_postgres import EmbeddedPostgres
 from tests.conftest import with_database
 from tests.helpers import create_user
-from tests.server_process import ServerProcess
+from loadtest.harness import ServerProcess
 
 STUDENTS = 8
 HANG_GUARD = 20  # seconds: only a hung request takes this long

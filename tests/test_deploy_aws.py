@@ -332,7 +332,7 @@ def test_clients_use_standard_retries_so_the_24_hour_rule_is_not_retried_by_boto
 # --- efs_throughput measure ----------------------------------------------------
 
 class FakeBench:
-    """Stands in for `python -m server.ops.efs_bench` (subprocess.run)."""
+    """Stands in for `python -m loadtest.efs_bench` (subprocess.run)."""
 
     def __init__(self, fail_on=None):
         self.commands = []
@@ -363,7 +363,7 @@ def test_measure_benchmarks_switches_and_compares_in_one_folder(tmp_path):
                                         "--out", str(folder)], efs=efs, run=bench, sleep=FakeTime().sleep)
     assert code == 0, out
     stubber.assert_no_pending_responses()
-    tool = [sys.executable, "-m", "server.ops.efs_bench"]
+    tool = [sys.executable, "-m", "loadtest.efs_bench"]
     assert [c for c, _ in bench.commands] == [
         tool + ["--dir", str(tmp_path / "efs"), "--json", str(folder / "before.json")],
         tool + ["--dir", str(tmp_path / "efs"), "--json", str(folder / "after.json")],

@@ -1,5 +1,5 @@
 """The file system benchmark, run as an operator runs it (python -m
-server.ops.efs_bench) on a temporary folder with small sizes. These check
+loadtest.efs_bench) on a temporary folder with small sizes. These check
 the tool's behaviour, not the machine's speed: no timing assertions except
 that an injected delay shows in what it reports."""
 import json
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from server.ops.efs_bench import figures
+from loadtest.efs_bench import figures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Small and quick; --no-drop-caches: a test must not empty the whole host's page cache.
@@ -19,7 +19,7 @@ FAST = ["--writers", "1,2", "--duration", "0.5", "--file-size", "2K-4K", "--list
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, "-m", "server.ops.efs_bench", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "loadtest.efs_bench", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=180)
 
 

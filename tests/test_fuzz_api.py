@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import new_database
 from tests.helpers import create_user
-from tests.server_process import ADMIN_PASSWORD, ServerProcess
+from loadtest.harness import ADMIN_PASSWORD, ServerProcess
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
 fuzz = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -5,8 +5,11 @@ import socket
 
 import pytest
 
-from server.ops import loadgen
-from tests.helpers import create_user
+from loadtest import loadgen
+from loadtest.client import CheckFailed, check_login_answer
+from loadtest.harness import students
+from loadtest.recording import Recorder
+from loadtest.scenarios import run_login
 
 CONCURRENCY = 3
 
@@ -18,19 +21,16 @@ def server(start_server):
 
 
 def make_users(dsn, n=CONCURRENCY):
-    credentials = [(f"load{i}", f"right-password-{i}") for i in range(n)]
-    for username, password in credentials:
-        create_user(dsn, username, password)
-    return credentials
+    return students(dsn, n, prefix="load")
 
 
-def run_login(url, credentials, rounds=1, warmup=1):
-    return asyncio.run(loadgen.run_login(url, credentials, rounds=rounds, warmup=warmup, timeout=30))
+def logins(url, credentials, rounds=1, warmup=1):
+    return asyncio.run(run_login(url, credentials, rounds=rounds, warmup=warmup, timeout=30))
 
 
 def test_correct_passwords_all_succeed(server, fresh_db):
     credentials = make_users(fresh_db)
-    result = run_login(server.url, credentials)
+    result = logins(server.url, credentials)
     summary = result.summary()
     assert summary["errors_by_kind"] == {}
     assert summary["count"] == CONCURRENCY * 1  # the warm-up round is not counted
@@ -42,7 +42,7 @@ def test_correct_passwords_all_succeed(server, fresh_db):
 
 def test_two_rounds_count_every_login(server, fresh_db):
     credentials = make_users(fresh_db)
-    result = run_login(server.url, credentials, rounds=2, warmup=0)
+    result = logins(server.url, credentials, rounds=2, warmup=0)
     assert result.recorder.errors == {}
     assert result.recorder.count == CONCURRENCY * 2
 
@@ -50,7 +50,7 @@ def test_two_rounds_count_every_login(server, fresh_db):
 def test_wrong_passwords_are_errors_never_successes(server, fresh_db):
     credentials = make_users(fresh_db)
     wrong = [(username, password + "-wrong") for username, password in credentials]
-    result = run_login(server.url, wrong, warmup=0)
+    result = logins(server.url, wrong, warmup=0)
     assert result.recorder.count == 0
     assert result.recorder.errors == {"http_401": CONCURRENCY}
     assert result.summary()["p50_ms"] is None
@@ -60,7 +60,7 @@ def test_wrong_passwords_are_errors_never_successes(server, fresh_db):
 def test_unknown_users_are_errors(server, fresh_db):
     make_users(fresh_db)
     ghosts = [(f"ghost{i}", "some-password-1") for i in range(CONCURRENCY)]
-    result = run_login(server.url, ghosts, warmup=0)
+    result = logins(server.url, ghosts, warmup=0)
     assert result.recorder.count == 0
     assert result.recorder.errors == {"http_401": CONCURRENCY}
 
@@ -69,7 +69,7 @@ def test_connection_refused_is_an_error():
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = run_login(f"http://127.0.0.1:{port}", [("a", "b")] * 2, warmup=0)
+    result = logins(f"http://127.0.0.1:{port}", [("a", "b")] * 2, warmup=0)
     assert result.recorder.count == 0
     assert result.recorder.errors == {"setup_connection": 2}
 
@@ -86,15 +86,15 @@ def test_connection_refused_is_an_error():
 ])
 def test_check_login_answer(status, body, cookie, kind):
     if kind is None:
-        loadgen.check_login_answer(status, body, "ada", cookie)
+        check_login_answer(status, body, "ada", cookie)
     else:
-        with pytest.raises(loadgen.CheckFailed) as info:
-            loadgen.check_login_answer(status, body, "ada", cookie)
+        with pytest.raises(CheckFailed) as info:
+            check_login_answer(status, body, "ada", cookie)
         assert info.value.kind == kind
 
 
 def test_recorder_keeps_errors_out_of_the_histogram():
-    recorder = loadgen.Recorder()
+    recorder = Recorder()
     recorder.success(0.010, worker=7)
     recorder.success(120.0)  # beyond the histogram's range: clamped, not lost
     recorder.error("http_401")

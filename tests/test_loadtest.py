@@ -1,8 +1,8 @@
-"""The load test (simple_load_test.sh, server/ops/loadtest*.py), small and
-fast: its report is complete, failures are errors and never successes, an
-open loop shows a stall in full, and the sweep finds a slowed-down part.
-No assertion is about how fast anything is, except that a one-second stall
-shows as at least ~0.8 s."""
+"""The load test (simple_load_test.sh, loadtest/), small and fast: its
+report is complete, failures are errors and never successes, an open loop
+shows a stall in full, and the sweep finds a slowed-down part. No assertion
+is about how fast anything is: a stall is compared with the stall's own
+length as the server reports it."""
 import asyncio
 import csv
 import json
@@ -14,13 +14,12 @@ import time
 import aiohttp
 import pytest
 
-from server.ops import loadgen
-from server.ops import loadtest_report as report
-from server.ops.loadtest_cell import run_cell
-from server.ops.loadtest_scenarios import Budget, Cell
-from tests.helpers import create_user
+from loadtest import loadgen, report
+from loadtest.cell import run_cell
+from loadtest.harness import ROOT, students
+from loadtest.recording import Recorder
+from loadtest.scenarios import Budget, Cell
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "simple_load_test.sh")
 
 
@@ -29,11 +28,8 @@ def run_script(*args, env=None, timeout=420):
                           env={**os.environ, **(env or {})})
 
 
-def make_users(dsn, n, prefix="lt"):
-    credentials = [(f"{prefix}{i}", f"right-password-{i}") for i in range(n)]
-    for username, password in credentials:
-        create_user(dsn, username, password)
-    return credentials
+def make_users(dsn, n):
+    return students(dsn, n, prefix="lt")
 
 
 # -- the whole script ------------------------------------------------------------------
@@ -148,27 +144,34 @@ def test_wrong_passwords_are_errors_never_successes(start_server, fresh_db, rate
 
 def test_open_loop_latency_includes_a_one_second_stall(start_server):
     server = start_server(processes=1, PERF_CHECK=1)
+    rate = 50.0
 
     async def scenario():
-        cell = Cell(server.url, [("", "")] * 40, timeout=30, rate=50.0, perf_ms=1)
+        cell = Cell(server.url, [("", "")] * 40, timeout=30, rate=rate, perf_ms=1)
 
         async def stall():
+            """The server's one IOLoop busy for 1 s of CPU; returns how long
+            it was blocked, in ms, by the server's own account."""
             await asyncio.sleep(1.0)
             async with aiohttp.ClientSession() as http:
                 async with http.get(server.url + "/sys_perf_check?ms=1000") as resp:
                     assert resp.status == 200
                     await resp.read()
+                    return loadgen.parse_server_timing(resp.headers["Server-Timing"])["total"]
 
-        outcome, _ = await asyncio.gather(run_cell("perf", cell, Budget(duration=3.0), warmup=0), stall())
-        return outcome
+        return await asyncio.gather(run_cell("perf", cell, Budget(duration=3.0), warmup=0), stall())
 
     started = time.monotonic()
-    outcome = asyncio.run(scenario())
-    assert time.monotonic() - started < 60
+    outcome, stall_ms = asyncio.run(scenario())
+    assert time.monotonic() - started < 60  # a hang guard
     rec = outcome["recorders"]["request"]
     assert rec.errors == {}
-    # Every request due during the stall waited for it, timed from its scheduled start.
-    assert rec.percentile_ms(99) >= 800, rec.summary()
+    # The two requests due first after the loop blocked could be answered only
+    # when it was free again: timed from their scheduled start, each waited the
+    # whole stall but for two intervals of the schedule, and one more for what
+    # the stall's request did before it blocked (HDR keeps 3 digits).
+    interval_ms = 1000 / rate
+    assert rec.percentile_ms(99) >= (stall_ms - 3 * interval_ms) * 0.999, (stall_ms, rec.summary())
     stats = outcome["open_loop"]
     assert stats["scheduled"] == 150 and stats["sent"] == 150 and stats["not_sent"] == 0
     assert stats["max_lag_ms"] >= 0 and stats["max_outstanding"] >= 10  # requests kept going out during the stall
@@ -178,7 +181,7 @@ def test_open_loop_counts_what_it_could_not_send():
     """Users that never come free: operations beyond them are `not_sent`
     errors, not silently skipped (no server needed)."""
     async def go():
-        recorder = loadgen.Recorder()
+        recorder = Recorder()
 
         async def operation(user, scheduled):
             await asyncio.sleep(0.5)

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from tests.helpers import on_each_worker, sql
-from tests.server_process import ADMIN_PASSWORD, ServerProcess
+from loadtest.harness import ADMIN_PASSWORD, ServerProcess
 
 
 def test_startup_line_states_the_mode(start_server):

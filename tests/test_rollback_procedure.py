@@ -36,7 +36,7 @@ def test_every_command_block_is_tested_or_says_why_not():
 
 
 def test_verification_lines_match_what_the_server_prints():
-    from tests.server_process import SERVING_RE
+    from loadtest.harness import SERVING_RE
     with open(DOC, encoding="utf-8") as f:
         text = f.read()
     for line in ("serving http://0.0.0.0:8888 with 1 process (pid 4299)",

@@ -9,7 +9,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.run_client import RunClient
+from loadtest.run_client import RunClient
 from tests.runs_support import assert_all_released, lock_of, metric, save, student
 
 TYPES = ["run", "stdin", "interrupt", "kill", "resize", "eof"]

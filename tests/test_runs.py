@@ -12,7 +12,7 @@ import time
 import pytest
 
 from server.runs import cgroups
-from tests.run_client import RunClient
+from loadtest.run_client import RunClient
 from tests.runs_support import (LIMITS, REUSE_PROBE, metric, no_processes_of, pids_of_uid, probe, run,
                                 sandbox_uid, save, student)
 
@@ -478,7 +478,7 @@ def _ranks_of(uid):
 
 
 def test_admin_status_counts_open_ides_and_running_programs(start_server):
-    from tests.server_process import ADMIN_PASSWORD
+    from loadtest.harness import ADMIN_PASSWORD
     local_server = start_server(SANDBOX="local", **LIMITS)  # its own: it counts everyone's
     ada = student(local_server, "ada")
     save(ada, "wait.py", "input('waiting ')\n")

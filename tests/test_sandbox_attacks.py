@@ -15,10 +15,10 @@ import aiohttp
 import pytest
 
 from server.runs.run import MESSAGES
-from tests.run_client import RunClient
+from loadtest.run_client import RunClient
 from tests.runs_support import (assert_all_released, launcher_pids, metric,
                                 no_processes_of, probe, run, sandbox_uid, save, student, wait_for, REUSE_PROBE)
-from tests.server_process import ADMIN_PASSWORD
+from loadtest.harness import ADMIN_PASSWORD
 
 ESCAPES = r'''
 import ctypes, errno, json, os, struct, sys, time

@@ -7,8 +7,8 @@ import os
 
 from tests.helpers import create_user
 from tests.nginx_proxy import nginx_in_front
-from tests.run_client import RunClient
-from tests.server_process import Client
+from loadtest.run_client import RunClient
+from loadtest.client import Client
 
 
 def test_session_saves_and_runs_work_across_instances_behind_nginx(start_server, fresh_db, data_dir, nginx_prefix):

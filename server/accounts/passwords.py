@@ -2,7 +2,7 @@
 
 argon2id at OWASP's minimum (m=19 MiB, t=2, p=1): 25-30 ms of one core per
 hash on the 2-core test machine, so 60 logins at once finish in 0.7-0.9 s
-(`python -m server.ops.bench_login`), while each guess costs an attacker
+(`python -m loadtest.bench_login`), while each guess costs an attacker
 19 MiB and two passes. bcrypt at cost 10 costs more CPU for less memory
 hardness, and a higher argon2 cost would push a class's login past 1 s. The hash is
 pure CPU and releases the GIL, so callers run it in a thread pool (never on

@@ -1,4 +1,4 @@
-"""The classroom scenario of the load test (`server.ops.loadtest`): each
+"""The classroom scenario of the load test (`loadtest.loadtest`): each
 student arrives (within ARRIVAL_S class seconds), logs in, opens the file
 tree and a file and the IDE, then "types": an autosave every AUTOSAVE_S
 class seconds, and every RUN_EVERY_S a save and a run with one input.
@@ -15,9 +15,10 @@ import random
 import time
 
 from . import loadgen
-from .bench_files import FILE_BYTES, Student
-from .bench_runs import ECHO_PROGRAM, RunSocket
-from .loadtest_scenarios import RUN_GAP, Scenario, sleep_until, timed_run, ws_session
+from .client import FILE_BYTES, CheckFailed, Student, check_status, error_kind, worker_pid
+from .recording import cpu_seconds
+from .run_client import ECHO_PROGRAM, RunClient, ws_session
+from .scenarios import RUN_GAP, Scenario, sleep_until, timed_run
 
 CLASSROOM_PATH = "loadtest_classroom.py"
 AUTOSAVE_S = 5.0     # class seconds between autosaves (+-50%)
@@ -42,19 +43,19 @@ class ClassroomEditor(Student):
         is fine: a new student has not written it yet)."""
         async with self.user.http.get(f"{self.user.base_url}/api/files/home?tree=1") as resp:
             await resp.read()
-        loadgen.check_status(resp.status, 200)
+        check_status(resp.status, 200)
         async with self.user.http.get(self.url) as resp:
             body = await resp.read()
         if resp.status == 404:
             self.etag = self.saved = None
         else:
-            loadgen.check_status(resp.status, 200)
+            check_status(resp.status, 200)
             try:
                 answer = json.loads(body)
                 self.etag, self.saved = answer["etag"], answer["content"]
             except (ValueError, KeyError, TypeError):
-                raise loadgen.CheckFailed("bad_body", repr(body[:200])) from None
-        return loadgen.worker_pid(resp)
+                raise CheckFailed("bad_body", repr(body[:200])) from None
+        return worker_pid(resp)
 
 
 class Classroom(Scenario):
@@ -85,12 +86,12 @@ class Classroom(Scenario):
         span = ARRIVAL_S / cell.pace
         if budget.duration is not None:
             span = min(span, budget.duration / 4)  # everyone gets to work within the window
-        cpu, first = loadgen.cpu_seconds(), time.perf_counter()
+        cpu, first = cpu_seconds(), time.perf_counter()
         async with contextlib.AsyncExitStack() as stack:
             http = await stack.enter_async_context(ws_session(cell.timeout))
             await asyncio.gather(*(self.student(i, creds, first + random.uniform(0, span), budget, recs, http)
                                    for i, creds in enumerate(cell.credentials)))
-            window = loadgen.Window(time.perf_counter() - first, loadgen.cpu_seconds() - cpu)
+            window = loadgen.Window(time.perf_counter() - first, cpu_seconds() - cpu)
         return window, None
 
     async def student(self, index, credentials, arrive, budget, recs, http):
@@ -100,22 +101,17 @@ class Classroom(Scenario):
             return
         async with contextlib.AsyncExitStack() as stack:
             user = await stack.enter_async_context(self.cell.user())
-
-            async def log_in():
-                await user.fetch_xsrf()
-                return await user.login(username, password)
-
-            if not await loadgen.timed(recs["login"], log_in, arrive):
+            if not await loadgen.timed(recs["login"], lambda: user.sign_in(username, password), arrive):
                 return
             stack.push_async_callback(self.leave, user)
-            editor = ClassroomEditor(user, username, CLASSROOM_PATH)
+            editor = ClassroomEditor(user, CLASSROOM_PATH)
             if not await loadgen.timed(recs["open"], editor.open):
                 return
-            sock = RunSocket(http, self.cell.url, user, index, self.cell.timeout)
+            sock = RunClient(self.cell.url, user.cookies(), http, self.cell.timeout, index=index, keep=False)
             try:
                 await sock.open()
             except Exception as e:
-                recs["open"].error("ide_" + loadgen.error_kind(e))
+                recs["open"].error("ide_" + error_kind(e))
                 return
             stack.push_async_callback(sock.close)
             try:

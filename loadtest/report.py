@@ -1,17 +1,20 @@
-"""The load test's figures, tables, verdicts, files and charts, for
-`server.ops.loadtest`. Everything here works on plain dicts (what goes into
-results.json), so a report can be redrawn from a saved run.
+"""The load test's figures, tables, verdicts and files, for
+`loadtest.loadtest` (the charts are in `charts`). Everything here works on
+plain dicts (what goes into results.json), so a report can be redrawn from
+a saved run.
 """
 import csv
 import json
 import os
 
-from . import loadgen
+from . import charts
+from .cli import write_json
+from .loadgen import SWEEP_PARTS
+from .recording import CPU_WARNING, fmt
 
 NOISE = 0.10  # a p95 difference below this share is within noise
 STAT_COLUMNS = ("avg_ms", "p50_ms", "min_ms", "max_ms", "p95_ms", "p99_ms", "rps")
 HEADINGS = ("avg ms", "median", "min", "max", "p95", "p99", "req/s")
-SWEEP_PARTS = loadgen.SERVER_PARTS + ("queue",)
 # What a growing part means, for the sweep's verdict.
 MEANING = {
     "hash_wait": "logins wait for a password-hashing thread (HASH_THREADS, CPUs)",
@@ -39,7 +42,7 @@ def row_stats(recorder, wall):
 
 
 def cell_record(mode, scenario_name, concurrency, outcome, loop):
-    """The JSON record of one measurement (see loadtest_scenarios.run_cell)."""
+    """The JSON record of one measurement (see cell.run_cell)."""
     scenario, window = outcome["scenario"], outcome["window"]
     rows = {name: row_stats(rec, window.wall) for name, rec in outcome["recorders"].items()}
     own = [name for name in scenario.metrics if name not in scenario.aggregates]
@@ -57,15 +60,14 @@ def cell_record(mode, scenario_name, concurrency, outcome, loop):
             "metrics": rows, "errors": sum(rows[name]["errors"] for name in own), "errors_by_kind": errors_by_kind,
             "wall_s": round(window.wall, 3), "active_users": outcome["active_users"],
             "server_timing_ms": timing, "server_timing_responses": outcome["server_timing"].responses,
-            "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > loadgen.CPU_WARNING,
+            "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > CPU_WARNING,
             "server_cpu": outcome.get("server_cpu"), "machine_busy": outcome.get("machine_busy"),
             "open_loop": outcome["open_loop"], "counts": outcome.get("counts", {})}
 
 
-def fmt(value, width=8):
-    if value is None:
-        return f"{'-':>{width}}"
-    return f"{value:>{width}.0f}" if abs(value) >= 10000 else f"{value:>{width}.1f}"
+def column(value, width=8):
+    """A figure right-aligned in a table column, without decimals once large."""
+    return f"{fmt(value, '.0f' if value is not None and abs(value) >= 10000 else '.1f'):>{width}}"
 
 
 def pct_diff(a, b):
@@ -108,24 +110,19 @@ def p95_pick(candidates):
     measured = [r for r in candidates if p95(r) is not None]
     if not measured or p95(simplest) is None:
         return simplest, f"pick {simplest['mode']}: no latency to compare (no successes)"
-    best = min(measured, key=p95)
-    if best is simplest:
-        others = [r for r in measured if r is not simplest]
-        if not others:
-            return simplest, f"pick {simplest['mode']}"
-        runner_up = min(others, key=p95)
-        share = pct_diff(p95(runner_up), p95(simplest))
-        if -share < NOISE:
-            return simplest, (f"within noise: p95 {abs(share):.0%} apart ({p95(simplest):.1f} vs "
-                              f"{p95(runner_up):.1f} ms, under {NOISE:.0%}): pick {simplest['mode']} for simplicity")
-        return simplest, (f"pick {simplest['mode']}: p95 {-share:.0%} lower than with {runner_up['mode']} "
-                          f"({p95(simplest):.1f} vs {p95(runner_up):.1f} ms)")
-    share = pct_diff(p95(simplest), p95(best))
+    others = [r for r in measured if r is not simplest]
+    if not others:
+        return simplest, f"pick {simplest['mode']}"
+    # The fastest against the simplest, or (when the simplest is the fastest) the next fastest.
+    winner = min(measured, key=p95)
+    loser = min(others, key=p95) if winner is simplest else simplest
+    share = pct_diff(p95(loser), p95(winner))
+    figures = f"{p95(winner):.1f} vs {p95(loser):.1f} ms"
     if -share < NOISE:
-        return simplest, (f"within noise: p95 {-share:.0%} lower with {best['mode']} ({p95(best):.1f} vs "
-                          f"{p95(simplest):.1f} ms, under {NOISE:.0%}): pick {simplest['mode']} for simplicity")
-    return best, (f"pick {best['mode']}: p95 {-share:.0%} lower than with {simplest['mode']} "
-                  f"({p95(best):.1f} vs {p95(simplest):.1f} ms)")
+        how = "apart" if winner is simplest else f"lower with {winner['mode']}"
+        return simplest, (f"within noise: p95 {-share:.0%} {how} ({figures}, under {NOISE:.0%}): "
+                          f"pick {simplest['mode']} for simplicity")
+    return winner, f"pick {winner['mode']}: p95 {-share:.0%} lower than with {loser['mode']} ({figures})"
 
 
 def p95(record):
@@ -199,7 +196,7 @@ def comparison_table(records, modes, found):
         for r in group:
             row = r["metrics"][r["primary"]]
             lead = f"{v['scenario']:<10} {v['concurrency']:>5}" if first else " " * 16
-            lines.append(f"{lead}  {r['mode']:<{width}}" + "".join(fmt(row[c]) for c in STAT_COLUMNS)
+            lines.append(f"{lead}  {r['mode']:<{width}}" + "".join(column(row[c]) for c in STAT_COLUMNS)
                          + f"{r['errors']:>8}")
             first = False
         base = group[0]
@@ -221,7 +218,7 @@ def details_table(records):
     for r in records:
         for name, row in r["metrics"].items():
             lines.append(f"{r['scenario']:<10} {r['concurrency']:>5}  {r['mode'][:14]:<14} {name[:17]:<17}"
-                         + "".join(fmt(row[c]) for c in STAT_COLUMNS) + f"{row['errors']:>8}")
+                         + "".join(column(row[c]) for c in STAT_COLUMNS) + f"{row['errors']:>8}")
     lines.append("")
     lines.append("server time per request (Server-Timing, mean ms; queue = client avg - server total: waiting "
                  "before the server read the request, and the network), CPU (server: of one core; machine: of all), "
@@ -231,7 +228,7 @@ def details_table(records):
     for r in records:
         t = r["server_timing_ms"] or {}
         lines.append(f"{r['scenario']:<10} {r['concurrency']:>5}  {r['mode'][:14]:<14}"
-                     + "".join(fmt(t.get(p), 10) for p in SWEEP_PARTS)
+                     + "".join(column(t.get(p), 10) for p in SWEEP_PARTS)
                      + "".join(f"{'-':>8}" if r[k] is None else f"{r[k]:>8.0%}"
                                for k in ("server_cpu", "machine_busy", "loadgen_cpu"))
                      + ("{:>12}".format("{:.1f}-{:.1f}".format(*r["load_average"])) if r.get("load_average") else ""))
@@ -292,20 +289,90 @@ def sweep_lines(sweeps):
         lines.append(f"sweep: {s['scenario']}, {s['mode']} (mean ms per request; queue = client avg - server total)")
         lines.append(f"{'users':>5}{'req/s':>9}{'errors':>7}{'avg':>9}{'p95':>9}" + "".join(f"{p:>10}" for p in SWEEP_PARTS))
         for st in s["steps"]:
-            lines.append(f"{st['users']:>5}{st['rps']:>9.1f}{st['errors']:>7}{fmt(st['client_avg_ms'], 9)}"
-                         f"{fmt(st['client_p95_ms'], 9)}" + "".join(fmt(st[p], 10) for p in SWEEP_PARTS))
+            lines.append(f"{st['users']:>5}{st['rps']:>9.1f}{st['errors']:>7}{column(st['client_avg_ms'], 9)}"
+                         f"{column(st['client_p95_ms'], 9)}" + "".join(column(st[p], 10) for p in SWEEP_PARTS))
         lines.append(f"  -> {s['scenario']}, {s['mode']}: {s['verdict']}")
         lines.append("")
     return lines
 
 
+# -- the whole report ------------------------------------------------------------------
+
+def write_out(args, document, text):
+    """report.txt, results.json and .csv, the chart (and the sweep's CSV)
+    into --out; returns {kind: path}."""
+    records, sweeps = document["results"], document["sweeps"]
+    os.makedirs(args.out, exist_ok=True)
+    labels = [m["label"] for m in document["modes"]]
+    files = {"json": os.path.join(args.out, "results.json"), "csv": os.path.join(args.out, "results.csv")}
+    write_csv(files["csv"], records)
+    if sweeps:
+        files["sweep_csv"] = os.path.join(args.out, "sweep.csv")
+        files["chart"] = os.path.join(args.out, "sweep.png")
+        write_sweep_csv(files["sweep_csv"], sweeps)
+        charts.sweep_chart(files["chart"], sweeps)
+    else:
+        files["chart"] = os.path.join(args.out, "latency.png")
+        charts.latency_chart(files["chart"], records, labels)
+    files["report"] = os.path.join(args.out, "report.txt")
+    document["files"] = files
+    write_json(files["json"], document)
+    with open(files["report"], "w") as f:
+        f.write(text + "\n")
+    return files
+
+
+def text_report(args, document):
+    modes, records, found, sweeps = (document[k] for k in ("modes", "results", "verdicts", "sweeps"))
+    info, labels = document["machine"], [m["label"] for m in modes]
+    amount = f"{args.duration:g} s" if args.requests is None else f"{args.requests} operations"
+    loop = f"open loop at {args.rate:g} operations/s" if args.rate else "closed loop"
+    paced = " (classroom: its own schedule)" if "classroom" in args.scenario else ""
+    lines = [f"PyClassroom load test: {' vs '.join(labels)}; {loop}{paced}, {amount} per measurement after a "
+             f"{args.warmup:g} s warm-up (not counted)"]
+    for m in modes:
+        extra = f", worker pids {m['worker_pids']}" if m.get("worker_pids") else ""
+        lines.append(f"  {m['label']}: {m['url']}{extra}; checked first: {m['verified']['user']} logged in and "
+                     f"ran a program")
+    lines.append("scenarios (the verdict compares the row in brackets):")
+    for name in args.scenario:
+        r = next(r for r in records if r["scenario"] == name)
+        lines.append(f"  {name} [{r['primary']}]: {r['about']}")
+    lines.append("")
+    if sweeps:
+        lines += sweep_lines(sweeps)
+    else:
+        lines += comparison_table(records, labels, found)
+        lines.append("")
+        best = overall(found, labels)
+        if best:
+            lines += [best, ""]
+        lines.append("every row: ms of verified successes (HDR histogram); errors = failed or wrong answers, "
+                     "never counted as latencies")
+        lines.append("")
+        lines += details_table(records)
+    lines.append("")
+    load = document["load_average"]
+    lines.append(f"machine: {info['cpus']} CPUs ({info['usable_cpus']} usable, {info['cpu_model']}), "
+                 f"{info['memory_gib']} GiB memory, {info['platform']}; load average {load['start']:.1f} at the "
+                 f"start, {load['end']:.1f} at the end")
+    if max(load["start"], load["end"]) > info["cpus"]:
+        lines.append(f"WARNING: the load average exceeded the {info['cpus']} CPUs: other work competed with the "
+                     "test, so the figures are noisier and slower than on a quiet machine")
+    v = document["versions"]
+    lines.append(f"versions: Python {v['python']}, Tornado {v['tornado']}, server {v['server']}; git "
+                 f"{(document['git']['commit'] or '?')[:12]}{' (uncommitted changes)' if document['git']['dirty'] else ''}")
+    if not args.url:
+        a = document["settings"]["argon2"]
+        lines.append(f"argon2id m={a['memory_kib'] // 1024} MiB t={a['time_cost']} p={a['parallelism']}; "
+                     "server settings: " + ", ".join(f"{k}={v}" for k, v in document["settings"]["server"].items()))
+    lines.append("the load generator runs on the same machine and competes with the server for CPU"
+                 if not args.url else "the load generator ran on this machine, the deployment elsewhere")
+    lines.append(f"command: {document['command']}")
+    return "\n".join(lines)
+
+
 # -- files -----------------------------------------------------------------------------
-
-def write_json(path, document):
-    with open(path, "w") as f:
-        json.dump(document, f, indent=2, default=str)
-        f.write("\n")
-
 
 def write_csv(path, records):
     parts = SWEEP_PARTS + ("total",)
@@ -332,62 +399,3 @@ def write_sweep_csv(path, sweeps):
         for s in sweeps:
             for st in s["steps"]:
                 out.writerow([s["scenario"], s["mode"], *(st[k] for k in keys)])
-
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def latency_chart(path, records, modes):
-    """p50/p95/p99 of each scenario's primary row by concurrency, one line per mode."""
-    plt = _pyplot()
-    scenarios = list(dict.fromkeys(r["scenario"] for r in records))
-    cols = min(2, len(scenarios))
-    rows = -(-len(scenarios) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.4 * rows), squeeze=False)
-    for ax in axes.flat[len(scenarios):]:
-        ax.set_visible(False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, scenario in zip(axes.flat, scenarios):
-        for i, mode in enumerate(modes):
-            rows = sorted((r for r in records if r["scenario"] == scenario and r["mode"] == mode),
-                          key=lambda r: r["concurrency"])
-            xs = [r["concurrency"] for r in rows]
-            for stat, style in (("p50_ms", "o-"), ("p95_ms", "s--"), ("p99_ms", "^:")):
-                ys = [r["metrics"][r["primary"]][stat] for r in rows]
-                ax.plot(xs, [float("nan") if y is None else y for y in ys], style, color=colours[i % len(colours)],
-                        label=f"{mode} {stat[:-3]}")
-        primary = next(r["primary"] for r in records if r["scenario"] == scenario)
-        ax.set_title(f"{scenario} ({primary})")
-        ax.set_xticks(sorted({r["concurrency"] for r in records if r["scenario"] == scenario}))
-        ax.set_xlabel("concurrent users")
-        ax.set_ylabel("ms")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("latency percentiles by mode and concurrency")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def sweep_chart(path, sweeps):
-    """Per sweep: the server parts stacked (mean ms per request) and the
-    client's average and p95, by number of users."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(sweeps), 1, figsize=(8, 3.6 * len(sweeps)), squeeze=False)
-    for ax, s in zip(axes[:, 0], sweeps):
-        xs = [st["users"] for st in s["steps"]]
-        ax.stackplot(xs, *[[st[p] or 0.0 for st in s["steps"]] for p in SWEEP_PARTS], labels=SWEEP_PARTS, alpha=0.8)
-        ax.plot(xs, [st["client_p95_ms"] or float("nan") for st in s["steps"]], "k--", label="client p95")
-        ax.set_title(f"{s['scenario']}, {s['mode']}: bottleneck {s['bottleneck'] or 'not reached'}", fontsize=9)
-        ax.set_xlabel("concurrent users")
-        ax.set_ylabel("ms per request")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -1,20 +1,23 @@
-"""Recording what a benchmark measured: latencies of successes in an HDR
+"""Recording what a tool measured: latencies of successes in an HDR
 histogram (microseconds, 1 µs to 60 s, 3 significant digits), failures
-counted by kind — never as latencies — and which worker answered.
+counted by kind — never as latencies — and which worker answered; and how
+figures are written in the tools' tables.
 
 Shared by every benchmark and the load generator; it needs only hdrh, so
-it also runs on a server host without the HTTP client libraries.
+it also runs on a file server's host without the HTTP client libraries.
+hdrh is loaded with the first Recorder: a report or a --help needs only fmt.
 """
 import resource
 from collections import Counter
 
-from hdrh.histogram import HdrHistogram
-
 LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS = 1, 60_000_000, 3
+# Above this share of one core a tool's own CPU (and the GIL) may be what is slow.
+CPU_WARNING = 0.70
 
 
 class Recorder:
     def __init__(self):
+        from hdrh.histogram import HdrHistogram
         self.histogram = HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
         self.errors = Counter()
         self.workers = Counter()  # successes per X-Worker-Pid
@@ -71,3 +74,18 @@ def cpu_seconds():
     """CPU time (user + system) of this process so far, all threads."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def fmt(value, spec=".1f"):
+    """A figure in a table: "-" when there is none (no successes)."""
+    return "-" if value is None else format(value, spec)
+
+
+def error_lines(where, kinds):
+    """The report's line naming a measurement's errors by kind, if it had any."""
+    return [f"errors, {where}: " + ", ".join(f"{k} {n}" for k, n in kinds.items())] if kinds else []
+
+
+def pct(share):
+    """A share (0.25) as a percentage ("25%"), "-" when there is none."""
+    return fmt(share, ".0%")

@@ -1,12 +1,11 @@
-"""The options of the load test (`server.ops.loadtest`): parsed, checked,
-defaults filled in; a bad one is a one-line error and exit status 2."""
+"""The options of the load test (`loadtest.loadtest`): parsed, checked,
+defaults filled in; a bad one is a one-line error and exit status 2.
+The scenarios are loaded only to check a --scenario given: --help needs none."""
 import argparse
 import csv
 import os
 
-from .cli import int_list
-from . import loadgen
-from .loadtest_cell import SCENARIOS
+from .cli import REQUEST_TIMEOUT, int_list
 
 DEFAULT_SCENARIOS = ["login", "files", "run", "classroom"]
 SWEEP_SCENARIOS = ["perf", "files"]
@@ -18,8 +17,8 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see --help)\n")
 
 
-
 def scenario_list(text):
+    from .cell import SCENARIOS
     values = [v.strip() for v in text.split(",") if v.strip()]
     bad = [v for v in values if v not in SCENARIOS]
     if not values or bad:
@@ -101,7 +100,7 @@ def parse_args(argv, doc):
                    help="perf scenario: milliseconds of CPU work per request (default 10)")
     p.add_argument("--out", metavar="DIR", help="folder for report.txt, results.json/.csv and the charts "
                    "(default loadtest-<timestamp>)")
-    p.add_argument("--timeout", type=positive(float), default=loadgen.REQUEST_TIMEOUT,
+    p.add_argument("--timeout", type=positive(float), default=REQUEST_TIMEOUT,
                    help="seconds allowed per request or run (default 30)")
     p.add_argument("--max-seconds", type=positive(float), default=3600,
                    help="bound on the whole run (default 3600)")

@@ -1,13 +1,16 @@
 """One measurement of the load test ("cell": one scenario at one
-concurrency against one server), and the check made before measuring, for
-`server.ops.loadtest`.
+concurrency against one server), the check made before measuring, and the
+registry of scenarios by name, for `loadtest.loadtest`.
 """
 import contextlib
 
-from . import bench_runs, loadgen
-from .bench_runs import ECHO_PROGRAM, RunSocket
-from .loadtest_classroom import Classroom
-from .loadtest_scenarios import RUN_PATH, Budget, Files, Login, Perf, Run, SetupFailed, ws_session
+from . import loadgen
+from .classroom import Classroom
+from .client import REQUEST_TIMEOUT, VirtualUser, save_file
+from .machine import CpuWatch
+from .recording import Recorder
+from .run_client import ECHO_PROGRAM, RunClient
+from .scenarios import RUN_PATH, Budget, Files, Login, Perf, Run, SetupFailed
 
 SCENARIOS = {cls.name: cls for cls in (Login, Files, Run, Classroom, Perf)}
 
@@ -15,7 +18,7 @@ SCENARIOS = {cls.name: cls for cls in (Login, Files, Run, Classroom, Perf)}
 # -- one cell ------------------------------------------------------------------------
 
 def merged(recs, latencies, errors):
-    out = loadgen.Recorder()
+    out = Recorder()
     for name in latencies:
         out.histogram.add(recs[name].histogram)
         out.workers.update(recs[name].workers)
@@ -37,7 +40,7 @@ async def run_cell(name, cell, budget, warmup, server_pids=()):
             cell.tally = loadgen.ServerTiming()  # thrown away with the warm-up's recorders
             await scenario.measure(actors, Budget(duration=warmup), scenario.recorders())
         cell.tally = loadgen.ServerTiming()
-        watch, before = bench_runs.CpuWatch(server_pids).start(), scenario.counters(actors)
+        watch, before = CpuWatch(server_pids).start(), scenario.counters(actors)
         window, open_stats = await scenario.measure(actors, budget, recs)
         used = watch.stop()
         counts = {k: v - before[k] for k, v in scenario.counters(actors).items()}
@@ -51,25 +54,19 @@ async def run_cell(name, cell, budget, warmup, server_pids=()):
 
 # -- the check before measuring ------------------------------------------------------
 
-async def verify(url, username, password, timeout=loadgen.REQUEST_TIMEOUT):
+async def verify(url, username, password, timeout=REQUEST_TIMEOUT):
     """One user logs in, saves a program and runs it with one input, every
     answer checked. Returns the run's times; raises SetupFailed saying
     which step failed and how."""
     step = "log in"
     try:
-        async with loadgen.VirtualUser(url, timeout) as user:
-            await user.fetch_xsrf()
-            await user.login(username, password)
+        async with VirtualUser(url, timeout) as user:
+            await user.sign_in(username, password)
             step = f"save {RUN_PATH}"
-            await bench_runs.save_file(user, RUN_PATH, ECHO_PROGRAM)
+            await save_file(user, RUN_PATH, ECHO_PROGRAM)
             step = f"run {RUN_PATH} with one input"
-            async with ws_session(timeout) as http:
-                sock = RunSocket(http, url, user, 0, timeout)
-                await sock.open()
-                try:
-                    times = await sock.echo_run(RUN_PATH)
-                finally:
-                    await sock.close()
+            async with RunClient(url, user.cookies(), timeout=timeout, keep=False) as sock:
+                times = await sock.echo_run(RUN_PATH)
             step = "log out"
             await user.logout()
             return times

@@ -1,16 +1,7 @@
-"""Load generator: virtual users that speak to a running server over HTTP the
-way browsers do, and a recorder of what they saw.
+"""The load generator's engine: how operations are started and timed.
 
-The pieces every scenario shares (more scenarios will be added):
-
-- `Recorder`: latencies of successful operations in an HDR histogram
-  (microseconds, 1 us .. 60 s, 3 significant digits) and failed operations
-  counted by kind. A failure never adds a latency: a fast 401 or 429 must
-  not make the server look fast.
-- checks (`check_status`, `check_login_answer`): every answer is verified,
-  status AND body; anything unexpected raises `CheckFailed(kind)`.
-- `VirtualUser`: one browser, with its own cookie jar and its own keep-alive
-  TCP connection.
+- `timed`: await one operation and record it: its latency when it
+  succeeds, its error kind (never a latency) when it raises.
 - `closed_loop`: N users, released together, each doing an operation and
   waiting for its answer before the next one.
 - `open_loop`: operations started at fixed scheduled times (R per second)
@@ -23,56 +14,16 @@ The pieces every scenario shares (more scenarios will be added):
   parts, mean per request), collected from the responses of users created
   with `on_response=lambda response: tally.observe(response.headers)`.
 
-Scenarios (`SCENARIOS`):
-
-- `login`: a class logging in at once (`run_login`).
-
-(The load test's scenarios, built on these pieces, are in loadtest_scenarios
-and loadtest_classroom.)
-
-It needs only aiohttp and hdrh (no server code), so it can run on another
-machine than the server.
+What the users do is in `client` (HTTP), `run_client` (/ws/run) and the
+scenarios; what is recorded, in `recording`.
 """
 import asyncio
-import contextlib
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import aiohttp
-
-from .recording import Recorder, cpu_seconds  # noqa: F401 - part of this module's API
-
-SESSION_COOKIE = "pyclassroom_session"  # as in server/web.py
-REQUEST_TIMEOUT = 30.0  # seconds, for every request
-# Above this share of one core the generator itself may be what is slow.
-CPU_WARNING = 0.70
-
-
-# -- recording -------------------------------------------------------------
-
-class CheckFailed(Exception):
-    """An answer was not the expected one; `kind` names how (e.g. http_401)."""
-
-    def __init__(self, kind, detail=""):
-        super().__init__(f"{kind}: {detail}" if detail else kind)
-        self.kind = kind
-
-
-def error_kind(exc):
-    """The error-kind name of an exception raised by an operation."""
-    if isinstance(exc, CheckFailed):
-        return exc.kind
-    # Before OSError: TimeoutError is an OSError, and aiohttp's timeouts are
-    # TimeoutErrors.
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timeout"
-    if isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
-        return "connection"
-    if isinstance(exc, aiohttp.ClientError):
-        return "client_error"
-    return "exception_" + type(exc).__name__
+from .client import REQUEST_TIMEOUT, error_kind
+from .recording import cpu_seconds
 
 
 async def timed(recorder, operation, started=None):
@@ -92,109 +43,11 @@ async def timed(recorder, operation, started=None):
     return True
 
 
-# -- checks ----------------------------------------------------------------
-
-def check_status(status, expected=200):
-    if status != expected:
-        raise CheckFailed(f"http_{status}")
-
-
-def check_login_answer(status, body, username, session_cookie):
-    """A login succeeded only if the server said 200, named the user we sent,
-    and set the session cookie."""
-    check_status(status, 200)
-    try:
-        answered = json.loads(body)["user"]["username"]
-    except (ValueError, KeyError, TypeError):
-        raise CheckFailed("bad_body", repr(body[:200])) from None
-    if answered != username:
-        raise CheckFailed("wrong_user", f"sent {username!r}, answer names {answered!r}")
-    if not session_cookie:
-        raise CheckFailed("no_session_cookie")
-
-
-# -- virtual users -----------------------------------------------------------
-
-class VirtualUser:
-    """One browser: its own cookie jar and one keep-alive TCP connection
-    (limit=1), so N users are N connections, as N students' browsers are.
-    Use as `async with VirtualUser(url) as user:`."""
-
-    def __init__(self, base_url, timeout=REQUEST_TIMEOUT, on_response=None):
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        self.on_response = on_response  # called with every response (aiohttp's), e.g. to read Server-Timing
-        self.http = None
-        self.xsrf = None
-        self.logged_in = False
-
-    async def __aenter__(self):
-        self.http = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=1, force_close=False),
-            # unsafe=True: keep cookies of an IP-address host such as
-            # 127.0.0.1, which aiohttp's jar otherwise drops silently.
-            cookie_jar=aiohttp.CookieJar(unsafe=True),
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
-            trace_configs=[response_trace(self.on_response)] if self.on_response else None)
-        return self
-
-    async def __aexit__(self, *exc):
-        await self.http.close()
-
-    async def request(self, method, path, body=None):
-        """(response, body bytes). The body is read in full, so a latency
-        includes it. Non-GET requests carry the XSRF header, as the page's
-        JavaScript does."""
-        headers = {"X-XSRFToken": self.xsrf} if method != "GET" and self.xsrf else {}
-        async with self.http.request(method, self.base_url + path, json=body, headers=headers) as resp:
-            return resp, await resp.read()
-
-    async def fetch_xsrf(self):
-        """What loading the login page does: GET /api/me (401 when logged
-        out) hands out the _xsrf cookie."""
-        resp, _ = await self.request("GET", "/api/me")
-        if resp.status not in (200, 401):
-            raise CheckFailed(f"http_{resp.status}")
-        morsel = resp.cookies.get("_xsrf")
-        if morsel is None or not morsel.value:
-            raise CheckFailed("no_xsrf_cookie")
-        self.xsrf = morsel.value
-
-    async def login(self, username, password):
-        """Log in; returns the answering worker's pid (None if not said)."""
-        resp, body = await self.request("POST", "/api/login", {"username": username, "password": password})
-        cookie = resp.cookies.get(SESSION_COOKIE)
-        check_login_answer(resp.status, body, username, cookie is not None and cookie.value)
-        self.logged_in = True
-        return worker_pid(resp)
-
-    async def logout(self):
-        resp, _ = await self.request("POST", "/api/logout", {})
-        check_status(resp.status, 200)
-        self.logged_in = False
-
-
-def worker_pid(resp):
-    value = resp.headers.get("X-Worker-Pid", "")
-    return int(value) if value.isdigit() else None
-
-
-def response_trace(callback):
-    """An aiohttp TraceConfig that calls `callback(response)` for every
-    response a session receives (method, url, status and headers are
-    there), whoever made the request."""
-    trace = aiohttp.TraceConfig()
-
-    async def on_request_end(session, context, params):
-        callback(params.response)
-
-    trace.on_request_end.append(on_request_end)
-    return trace
-
-
 # -- the server's side: Server-Timing ---------------------------------------------
 
 SERVER_PARTS = ("hash_wait", "hash", "fs_wait", "fs", "db", "app")  # as in server/timing.py
+# ... and `queue`: the client's wait that the server does not see (client mean - server total)
+SWEEP_PARTS = SERVER_PARTS + ("queue",)
 
 
 def parse_server_timing(value):
@@ -400,74 +253,3 @@ async def open_loop(users, operation, rate, recorder, duration=None, requests=No
             task.cancel()
     stats.window = Window(time.perf_counter() - first, cpu_seconds() - cpu)
     return stats
-
-
-# -- scenario: login -----------------------------------------------------------
-
-@dataclass
-class LoginResult:
-    concurrency: int
-    rounds: int
-    warmup: int
-    recorder: Recorder
-    window: Window  # the counted rounds, from each release to its last answer
-    housekeeping: Counter = field(default_factory=Counter)  # failed logouts (not samples)
-
-    @property
-    def logins_per_s(self):
-        return self.recorder.count / self.window.wall if self.window.wall else 0.0
-
-    @property
-    def cpu_warning(self):
-        return self.window.cpu_share > CPU_WARNING
-
-    def summary(self):
-        return {"concurrency": self.concurrency, "rounds": self.rounds, "warmup": self.warmup,
-                **self.recorder.summary(), "wall_s": round(self.window.wall, 4),
-                "logins_per_s": round(self.logins_per_s, 2),
-                "loadgen_cpu": round(self.window.cpu_share, 4), "loadgen_cpu_warning": self.cpu_warning,
-                "housekeeping_errors": dict(self.housekeeping)}
-
-
-async def login_round(base_url, credentials, recorder, housekeeping, timeout=REQUEST_TIMEOUT, on_response=None):
-    """One class logging in at once: a new browser per (username, password),
-    each loads the login page (untimed), then all POST /api/login at the same
-    instant; each login's latency is one sample. Afterwards everyone logs out
-    so that sessions do not pile up from round to round. New browsers every
-    round mean new connections, which the kernel spreads over the workers
-    anew, so rounds sample that spread rather than repeat one.
-    `on_response`: see VirtualUser."""
-    async with contextlib.AsyncExitStack() as stack:
-        users = [await stack.enter_async_context(VirtualUser(base_url, timeout, on_response))
-                 for _ in credentials]
-        ready = []
-        for user, creds, outcome in zip(users, credentials, await asyncio.gather(
-                *(user.fetch_xsrf() for user in users), return_exceptions=True)):
-            if isinstance(outcome, BaseException):
-                # This student never got to log in: a failed login, not a sample.
-                recorder.error("setup_" + error_kind(outcome))
-            else:
-                ready.append((user, creds))
-        window = await closed_loop(ready, lambda item: item[0].login(*item[1]), recorder, iterations=1)
-        logged_in = [user for user, _ in ready if user.logged_in]
-        for outcome in await asyncio.gather(*(user.logout() for user in logged_in), return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                housekeeping["logout_" + error_kind(outcome)] += 1
-    return window
-
-
-async def run_login(base_url, credentials, rounds=3, warmup=1, timeout=REQUEST_TIMEOUT):
-    """`warmup` uncounted rounds, then `rounds` counted ones, each with every
-    (username, password) of `credentials` logging in at once."""
-    recorder, housekeeping, window = Recorder(), Counter(), Window()
-    for number in range(warmup + rounds):
-        counted = number >= warmup
-        # The warm-up (connections, caches, thread pools) goes to a throwaway recorder.
-        round_window = await login_round(base_url, credentials, recorder if counted else Recorder(),
-                                         housekeeping, timeout)
-        if counted:
-            window += round_window
-    return LoginResult(len(credentials), rounds, warmup, recorder, window, housekeeping)
-
-
-SCENARIOS = {"login": run_login}

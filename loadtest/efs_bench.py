@@ -1,15 +1,16 @@
 """What students feel on a mounted file system (AWS EFS / NFS in production).
 
-    python -m server.ops.efs_bench --dir /mnt/efs/bench-scratch [--writers 1,8,32]
+    python -m loadtest.efs_bench --dir /mnt/efs/bench-scratch [--writers 1,8,32]
         [--file-size 2K-4K] [--duration 10 | --count N] [--list-files 50]
         [--big-size 64M] [--parallel 1,4] [--inject-delay-ms N] [--json OUT]
-    python -m server.ops.efs_bench --compare before.json after.json
+    python -m loadtest.efs_bench --compare before.json after.json
 
 Run it on the host that serves the class, against a folder on the same
 mount as STORAGE_ROOT (never STORAGE_ROOT itself: it refuses a non-empty
 folder unless --allow-nonempty). It works in a fresh subfolder it creates
-and removes it at the end, also on Ctrl-C or SIGTERM. Needs `hdrhistogram`
-(pip install hdrhistogram); nothing else beyond the server's own code.
+and removes it at the end, also on Ctrl-C or SIGTERM. It needs a checkout
+of this repository (it measures through the server's own `Store`) and
+`hdrhistogram` (loadtest/requirements.txt), not the HTTP client libraries.
 
 What is measured, and how to read it:
 
@@ -53,7 +54,6 @@ import platform
 import random
 import re
 import shutil
-import signal
 import socket
 import string
 import sys
@@ -62,15 +62,15 @@ import threading
 import time
 from collections import Counter
 
+from server import config
+from server.errors import Refused
+from server.files.store import Area, Limits, Store
 
-from .. import config
-from ..errors import Refused
-from ..files.store import Area, Limits, Store
-from .cli import clean_up_on_sigterm, int_list
-from .recording import Recorder, cpu_seconds
+from .cli import clean_up_on_sigterm, int_list, say, uninterrupted, write_json
+from .machine import machine
+from .recording import CPU_WARNING, Recorder, cpu_seconds, fmt
 
 FORMAT = 1  # bump when the JSON layout changes incompatibly
-CPU_WARNING = 0.70
 CHUNK = 1 << 20  # sequential I/O block
 MiB = 1 << 20
 STOP = threading.Event()  # set on Ctrl-C / SIGTERM: every loop ends after its current operation
@@ -319,11 +319,10 @@ def mount_of(path):
 
 
 def host_info(path):
-    with open("/proc/meminfo") as f:
-        kib = int(re.search(r"MemTotal:\s+(\d+) kB", f.read()).group(1))
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
-            "memory_gib": round(kib / 1024 ** 2, 1), "kernel": platform.release(),
-            "python": platform.python_version(), "root": os.geteuid() == 0, "mount": mount_of(path)}
+    info = machine()
+    return {"hostname": socket.gethostname(), "cpus": info["cpus"], "usable_cpus": info["usable_cpus"],
+            "memory_gib": info["memory_gib"], "kernel": platform.release(), "python": info["python"],
+            "root": os.geteuid() == 0, "mount": mount_of(path)}
 
 
 # -- the run -------------------------------------------------------------------
@@ -348,14 +347,13 @@ def benchmark(args):
             result["sequential"].append(sequential(workdir, p, args))
         return result
     finally:
-        interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop the clean-up
-        say("cleaning up...")
-        if store is not None:
-            store.close()  # an open folder would linger on NFS
-        shutil.rmtree(workdir, ignore_errors=True)
-        if os.path.exists(workdir):
-            print(f"WARNING: could not remove all of {workdir}", file=sys.stderr)
-        signal.signal(signal.SIGINT, interrupt)
+        with uninterrupted():  # a second Ctrl-C must not stop the clean-up
+            say("cleaning up...")
+            if store is not None:
+                store.close()  # an open folder would linger on NFS
+            shutil.rmtree(workdir, ignore_errors=True)
+            if os.path.exists(workdir):
+                print(f"WARNING: could not remove all of {workdir}", file=sys.stderr)
 
 
 def total_errors(result):
@@ -382,10 +380,6 @@ def figures(result):
     return out
 
 
-def fmt(value, spec=".3f"):
-    return "-" if value is None else format(value, spec)
-
-
 def fmt_size(n):
     return f"{n / MiB:g} MiB" if n >= MiB else f"{n / 1024:g} KiB" if n >= 1024 else f"{n} B"
 
@@ -406,16 +400,18 @@ def report(run):
              f"{'load p50':>9} {'p95':>8} {'p99':>8} {'loads/s':>9} {'errors':>6} {'cpu':>5}"]
     for lvl in r["small_files"]:
         sv, ld = lvl["save"], lvl["load"]
-        lines.append(f"{lvl['writers']:>7} {fmt(sv['p50_ms']):>9} {fmt(sv['p95_ms']):>8} {fmt(sv['p99_ms']):>8} "
-                     f"{sv['ops_per_s']:>9.1f}  {fmt(ld['p50_ms']):>9} {fmt(ld['p95_ms']):>8} "
-                     f"{fmt(ld['p99_ms']):>8} {ld['ops_per_s']:>9.1f} {sv['errors'] + ld['errors']:>6} "
+        lines.append(f"{lvl['writers']:>7} {fmt(sv['p50_ms'], '.3f'):>9} {fmt(sv['p95_ms'], '.3f'):>8} "
+                     f"{fmt(sv['p99_ms'], '.3f'):>8} "
+                     f"{sv['ops_per_s']:>9.1f}  {fmt(ld['p50_ms'], '.3f'):>9} {fmt(ld['p95_ms'], '.3f'):>8} "
+                     f"{fmt(ld['p99_ms'], '.3f'):>8} {ld['ops_per_s']:>9.1f} {sv['errors'] + ld['errors']:>6} "
                      f"{lvl['bench_cpu']:>5.2f}")
     meta = r["metadata"]
     lines += ["", f"Metadata: Store.list of a home of {s['list_files']} files, os.stat of one file, "
               f"{s['meta_threads']} thread(s), ms",
               f"{'op':>7} {'p50':>9} {'p95':>8} {'p99':>8} {'ops/s':>9} {'errors':>6} {'cpu':>5}"]
     for op, v in meta.items():
-        lines.append(f"{op:>7} {fmt(v['p50_ms']):>9} {fmt(v['p95_ms']):>8} {fmt(v['p99_ms']):>8} "
+        lines.append(f"{op:>7} {fmt(v['p50_ms'], '.3f'):>9} {fmt(v['p95_ms'], '.3f'):>8} "
+                     f"{fmt(v['p99_ms'], '.3f'):>8} "
                      f"{v['ops_per_s']:>9.1f} {v['errors']:>6} {v['bench_cpu']:>5.2f}")
     lines += ["", f"Sequential: {fmt_size(s['big_size'])} per thread, fsync at the end of each file, "
               "MiB/s of all threads",
@@ -493,7 +489,7 @@ def size_range(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m server.ops.efs_bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m loadtest.efs_bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dir", help="an empty folder on the file system to measure (e.g. on the EFS mount)")
     p.add_argument("--allow-nonempty", action="store_true", help="run in a non-empty --dir anyway")
@@ -528,11 +524,6 @@ def refuse(text):
     sys.exit(2)
 
 
-def say(text):
-    print(text, file=sys.stderr, flush=True)
-
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.compare:
@@ -564,8 +555,7 @@ def main(argv=None):
            "finished": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
            "settings": settings, "host": host, "results": results, "errors": total_errors(results)}
     out = args.json or f"efs-bench-{host['hostname']}-{started.strftime('%Y%m%d-%H%M%S')}.json"
-    with open(out, "w") as f:
-        json.dump(run, f, indent=2)
+    write_json(out, run)
     print(report(run))
     print(f"\nwritten to {out}")
     return 1 if run["errors"] else 0

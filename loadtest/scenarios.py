@@ -1,7 +1,8 @@
-"""The load test's scenarios (`server.ops.loadtest`), but for the classroom
-(`loadtest_classroom`), and what they share.
+"""The load test's scenarios but for the classroom (`classroom`), and what
+they share; the login rounds also serve `bench_login`. The registry of
+scenarios by name is `cell.SCENARIOS`.
 
-Every scenario speaks to the server the way browsers do (`loadgen`'s
+Every scenario speaks to the server the way browsers do (`client`'s
 VirtualUser: own cookies, own keep-alive connection) and checks every
 answer; a failure is an error counted by kind and never a latency.
 
@@ -9,10 +10,10 @@ answer; a failure is an error counted by kind and never a latency.
   browser and all POST /api/login together (real argon2id checks), then log
   out. Open loop: each operation is one login (then an untimed logout).
 - `files`: save a 2-4 KiB file (PUT, If-Match of the last save) then load
-  it and compare (`bench_files.Student`).
+  it and compare (`client.Student`).
 - `run`: run a program that prints, reads one input() and prints it back,
-  over the IDE's WebSocket (`bench_runs.RunSocket`); timed to the first
-  output and to the exit. A student waits RUN_REST s (+-50%) between runs,
+  over the IDE's WebSocket (`run_client.RunClient.echo_run`); timed to the
+  first output and to the exit. A student waits RUN_REST s (+-50%) between runs,
   as one reading the output does (the server starts the next warm sandbox
   after each run).
 - `perf`: GET /sys_perf_check?ms=N (PERF_CHECK=1): N ms of CPU work on the
@@ -29,14 +30,15 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from . import bench_runs, loadgen
-from .bench_files import FILE_BYTES, LOGIN_CONCURRENCY, Student
-from .bench_runs import ECHO_PROGRAM, RunSocket
+from . import loadgen, server_metrics
+from .client import (FILE_BYTES, REQUEST_TIMEOUT, CheckFailed, Student, VirtualUser, check_status, error_kind,
+                     log_in_all, save_file, worker_pid)
+from .recording import CPU_WARNING, Recorder
+from .run_client import ECHO_PROGRAM, open_ides
 
 RUN_PATH = "loadtest_echo.py"
 RUN_REST = 1.0       # seconds between one student's runs (+-50%), run scenario
 RUN_GAP = 0.25       # at least this long after a run's exit before the next run
-SANDBOX_WAIT = 30.0  # longest wait for the IDEs' warm sandboxes before measuring
 
 
 class SetupFailed(Exception):
@@ -69,7 +71,7 @@ class Cell:
     """One measurement's settings and what it shares with its scenario."""
     url: str
     credentials: list  # [(username, password)], one per virtual user
-    timeout: float = loadgen.REQUEST_TIMEOUT
+    timeout: float = REQUEST_TIMEOUT
     rate: float = None  # operations per second: open loop; None: closed loop
     pace: float = 10.0
     perf_ms: int = 10
@@ -81,40 +83,21 @@ class Cell:
             self.tally.observe(response.headers)
 
     def user(self):
-        return loadgen.VirtualUser(self.url, self.timeout, on_response=self.observe)
+        return VirtualUser(self.url, self.timeout, on_response=self.observe)
 
 
 def sleep_until(at):
     return asyncio.sleep(max(0.0, at - time.perf_counter()))
 
 
-async def log_in_all(cell, stack, credentials, recorder):
-    """[(VirtualUser, username)] of those of `credentials` who logged in
-    (LOGIN_CONCURRENCY at a time: each is an argon2 hash); each failure is
-    a `setup_<kind>` error in `recorder`: a student who never got in."""
-    gate = asyncio.Semaphore(LOGIN_CONCURRENCY)
-
-    async def one(username, password):
-        user = await stack.enter_async_context(cell.user())
-        async with gate:
-            await user.fetch_xsrf()
-            await user.login(username, password)
-        user.username = username
-        return user
-
-    users = []
-    for outcome in await asyncio.gather(*(one(u, p) for u, p in credentials), return_exceptions=True):
-        if isinstance(outcome, Exception):
-            recorder.error("setup_" + loadgen.error_kind(outcome))
-        else:
-            users.append(outcome)
+async def signed_in(cell, stack, recorder):
+    """The VirtualUsers of those of the cell's credentials who signed in;
+    each failure is a `setup_<kind>` error in `recorder`: a student who
+    never got in."""
+    users, failed = await log_in_all(cell.user, cell.credentials, stack)
+    for kind, n in failed.items():
+        recorder.errors["setup_" + kind] += n
     return users
-
-
-def ws_session(timeout):
-    """One cookie-less session for every IDE socket (RunSocket sends the cookies)."""
-    return aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(), connector=aiohttp.TCPConnector(limit=0),
-                                 timeout=aiohttp.ClientTimeout(total=None, connect=timeout))
 
 
 # -- scenarios ---------------------------------------------------------------------
@@ -137,7 +120,7 @@ class Scenario:
         self.cell = cell
 
     def recorders(self):
-        return {m: loadgen.Recorder() for m in self.metrics if m not in self.aggregates}
+        return {m: Recorder() for m in self.metrics if m not in self.aggregates}
 
     async def setup(self, stack, recs):
         """The actors (users, sockets) the operations run on."""
@@ -168,9 +151,77 @@ class Scenario:
                 await asyncio.sleep(self.rest * random.uniform(0.5, 1.5))
 
         iterations = math.ceil(budget.requests / len(actors)) if budget.requests is not None else None
-        window = await loadgen.closed_loop(actors, cycle, loadgen.Recorder(), iterations=iterations,
+        window = await loadgen.closed_loop(actors, cycle, Recorder(), iterations=iterations,
                                            duration=budget.duration)
         return window, None
+
+
+# -- a class logging in at once (also bench_login) -----------------------------------
+
+@dataclass
+class LoginResult:
+    concurrency: int
+    rounds: int
+    warmup: int
+    recorder: Recorder
+    window: loadgen.Window  # the counted rounds, from each release to its last answer
+    housekeeping: Counter = field(default_factory=Counter)  # failed logouts (not samples)
+
+    @property
+    def logins_per_s(self):
+        return self.recorder.count / self.window.wall if self.window.wall else 0.0
+
+    @property
+    def cpu_warning(self):
+        return self.window.cpu_share > CPU_WARNING
+
+    def summary(self):
+        return {"concurrency": self.concurrency, "rounds": self.rounds, "warmup": self.warmup,
+                **self.recorder.summary(), "wall_s": round(self.window.wall, 4),
+                "logins_per_s": round(self.logins_per_s, 2),
+                "loadgen_cpu": round(self.window.cpu_share, 4), "loadgen_cpu_warning": self.cpu_warning,
+                "housekeeping_errors": dict(self.housekeeping)}
+
+
+async def login_round(base_url, credentials, recorder, housekeeping, timeout=REQUEST_TIMEOUT, on_response=None):
+    """One class logging in at once: a new browser per (username, password),
+    each loads the login page (untimed), then all POST /api/login at the same
+    instant; each login's latency is one sample. Afterwards everyone logs out
+    so that sessions do not pile up from round to round. New browsers every
+    round mean new connections, which the kernel spreads over the workers
+    anew, so rounds sample that spread rather than repeat one.
+    `on_response`: see VirtualUser."""
+    async with contextlib.AsyncExitStack() as stack:
+        users = [await stack.enter_async_context(VirtualUser(base_url, timeout, on_response))
+                 for _ in credentials]
+        ready = []
+        for user, creds, outcome in zip(users, credentials, await asyncio.gather(
+                *(user.fetch_xsrf() for user in users), return_exceptions=True)):
+            if isinstance(outcome, BaseException):
+                # This student never got to log in: a failed login, not a sample.
+                recorder.error("setup_" + error_kind(outcome))
+            else:
+                ready.append((user, creds))
+        window = await loadgen.closed_loop(ready, lambda item: item[0].login(*item[1]), recorder, iterations=1)
+        logged_in = [user for user, _ in ready if user.logged_in]
+        for outcome in await asyncio.gather(*(user.logout() for user in logged_in), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                housekeeping["logout_" + error_kind(outcome)] += 1
+    return window
+
+
+async def run_login(base_url, credentials, rounds=3, warmup=1, timeout=REQUEST_TIMEOUT):
+    """`warmup` uncounted rounds, then `rounds` counted ones, each with every
+    (username, password) of `credentials` logging in at once."""
+    recorder, housekeeping, window = Recorder(), Counter(), loadgen.Window()
+    for number in range(warmup + rounds):
+        counted = number >= warmup
+        # The warm-up (connections, caches, thread pools) goes to a throwaway recorder.
+        round_window = await login_round(base_url, credentials, recorder if counted else Recorder(),
+                                         housekeeping, timeout)
+        if counted:
+            window += round_window
+    return LoginResult(len(credentials), rounds, warmup, recorder, window, housekeeping)
 
 
 class Login(Scenario):
@@ -189,7 +240,7 @@ class Login(Scenario):
         for user, creds, outcome in zip(users, self.cell.credentials, await asyncio.gather(
                 *(u.fetch_xsrf() for u in users), return_exceptions=True)):
             if isinstance(outcome, Exception):
-                recs["login"].error("setup_" + loadgen.error_kind(outcome))
+                recs["login"].error("setup_" + error_kind(outcome))
             else:
                 actors.append((user, creds))
         return actors
@@ -207,8 +258,8 @@ class Login(Scenario):
         window, housekeeping, rec = loadgen.Window(), Counter(), recs["login"]
         attempts = rec.count + rec.error_count
         while True:  # at least one round
-            window += await loadgen.login_round(self.cell.url, actors, rec, housekeeping, self.cell.timeout,
-                                                self.cell.observe)
+            window += await login_round(self.cell.url, actors, rec, housekeeping, self.cell.timeout,
+                                        self.cell.observe)
             done = rec.count + rec.error_count - attempts
             if (budget.requests is not None and done >= budget.requests) or \
                     (budget.requests is None and time.perf_counter() >= budget.end):
@@ -227,8 +278,8 @@ class Files(Scenario):
 
     async def setup(self, stack, recs):
         students = []
-        for i, user in enumerate(await log_in_all(self.cell, stack, self.cell.credentials, recs["save"])):
-            student = Student(user, user.username, f"loadtest-files-{i}.py")
+        for i, user in enumerate(await signed_in(self.cell, stack, recs["save"])):
+            student = Student(user, f"loadtest-files-{i}.py")
             await student.resync()  # the file may be there from an earlier measurement: its etag
             students.append(student)
         return students
@@ -252,15 +303,15 @@ class Run(Scenario):
     open_rest = RUN_GAP
 
     async def setup(self, stack, recs):
-        users = await log_in_all(self.cell, stack, self.cell.credentials, recs["exit"])
+        users = await signed_in(self.cell, stack, recs["exit"])
         saved = []
         for user, outcome in zip(users, await asyncio.gather(
-                *(bench_runs.save_file(u, RUN_PATH, ECHO_PROGRAM) for u in users), return_exceptions=True)):
+                *(save_file(u, RUN_PATH, ECHO_PROGRAM) for u in users), return_exceptions=True)):
             if isinstance(outcome, Exception):
-                recs["exit"].error("setup_save_" + loadgen.error_kind(outcome))
+                recs["exit"].error("setup_save_" + error_kind(outcome))
             else:
                 saved.append(user)
-        return await open_ides(self.cell, stack, saved, recs["exit"])
+        return await warm_ides(self.cell, stack, saved, recs["exit"])
 
     async def op(self, sock, scheduled, recs):
         await timed_run(sock, RUN_PATH, scheduled, recs["first output"], recs["exit"])
@@ -270,23 +321,17 @@ class Run(Scenario):
         return {"queued_messages": sum(s.queued for s in socks)}
 
 
-async def open_ides(cell, stack, users, recorder):
+async def warm_ides(cell, stack, users, recorder):
     """One IDE WebSocket per user, opened at once, then (bounded) until the
     server reports their warm sandboxes started; failures are errors."""
-    http = await stack.enter_async_context(ws_session(cell.timeout))
     metrics = await stack.enter_async_context(
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=cell.timeout)))
-    before, _ = await bench_runs.sandbox_starts(metrics, cell.url)
-    sockets = [RunSocket(http, cell.url, user, i, cell.timeout) for i, user in enumerate(users)]
-    opened = []
-    for sock, outcome in zip(sockets, await asyncio.gather(*(s.open() for s in sockets), return_exceptions=True)):
-        if isinstance(outcome, Exception):
-            recorder.error("setup_ide_" + loadgen.error_kind(outcome))
-        else:
-            opened.append(sock)
-            stack.push_async_callback(sock.close)  # closing kills its sandbox
+    before, _ = await server_metrics.sandbox_starts(metrics, cell.url)
+    opened, failed = await open_ides(cell.url, users, stack, cell.timeout)
+    for kind, n in failed.items():
+        recorder.errors["setup_ide_" + kind] += n
     if before is not None:  # /metrics answers: wait for the warm sandboxes
-        await bench_runs.wait_for_sandboxes(metrics, cell.url, before + len(opened), SANDBOX_WAIT)
+        await server_metrics.wait_for_sandboxes(metrics, cell.url, before + len(opened))
     await asyncio.sleep(0.5)
     return opened
 
@@ -298,13 +343,8 @@ async def timed_run(sock, path, scheduled, first_rec, exit_rec):
     try:
         times = await sock.echo_run(path)
     except Exception as e:  # every failure is a counted error
-        exit_rec.error(loadgen.error_kind(e))
-        if not isinstance(e, loadgen.CheckFailed) or e.kind.startswith(("socket_", "bad_")):
-            # A timeout or a broken socket: start again from a fresh IDE.
-            with contextlib.suppress(Exception):
-                await sock.send(type="kill")
-            with contextlib.suppress(Exception):
-                await sock.reopen()
+        exit_rec.error(error_kind(e))
+        await sock.recover(e)
         return False
     first_rec.success(offset + times["first"])
     exit_rec.success(offset + times["exit"])
@@ -326,14 +366,14 @@ class Perf(Scenario):
 
     async def check(self, user):
         resp, body = await user.request("GET", f"/sys_perf_check?ms={self.cell.perf_ms}")
-        loadgen.check_status(resp.status, 200)
+        check_status(resp.status, 200)
         try:
             answered = json.loads(body).get("ms")
         except (ValueError, AttributeError):
             answered = None
         if answered != self.cell.perf_ms:
-            raise loadgen.CheckFailed("bad_body", repr(body[:200]))
-        return loadgen.worker_pid(resp)
+            raise CheckFailed("bad_body", repr(body[:200]))
+        return worker_pid(resp)
 
     async def op(self, user, scheduled, recs):
         await loadgen.timed(recs["request"], lambda: self.check(user), scheduled)

@@ -1,0 +1,183 @@
+"""Benchmark of saving and loading files with 1 and 2 worker processes.
+
+    python -m loadtest.bench_files [--processes 1,2] [--students 60,600]
+                                   [--duration 10] [--json OUT]
+
+Each simulated student is a real user with its own browser (cookie jar and
+keep-alive connection, `client.VirtualUser`). For --duration seconds every
+student, all at once, loops: save its own file (PUT, 2-4 KiB of new random
+text, If-Match of its last etag), then load it back (GET) and compare.
+Only a verified answer is a success: a non-200, a wrong etag or different
+content is an error, counted by kind, and adds no latency.
+
+It brings up and tears down everything itself, also on Ctrl-C or an error:
+an embedded PostgreSQL in a temporary folder, then per process count the
+server as a subprocess on a fresh database and DATA_DIR, with
+max(--students) real users (real argon2id hashes). Every request has a
+timeout and the whole run is bounded by --max-seconds.
+
+The load generator runs on the same machine and competes with the server
+for CPU; its own CPU use is printed, with a warning near one core.
+"""
+import argparse
+import sys
+import time
+
+from .cli import Aborted, bounds, int_list, measured, say, write_json
+from .machine import describe, machine, raise_file_limit
+from .recording import error_lines, fmt
+
+FIGURES = ("save_p50_ms", "save_p95_ms", "save_p99_ms", "load_p50_ms", "load_p95_ms", "load_p99_ms",
+           "ops_per_s")
+
+
+async def run_students(url, credentials, duration, path, timeout):
+    """Log every student in, create its file, then the timed closed loop.
+    Returns a summary dict."""
+    # Here, not at the top: --help needs none of them (nor aiohttp, hdrh).
+    import asyncio
+    import contextlib
+    from collections import Counter
+
+    from . import loadgen
+    from .client import Student, VirtualUser, error_kind, log_in_all
+    from .recording import CPU_WARNING, Recorder
+    saves, loads = Recorder(), Recorder()
+    async with contextlib.AsyncExitStack() as stack:
+        users, setup_errors = await log_in_all(lambda: VirtualUser(url, timeout), credentials, stack)
+        students = [Student(user, path) for user in users]
+        created = []
+        # Each creates its file (untimed; this also warms the connections up).
+        for student, outcome in zip(students, await asyncio.gather(*(s.save() for s in students),
+                                                                   return_exceptions=True)):
+            if isinstance(outcome, Exception):
+                setup_errors[error_kind(outcome)] += 1
+            else:
+                created.append(student)
+        if not created:
+            raise Aborted(f"no student could log in and save: {dict(setup_errors)}")
+
+        async def cycle(student):
+            ok = await loadgen.timed(saves, student.save) and await loadgen.timed(loads, student.load)
+            if not ok:
+                await student.resync()
+
+        # The cycle recorder is not reported: saves and loads record themselves.
+        window = await loadgen.closed_loop(created, cycle, Recorder(), iterations=None, duration=duration)
+    s, l = saves.summary(), loads.summary()
+    ops = saves.count + loads.count
+    return {
+        "students": len(credentials), "active_students": len(created), "setup_errors": dict(setup_errors),
+        "saves": saves.count, "loads": loads.count, "errors": saves.error_count + loads.error_count,
+        "errors_by_kind": {**{"save_" + k: n for k, n in s["errors_by_kind"].items()},
+                           **{"load_" + k: n for k, n in l["errors_by_kind"].items()}},
+        **{f"save_{k}": s[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")},
+        **{f"load_{k}": l[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")},
+        "wall_s": round(window.wall, 3), "ops_per_s": round(ops / window.wall, 1) if window.wall else 0.0,
+        "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > CPU_WARNING,
+        "by_worker": dict(Counter(s["by_worker"]) + Counter(l["by_worker"])),
+    }
+
+
+def measure(args, deadline):
+    """Per process count one server on a fresh database and DATA_DIR, every
+    student count in turn. Returns the results."""
+    from .harness import fresh_server, make_credentials, run_async, scratch
+    results = []
+    with scratch("pyclassroom-bench-files-") as (base, pg):
+        say("starting PostgreSQL and hashing passwords ...")
+        admin_dsn = pg.start()
+        credentials = make_credentials(max(args.students))
+        for processes in args.processes:
+            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p") as (server,
+                                                                                                     logins):
+                for count in args.students:
+                    say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
+                    # A new file name per run: every run starts by creating its files.
+                    summary = run_async(run_students(server.url, logins[:count], args.duration,
+                                                     f"bench-{count}.py", args.timeout), deadline)
+                    results.append({"processes": processes, "worker_pids": server.pids, **summary})
+                    server.ensure_running()
+    return results
+
+
+# -- report ------------------------------------------------------------------------
+
+def ratios(results):
+    """{students: {figure: 2-process value / 1-process value}} where both ran."""
+    by = {(r["processes"], r["students"]): r for r in results}
+    out = {}
+    for (p, n), one in by.items():
+        two = by.get((2, n))
+        if p == 1 and two:
+            out[n] = {f: round(two[f] / one[f], 2) for f in FIGURES if one[f] and two[f] is not None}
+    return out
+
+
+def report(args, info, results, file_bytes):
+    lines = [f"file save + load, each student: PUT its own {file_bytes[0]}-{file_bytes[1]} byte file "
+             f"(If-Match), then GET and compare; {args.duration:g} s closed loop",
+             f"{'procs':>5} {'students':>8} {'saves':>7} {'loads':>7} {'errors':>6}  "
+             f"{'save p50':>8} {'p95':>6} {'p99':>6}  {'load p50':>8} {'p95':>6} {'p99':>6} (ms)  "
+             f"{'ops/s':>7}  {'gen cpu':>7}"]
+    for r in results:
+        lines.append(f"{r['processes']:>5} {r['students']:>8} {r['saves']:>7} {r['loads']:>7} {r['errors']:>6}  "
+                     f"{fmt(r['save_p50_ms']):>8} {fmt(r['save_p95_ms']):>6} {fmt(r['save_p99_ms']):>6}  "
+                     f"{fmt(r['load_p50_ms']):>8} {fmt(r['load_p95_ms']):>6} {fmt(r['load_p99_ms']):>6}       "
+                     f"{r['ops_per_s']:>7.1f}  {r['loadgen_cpu']:>7.0%}")
+    lines.append("")
+    for r in results:
+        where = f"{r['processes']} process(es), {r['students']} students"
+        if r["setup_errors"]:
+            lines.append(f"setup errors (students left out), {where}: {r['setup_errors']}")
+        lines += error_lines(where, r["errors_by_kind"])
+        if r["loadgen_cpu_warning"]:
+            lines.append(f"WARNING, {where}: the load generator used {r['loadgen_cpu']:.0%} of a core; "
+                         "it may be the bottleneck, so latencies may be too high and ops/s too low")
+        if r["processes"] > 1:
+            lines.append(f"operations per worker, {where}: "
+                         + ", ".join(f"pid {pid} {n}" for pid, n in sorted(r["by_worker"].items())))
+    for count, figures in ratios(results).items():
+        lines.append(f"2 processes / 1 process, {count} students: "
+                     + ", ".join(f"{f.removesuffix('_ms')} {v:.2f}" for f, v in figures.items()))
+    lines.append(describe(info))
+    lines.append("the load generator runs on the same machine and competes with the server for CPU")
+    return "\n".join(lines)
+
+
+# -- main --------------------------------------------------------------------------
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m loadtest.bench_files",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int_list, default=[1, 2], help="worker process counts (default 1,2)")
+    parser.add_argument("--students", type=int_list, default=[60, 600],
+                        help="students saving and loading at once (default 60,600)")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")
+    bounds(parser, max_seconds=1200)
+    args = parser.parse_args(argv)
+    if args.duration <= 0:
+        parser.error("--duration must be positive")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    raise_file_limit()
+    deadline = time.monotonic() + args.max_seconds
+    results, status = measured(lambda: measure(args, deadline))
+    if status is not None:
+        return status
+    from .client import FILE_BYTES
+    info = machine()
+    print(report(args, info, results, FILE_BYTES))
+    if args.json:
+        settings = {k: getattr(args, k) for k in ("processes", "students", "duration", "timeout")}
+        settings["file_bytes"] = list(FILE_BYTES)
+        write_json(args.json, {"settings": settings, "machine": info, "results": results,
+                               "ratio_2_to_1": {str(n): r for n, r in ratios(results).items()}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

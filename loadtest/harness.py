@@ -1,0 +1,252 @@
+"""What a measurement or a test stands on: the real server as a subprocess,
+a scratch PostgreSQL with a fresh database per server, and users with real
+argon2id hashes. The tests (tests/conftest.py), the benchmarks and the load
+test all start the server under test here.
+
+Standard library, psycopg2 and the server's own code only: no HTTP client
+(ServerProcess.client() loads it when asked).
+"""
+import asyncio
+import collections
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+
+from server.accounts.passwords import hash_password
+from server.embedded_postgres import EmbeddedPostgres
+
+from .cli import Aborted, uninterrupted
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADMIN_PASSWORD = "admin-test-password"
+COOKIE_SECRET = "test-cookie-secret-" + "x" * 32
+SERVING_RE = re.compile(r"serving (http://\S+) with (\d+) (?:worker )?process(?:es)? \(pids? ([\d, ]+)\)")
+START_TIMEOUT = 120.0  # the server prints its serving line within this (a hang guard)
+STOP_TIMEOUT = 30.0
+
+
+# -- the server under test -----------------------------------------------------------
+
+class ServerProcess:
+    """`python -m server` as a subprocess, on 127.0.0.1 and a free port,
+    ready once it prints its serving line. `env` holds settings on top of
+    this process's environment and the defaults below; `log` is where its
+    output lines go (default: a list of them all; a tool that runs for
+    long passes a bounded deque)."""
+
+    def __init__(self, processes=1, database_url="", data_dir=None, env=None, log=None):
+        self.processes = processes
+        self.env = {**os.environ,
+                    "TORNADO_PROCESSES": str(processes), "PORT": "0", "HOST": "127.0.0.1",
+                    "DATABASE_URL": database_url, "DATA_DIR": data_dir, "ADMIN_PASSWORD": ADMIN_PASSWORD,
+                    "COOKIE_SECRET": COOKIE_SECRET, "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1",
+                    **{k: str(v) for k, v in (env or {}).items()}}
+        self.lines = [] if log is None else log
+        self.proc = None
+        self.url = None
+        self.pids = []
+        self._lock = threading.Lock()  # the reader thread appends while others read
+        self._serving = threading.Event()
+
+    def start(self, timeout=START_TIMEOUT):
+        # Its own session: a Ctrl-C on the terminal reaches only us, and we
+        # stop the server in order (SIGTERM, then wait).
+        self.proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=ROOT, env=self.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._serving.wait(timeout) or self.proc.poll() is not None:
+            self.stop()
+            raise Aborted("the server did not start:\n" + self.output())
+        return self
+
+    def _read(self):
+        # Always drained, so a chatty server never blocks on a full pipe.
+        for line in self.proc.stdout:
+            with self._lock:
+                self.lines.append(line)
+            m = SERVING_RE.search(line)
+            if m and not self._serving.is_set():
+                self.url = m.group(1)
+                self.pids = [int(p) for p in m.group(3).split(",")]
+                self._serving.set()
+
+    def output(self):
+        with self._lock:
+            return "".join(self.lines)
+
+    def wait_for_line(self, pattern, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                found = next((line for line in self.lines if re.search(pattern, line)), None)
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r} in:\n{self.output()}")
+
+    def ensure_running(self):
+        """Aborted, with its output, if it has died: what was measured since is not a measurement."""
+        if self.proc.poll() is not None:
+            raise Aborted("the server died during the measurements:\n" + self.output())
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM and wait (then SIGKILL to it and its workers); returns the exit code."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def client(self):
+        from .client import Client
+        return Client(self.url)
+
+
+def tail(lines=40):
+    """A `log` for ServerProcess that keeps only the last lines."""
+    return collections.deque(maxlen=lines)
+
+
+# -- PostgreSQL and the servers' spaces ----------------------------------------------
+
+def with_database(dsn, name):
+    return urlunsplit(urlsplit(dsn)._replace(path="/" + name))
+
+
+def admin_sql(dsn, statement):
+    conn = psycopg2.connect(dsn, connect_timeout=30)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(statement)
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def scratch(prefix):
+    """(folder, its EmbeddedPostgres, not started) for one tool run. On
+    the way out, however it goes, PostgreSQL stops and the folder goes,
+    uninterrupted. The folder is 0755: PostgreSQL runs as 'postgres' when we
+    are root, and students' uids walk through it to their homes."""
+    base = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(base, 0o755)
+    pg = EmbeddedPostgres(base)
+    try:
+        yield base, pg
+    finally:
+        with uninterrupted():
+            pg.stop()
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def server_space(admin_dsn, base, name, label):
+    """(dsn, DATA_DIR) for one server under test: a new database `name` and
+    a new folder in `base`, both gone on the way out (uninterrupted). The
+    folder is 0755: as root, the students' sandbox uids walk through it to
+    their homes (the server refuses to start otherwise)."""
+    dsn = with_database(admin_dsn, name)
+    data_dir = tempfile.mkdtemp(prefix=f"data-{label}-", dir=base)
+    os.chmod(data_dir, 0o755)
+    admin_sql(admin_dsn, f'CREATE DATABASE "{name}"')
+    try:
+        yield dsn, data_dir
+    finally:
+        with uninterrupted():
+            admin_sql(admin_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def server_env(processes, dsn, data_dir):
+    """A tool's server under test: its own secrets, the operator's
+    LOG_LEVEL, and no throttling of 127.0.0.1, where every virtual user
+    comes from."""
+    return {
+        "TORNADO_PROCESSES": str(processes), "DATABASE_URL": dsn, "DATA_DIR": data_dir, "STORAGE_ROOT": "",
+        "COOKIE_SECRET": secrets.token_urlsafe(48), "ADMIN_PASSWORD": secrets.token_urlsafe(16),
+        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"),
+        "LOGIN_FAILURES_PER_ADDRESS": "100000",
+    }
+
+
+@contextlib.contextmanager
+def fresh_server(admin_dsn, base, processes, credentials, label, log=None, **settings):
+    """A server under test with `processes` workers on a new database and
+    DATA_DIR in `base` (server_env plus `settings`), whose students are
+    `credentials` (see make_credentials); stopped, its database dropped and
+    its folder removed on the way out however it goes. Yields (server,
+    [(username, password)] to log in with)."""
+    name = f"{label}_{secrets.token_hex(4)}"
+    with server_space(admin_dsn, base, name, label) as (dsn, data_dir):
+        env = {**server_env(processes, dsn, data_dir), **settings}
+        server = ServerProcess(processes, dsn, data_dir, env, tail() if log is None else log)
+        try:
+            server.start()  # it applies the migrations: the users table exists after
+            yield server, insert_users(dsn, credentials)
+        finally:
+            with uninterrupted():
+                server.stop()
+
+
+# -- users ---------------------------------------------------------------------------
+
+def make_credentials(count, prefix="bench"):
+    """[(username, password, hash)]: distinct random passwords, real hashes,
+    hashed in parallel (argon2 releases the GIL)."""
+    pairs = [(f"{prefix}{i:04d}", secrets.token_urlsafe(12)) for i in range(count)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        hashes = list(pool.map(hash_password, [password for _, password in pairs]))
+    return [(username, password, h) for (username, password), h in zip(pairs, hashes)]
+
+
+def insert_users(dsn, credentials):
+    """Students with these (username, password, hash); returns the
+    (username, password) pairs to log in with."""
+    conn = psycopg2.connect(dsn, connect_timeout=30)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO users (username, display_name, role, password_hash) "
+                            "VALUES (%s, %s, 'student', %s)",
+                            [(username, f"Student {username}", h) for username, _, h in credentials])
+    finally:
+        conn.close()
+    return [(username, password) for username, password, _ in credentials]
+
+
+def students(dsn, count, prefix="student"):
+    """`count` new students on the database `dsn`: [(username, password)]."""
+    return insert_users(dsn, make_credentials(count, prefix))
+
+
+# -- running a measurement -----------------------------------------------------------
+
+def run_async(coro, deadline):
+    """Run `coro`, giving up when the whole run's deadline passes."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        coro.close()
+        raise Aborted("--max-seconds reached")
+    try:
+        return asyncio.run(asyncio.wait_for(coro, remaining))
+    except asyncio.TimeoutError:
+        raise Aborted("--max-seconds reached during a measurement") from None

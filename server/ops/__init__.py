@@ -1,1 +1,0 @@
-"""Operator tools: load generation and benchmarks run against a real server."""
