@@ -256,3 +256,20 @@ def isolated_server(request, shared_servers):
 @pytest.fixture
 def local_server(request, shared_servers):
     yield from _sandbox_server(request, shared_servers, "local")
+
+
+# -- markers, to run a part: `pytest -m "not browser and not docker"` ------------------
+
+KIND_OF_MODULE = {"test_browser": "browser", "test_browser_tabs": "browser", "test_files_browser": "browser",
+                  "test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
+                  "test_loadgen": "tools", "test_efs_bench": "tools",
+                  "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        kind = KIND_OF_MODULE.get(item.module.__name__.rsplit(".", 1)[-1])
+        if kind:
+            item.add_marker(kind)
+        if "docker" in item.nodeid or "docker_image" in getattr(item, "fixturenames", ()):
+            item.add_marker("docker")

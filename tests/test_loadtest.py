@@ -36,7 +36,7 @@ def make_users(dsn, n):
 
 def test_smoke_run_of_the_script_reports_both_modes_in_full(tmp_path):
     out = tmp_path / "out"
-    result = run_script("--processes", "1,2", "--concurrency", "3", "--duration", "2", "--warmup", "0.5",
+    result = run_script("--processes", "1,2", "--concurrency", "3", "--duration", "1", "--warmup", "0.2",
                         "--scenario", "login,files,run,classroom", "--pace", "30", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     text = result.stdout
@@ -69,7 +69,7 @@ def test_smoke_run_of_the_script_reports_both_modes_in_full(tmp_path):
     assert document["machine"]["cpus"] >= 1 and document["machine"]["memory_gib"] > 0
     assert set(document["versions"]) >= {"python", "tornado", "server"}
     assert "commit" in document["git"]
-    assert document["settings"]["concurrency"] == [3] and document["settings"]["duration_s"] == 2
+    assert document["settings"]["concurrency"] == [3] and document["settings"]["duration_s"] == 1
     assert "--scenario login,files,run,classroom" in document["command"]
     with open(out / "results.csv") as f:
         rows = list(csv.DictReader(f))
