@@ -119,6 +119,14 @@ def running_server(postgres_url, processes=1, **env):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def module_server(postgres_url):
+    """A server of the test module's own, for tests that look at every
+    account or the whole users table."""
+    with running_server(postgres_url) as server:
+        yield server
+
+
 class SharedServers:
     """Servers started once for the test run, one per set of settings."""
 

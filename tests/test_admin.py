@@ -2,16 +2,14 @@
 import a class (all rows or none), reset a password, deactivate."""
 import pytest
 
-from tests.conftest import PASSWORD, running_server
+from tests.conftest import PASSWORD
 from tests.helpers import create_user, sql
 from loadtest.harness import ADMIN_PASSWORD
 
 
-@pytest.fixture(scope="module")
-def server(postgres_url):
-    """A server of these tests' own: they list and search every account."""
-    with running_server(postgres_url) as server:
-        yield server
+@pytest.fixture
+def server(module_server):
+    return module_server  # they list and search every account
 
 
 @pytest.fixture

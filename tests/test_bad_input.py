@@ -10,15 +10,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from loadtest.harness import ADMIN_PASSWORD
-from tests.conftest import PASSWORD, People, running_server
+from tests.conftest import PASSWORD, People
 from tests.helpers import sql
 
 
-@pytest.fixture(scope="module")
-def srv(postgres_url):
-    """A server of these tests' own: they compare the whole users table."""
-    with running_server(postgres_url) as server:
-        yield server
+@pytest.fixture
+def srv(module_server):
+    return module_server  # they compare the whole users table
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ def alive(pid):
 
 
 def check_kill(groups):
-    group = groups.new(cgroups.Limits(memory_bytes=256 << 20, processes=16))
+    group = groups.new(cgroups.GroupLimits(memory_bytes=256 << 20, processes=16))
     proc, grandchild = tree_in(group)
     try:
         assert len(group.pids()) == 3
@@ -70,7 +70,7 @@ def test_this_machines_groups_kill_a_whole_tree_and_hold_the_limits():
     if groups is None:
         pytest.skip("no cgroups this server can use here")
     check_kill(groups)
-    group = groups.new(cgroups.Limits(memory_bytes=300 << 20, processes=44, cpus=1.0))
+    group = groups.new(cgroups.GroupLimits(memory_bytes=300 << 20, processes=44, cpus=1.0))
     try:
         if groups.version == 1:
             with open(os.path.join(group.dirs["memory"], "memory.limit_in_bytes")) as f:
@@ -113,7 +113,7 @@ def test_v2_leftovers_of_a_dead_worker_are_killed_and_removed(cgroup2):
     left = cgroups.RunGroup(2, {"": os.path.join(groups.parents[""], "w999999999-1.1")})
     os.makedirs(left.dirs[""])
     proc, grandchild = tree_in(left)
-    mine = groups.new(cgroups.Limits(memory_bytes=64 << 20, processes=8))
+    mine = groups.new(cgroups.GroupLimits(memory_bytes=64 << 20, processes=8))
     try:
         assert groups.cleanup_leftovers() == 1
         assert proc.wait(10) == -9 and not alive(grandchild)

@@ -132,7 +132,7 @@ def test_upload_and_download(ada):
     files = [("files", ("data.csv", b"a,b\n1,2\n", "text/csv")), ("files", ("pic.png", b"\x89PNG\x00\x01", "image/png"))]
     r = ada.post("/api/upload/home/inputs", files=files)
     assert r.status_code == 200, r.text
-    assert {m["name"] for m in r.json()["saved"]} == {"inputs/data.csv", "inputs/pic.png"}
+    assert {m["path"] for m in r.json()["saved"]} == {"inputs/data.csv", "inputs/pic.png"}
     binary = ada.get("/api/files/home/inputs/pic.png").json()
     assert binary["content"] is None and binary["encoding"] is None
     d = ada.get("/api/files/home/inputs/pic.png?download=1")

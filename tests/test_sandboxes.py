@@ -20,7 +20,7 @@ from server import config
 from server.runs import cgroups
 from server.runs.manager import ready
 from server.runs.protocol import ImageParser, frame, read_frame
-from server.runs.sandbox import LAUNCHER_PROCESSES, Limits
+from server.runs.sandbox import LAUNCHER_PROCESSES, ProgramLimits
 from server.runs.sandbox_local import LocalSandbox, build_mpl_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +77,7 @@ def write(home, name, source):
 
 def settings(sandbox, **limits):
     """The launcher's settings as the run manager makes them, with `limits` changed."""
-    return {"limits": dict(Limits.from_config(sandbox.cfg).__dict__, **limits), "nice": 10, "runs": 1}
+    return {"limits": dict(ProgramLimits.from_config(sandbox.cfg).__dict__, **limits), "nice": 10, "runs": 1}
 
 
 async def start(sandbox, home, **limits):

@@ -9,8 +9,12 @@ transaction as the change itself.
 """
 import json
 from dataclasses import dataclass
+from datetime import datetime
 
+from .. import db
+from ..config import Config
 from ..errors import Refused
+from ..executor import BoundedExecutor
 from . import class_list, passwords, rules, sessions, throttle
 
 DEMO_ACCOUNTS = [
@@ -46,7 +50,7 @@ async def audit(conn, actor, action, subject="", **detail):
 
 
 class Accounts:
-    def __init__(self, pool, hasher, cfg):
+    def __init__(self, pool: "db.Pool", hasher: BoundedExecutor, cfg: Config):
         self.pool = pool  # db.Pool
         self.hasher = hasher  # a BoundedExecutor for argon2
         self.cfg = cfg
@@ -56,7 +60,7 @@ class Accounts:
 
     # -- signing in -------------------------------------------------------
 
-    async def login(self, username, password, address):
+    async def login(self, username: str, password: str, address: str) -> tuple[dict, str, datetime]:
         """Check the credentials and open a session: (user, token, expires)."""
         cfg, pool = self.cfg, self.pool
         username = rules.normalize_username(username)
@@ -88,14 +92,14 @@ class Accounts:
                                await self._hash(password))
         return {k: row[k] for k in ("id", "username", "display_name", "role")}, token, expires
 
-    async def user_for_token(self, token):
+    async def user_for_token(self, token: str) -> sessions.Lookup:
         """Who sends this session token (sessions.Lookup)."""
         return await sessions.lookup(self.pool, token, self.cfg.SESSION_TTL)
 
-    async def logout(self, token):
+    async def logout(self, token: str) -> None:
         await sessions.delete(self.pool, token)
 
-    async def change_password(self, user, old, new, keep_token):
+    async def change_password(self, user: dict, old: str, new: str, keep_token: str) -> None:
         """Set a new password; every other session of the user ends."""
         problem = rules.password_problem(new)
         if problem:
@@ -110,7 +114,7 @@ class Accounts:
             await sessions.delete_for_user(conn, user["id"], keep_token=keep_token)
             await audit(conn, user["username"], "change_password")
 
-    async def bootstrap(self, conn, admin_password, demo):
+    async def bootstrap(self, conn, admin_password: str, demo: bool) -> list[tuple[str, str, str]]:
         """On an empty database, create `admin` (and the demo accounts); return
         [(username, role, password)] so the caller can print them once.
 
@@ -131,7 +135,7 @@ class Accounts:
 
     # -- administration ----------------------------------------------------
 
-    async def list_users(self, query="", role=None, limit=LIST_LIMIT):
+    async def list_users(self, query: str = "", role: str | None = None, limit: int | None = LIST_LIMIT) -> list[dict]:
         """Accounts whose username or display name contains `query`, with `role`."""
         rows = await self.pool.fetch(
             """SELECT username, display_name, role, active, created_at, last_save_at FROM users
@@ -141,7 +145,8 @@ class Accounts:
             query, role, limit)
         return [_public(r) for r in rows]
 
-    async def create_user(self, actor, username, display_name, role, password=None):
+    async def create_user(self, actor: str, username: str, display_name: str, role: str,
+                          password: str | None = None) -> tuple[dict, str]:
         """Create one account: (user, the password to show once)."""
         username, display_name = rules.check_new_account(username, display_name, role, password)
         password = password or passwords.generate_password()
@@ -157,7 +162,7 @@ class Accounts:
             await audit(conn, actor, "create_user", username, role=role)
         return _public(row), password
 
-    async def import_rows(self, actor, rows, source="import"):
+    async def import_rows(self, actor: str, rows: list[class_list.Row], source: str = "import") -> list[Imported]:
         """Create the accounts of a class list (class_list.Row). Every row is
         checked first: if one is invalid nothing is created and the refusal
         lists the bad rows. Existing usernames are skipped. Returns an
@@ -190,7 +195,7 @@ class Accounts:
                          plain[r.username] if r.username in created and r.password is None else None)
                 for r in rows]
 
-    async def import_csv(self, actor, text):
+    async def import_csv(self, actor: str, text: str) -> dict:
         """import_rows of CSV text, as the admin API's report."""
         report = await self.import_rows(actor, class_list.parse_csv(text))
         rows = []
@@ -203,7 +208,7 @@ class Accounts:
         created = sum(r.created for r in report)
         return {"created": created, "skipped": len(report) - created, "rows": rows}
 
-    async def reset_password(self, actor, username):
+    async def reset_password(self, actor: str, username: str) -> tuple[str, int]:
         """A new generated password (shown once): (password, sessions ended).
         A lock-out from failed logins is lifted too."""
         password = passwords.generate_password()
@@ -219,7 +224,7 @@ class Accounts:
             await audit(conn, actor, "reset_password", username, sessions_ended=ended)
         return password, ended
 
-    async def set_active(self, actor, username, active):
+    async def set_active(self, actor: str, username: str, active: bool) -> tuple[bool, int]:
         """Activate or deactivate (which ends the sessions): (whether it
         changed, sessions ended). Deactivating always ends sessions, even if
         an earlier attempt was interrupted."""

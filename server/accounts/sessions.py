@@ -8,7 +8,7 @@ per request.
 """
 import hashlib
 import secrets
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 
 def new_token():
@@ -70,10 +70,6 @@ async def delete_for_user(conn, user_id, keep_token=None):
 async def prune(pool):
     """Drop expired sessions (they are refused anyway; this keeps the table small)."""
     await pool.execute("DELETE FROM sessions WHERE expires_at < now() - interval '1 day'")
-
-
-def utcnow():
-    return datetime.now(timezone.utc)
 
 
 async def still_valid(pool, hashes):

@@ -77,7 +77,7 @@ class FilesHandler(FilesBase):
             return self.finish_json({"path": "/".join(parts), "kind": "folder", "entries": entries})
         data, etag, meta = await self.fs("read", self.store.read, area, parts, TEXT_LIMIT)
         text = as_text(data) if data is not None else None
-        meta.update({"path": meta.pop("name"), "etag": etag, "content": text,
+        meta.update({"etag": etag, "content": text,
                      "encoding": "utf-8" if text is not None else None})
         if etag:
             self.set_header("ETag", f'"{etag}"')

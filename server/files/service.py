@@ -16,14 +16,18 @@ so no student can fill the threads the class shares.
 import errno
 import logging
 import time
+from typing import Callable
 
 from .. import metrics
 from ..accounts import rules
-from ..db import DatabaseUnavailable
+from ..config import Config
+from ..db import DatabaseUnavailable, Pool
 from ..errors import Refused
+from ..executor import BoundedExecutor
 from ..runs.sandbox import run_uid
 from . import gate
 from .area import Area
+from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +35,13 @@ STAFF = ("teacher", "admin")
 
 
 class Files:
-    def __init__(self, store, threads, pool, cfg):
+    def __init__(self, store: Store, threads: BoundedExecutor, pool: Pool, cfg: Config):
         self.store = store
         self.threads = threads  # the file executor (executor.BoundedExecutor)
         self.pool = pool
         self.cfg = cfg
 
-    async def run(self, username, op, fn, *args):
+    async def run(self, username: str, op: str, fn: Callable, *args):
         """fn(*args) in the file executor, in `username`'s place there; timed
         as `op`. A full disk becomes a 507 that says nothing changed."""
         started = time.perf_counter()
@@ -51,11 +55,11 @@ class Files:
         finally:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
 
-    async def release(self, fn, *args):
+    async def release(self, fn: Callable, *args):
         """A call that gives something back (closing a file): never refused."""
         return await self.threads.run(fn, *args)
 
-    async def area(self, user, spec, write):
+    async def area(self, user: dict, spec: str, write: bool) -> Area:
         """The Area `spec` names (home, course, user/<name>), if `user` may
         read it (or write it, with `write`)."""
         if spec == "home":
@@ -76,7 +80,7 @@ class Files:
             raise Refused(404, "no_such_user", "There is no student with that username.")
         return Area.home(owner)
 
-    async def saved(self, area):
+    async def saved(self, area: Area) -> None:
         """Remember when a student last saved, for the teacher's roster. The
         save itself is done: a database hiccup here must not turn it into an
         error the client would retry against its old version."""
@@ -89,7 +93,7 @@ class Files:
             except Exception:
                 log.exception("could not record the save time of %s", area.key)
 
-    async def ensure_home(self, user):
+    async def ensure_home(self, user: dict) -> str:
         """The user's home, made at first use (0700, theirs; a student's with
         the welcome file once); its path."""
         await self.run(user["username"], "home", self.store.ensure_home, user["username"],

@@ -82,9 +82,11 @@ def _kind(name, st):
     return "file" if stat.S_ISREG(st.st_mode) else "other"
 
 
-def _meta(name, st, kind=None):
+def _meta(name, st, kind=None, key="name"):
+    """What the API says of an entry: under `key` its name (in a listing)
+    or its path (a file read or saved, a tree)."""
     kind = kind or _kind(name.rsplit("/", 1)[-1], st)
-    return {"name": paths.shown(name), "kind": kind, "size": st.st_size if kind == "file" else 0,
+    return {key: paths.shown(name), "kind": kind, "size": st.st_size if kind == "file" else 0,
             "modified": round(st.st_mtime, 3)}
 
 
@@ -285,8 +287,7 @@ class Store:
                 for event, _, name, st in walk:
                     if event == LEAVE or stat.S_ISLNK(st.st_mode):
                         continue
-                    entry = _meta(walk.path(name), st, _kind(name, st))
-                    entry["path"] = entry.pop("name")
+                    entry = _meta(walk.path(name), st, _kind(name, st), key="path")
                     out.append(entry)
                     if event == ENTER and entry["kind"] != "folder":
                         walk.prune()  # a folder whose name cannot be opened
@@ -304,9 +305,9 @@ class Store:
             with os.fdopen(paths.open_regular(fd, name), "rb") as f:
                 st = os.fstat(f.fileno())
                 if limit is not None and st.st_size > limit:
-                    return None, None, _meta("/".join(parts), st)
+                    return None, None, _meta("/".join(parts), st, key="path")
                 data = f.read()
-            return data, etag_of(data), _meta("/".join(parts), st)
+            return data, etag_of(data), _meta("/".join(parts), st, key="path")
         finally:
             os.close(fd)
 
@@ -414,7 +415,7 @@ class Store:
             _unlink_quietly(fd, temp)
             raise  # ENOSPC and EDQUOT become 507 in the handlers, like every other call's
         os.fsync(fd)
-        return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False))
+        return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False), key="path")
 
     def _keep_version(self, area, fd, name, parts, etag):
         version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag)

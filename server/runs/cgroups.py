@@ -45,7 +45,7 @@ KILL_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
-class Limits:
+class GroupLimits:
     memory_bytes: int
     processes: int
     cpus: float = 1.0

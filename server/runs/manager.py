@@ -25,6 +25,7 @@ program and closes their sockets on every worker and instance.
 import asyncio
 import logging
 import time
+from typing import Callable
 from dataclasses import dataclass, field
 
 from .. import metrics
@@ -35,7 +36,7 @@ from . import runlock
 from .admission import QueueFull
 from .protocol import BadFrame, read_frame
 from .run import Run
-from .sandbox import Limits, run_uid
+from .sandbox import ProgramLimits, run_uid
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class RunManager:
 
     # -- sockets ------------------------------------------------------------
 
-    def open(self, user, token_hash, send, close):
+    def open(self, user: dict, token_hash: bytes, send: Callable, close: Callable) -> "Connection | None":
         """A socket opened: its Connection, or None when the student has too
         many open here and none of them can give way."""
         student = self.students.get(user["id"])
@@ -123,7 +124,7 @@ class RunManager:
         self._warm_up(student)
         return conn
 
-    def closed(self, conn):
+    def closed(self, conn: Connection) -> None:
         """The socket closed, however: its run is stopped; the student's
         sandbox goes when their last socket here does."""
         if conn.closed.is_set():
@@ -149,13 +150,13 @@ class RunManager:
 
     # -- runs -----------------------------------------------------------------
 
-    def start(self, conn, parts, args, cols, rows):
+    def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int) -> None:
         if conn.job is not None:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         job = conn.job = Job(conn, parts, args, cols, rows)
         self._track(self._run(job))
 
-    def running(self, conn):
+    def running(self, conn: Connection) -> Run | None:
         """The Run of the socket's program, or None."""
         return conn.job.run if conn.job else None
 
@@ -333,7 +334,7 @@ class RunManager:
         runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
         try:
             home = await ctx.files.ensure_home(user)
-            settings = {"limits": Limits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
+            settings = {"limits": ProgramLimits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
             sandbox = await ctx.sandbox.prepare(home, run_uid(ctx.cfg, user["id"]), settings)
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
@@ -348,7 +349,7 @@ class RunManager:
 
     # -- sessions ---------------------------------------------------------------
 
-    async def check_sessions(self):
+    async def check_sessions(self) -> None:
         """Stop the programs and close the sockets of sessions that ended
         (logout, deactivation, password reset, expiry) anywhere."""
         conns = [c for s in self.students.values() for c in s.connections]
@@ -382,14 +383,14 @@ class RunManager:
 
     # -- the worker's side ----------------------------------------------------------
 
-    def claims(self):
+    def claims(self) -> list[str]:
         """Run lock ids held by this worker's runs (kept alive by its heartbeat)."""
         return [job.claim for job in self.jobs if job.claim is not None]
 
-    def active_runs(self):
+    def active_runs(self) -> list[Run]:
         return [job.run for job in self.jobs if job.run is not None]
 
-    async def shutdown(self):
+    async def shutdown(self) -> None:
         """Runs end first (each student is told why) and give back their
         locks; then sockets close and the ready sandboxes go."""
         await asyncio.gather(*(run.stop("server_restart") for run in self.active_runs()))

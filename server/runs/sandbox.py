@@ -49,7 +49,7 @@ class SandboxError(RuntimeError):
 
 
 @dataclass
-class Limits:
+class ProgramLimits:
     """What the launcher sets on each program (per process)."""
     cpu_seconds: int
     memory_bytes: int
@@ -65,7 +65,7 @@ class Limits:
 
 def group_limits(cfg):
     """What the run's cgroup holds everything it starts to."""
-    return cgroups.Limits(memory_bytes=(cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20,
+    return cgroups.GroupLimits(memory_bytes=(cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20,
                           processes=cfg.RUN_PROCESSES + LAUNCHER_PROCESSES, cpus=1.0)
 
 

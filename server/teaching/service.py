@@ -1,17 +1,20 @@
 """The class as teachers see it: the roster (who, when each last saved,
 whether their home is over its quota) and handing out starter files from
 course/ into students' homes. Knows nothing of HTTP."""
+from ..config import Config
+from ..db import Pool
 from ..errors import Refused
+from ..files.service import Files
 from .push import copy_into_homes
 
 
 class Teaching:
-    def __init__(self, pool, files, cfg):
+    def __init__(self, pool: Pool, files: Files, cfg: Config):
         self.pool = pool
         self.files = files  # the files service
         self.cfg = cfg
 
-    async def roster(self):
+    async def roster(self) -> list[dict]:
         """Every student: last save, and what their home held after their last run."""
         cfg = self.cfg
         rows = await self.pool.fetch(
@@ -23,7 +26,7 @@ class Teaching:
                  "over_quota": (r["disk_bytes"] or 0) > cfg.QUOTA_BYTES or (r["disk_files"] or 0) > cfg.QUOTA_FILES}
                 for r in rows]
 
-    async def push(self, teacher, source, chosen=None):
+    async def push(self, teacher: dict, source: tuple[str, ...], chosen: list[str] | None = None) -> dict:
         """Copy the course/ file or folder `source` (path parts) into the homes
         of the active students `chosen` (default: all), never overwriting: the
         report of what was copied, skipped and failed, per student."""
