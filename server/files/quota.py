@@ -70,7 +70,12 @@ class Quota:
         except TooMany:
             h_bytes, h_files = 0, cap + 1
         record = {"bytes": total + h_bytes, "files": files + h_files, "measured": time.time()}
-        self._write(area, record)
+        old = self._read(area)
+        # After most runs nothing changed: keep the record unless it is going
+        # stale (rewriting it is a rename on the shared file system).
+        if not old or (old["bytes"], old["files"]) != (record["bytes"], record["files"]) \
+                or record["measured"] - old["measured"] > USAGE_TTL / 2:
+            self._write(area, record)
         return record
 
     def add(self, area, added_bytes, added_files):

@@ -60,6 +60,7 @@ class Student:
     user: dict
     connections: list = field(default_factory=list)  # oldest first
     warm: asyncio.Future = None  # -> Sandboxed or None: the sandbox kept ready
+    disk: tuple = None  # (bytes, files) of their home as last written to the roster
 
 
 class Connection:
@@ -284,13 +285,15 @@ class RunManager:
         """After a run: what the home holds now (the program may have written
         anything), for the student's next save or run and the teacher's
         roster; the student is told at once when it is over its quota."""
-        user = conn.student.user
+        user, student = conn.student.user, conn.student
         try:
             used, files, problem = await self.ctx.files.run(user["username"], "measure", self.ctx.store.measure,
                                                             Area.home(user["username"]))
-            await self.ctx.pool.execute(
-                "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
-                user["id"], used, files)
+            if student.disk != (used, files):  # most runs write nothing: no statement then
+                await self.ctx.pool.execute(
+                    "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
+                    user["id"], used, files)
+                student.disk = (used, files)
         except Refused as e:  # busy, or the database away: the next run measures again
             log.info("could not measure the home of %s after a run: %s", user["username"], e.message)
             return
