@@ -262,7 +262,7 @@ async def user_for_session(handler):
     if not token:
         return None, "not_logged_in", None
     token = token.decode()
-    found = await handler.application.settings["ctx"].accounts.user_for_token(token)
+    found = await handler.application.settings["ctx"].sessions.user_for_token(token)
     if found.user is None:
         handler.clear_cookie(SESSION_COOKIE)
         return None, found.problem, None
