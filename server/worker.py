@@ -20,6 +20,7 @@ from .app import make_app
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
 from .executor import BoundedExecutor
+from .fifo import FifoGate
 from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
@@ -44,6 +45,7 @@ class Context:
         self.cookie_secret = instance.cookie_secret()
         self.pool = None
         self.notify = None  # notify.Listener, from open_database on
+        self.requests = FifoGate("request", cfg.REQUESTS_AT_ONCE, cfg.REQUEST_QUEUE)
         hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
         # A class logs in at once: room for every student's login to wait.
         self.hasher = BoundedExecutor("hash", hash_threads, max_pending=512)
