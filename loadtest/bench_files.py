@@ -1,7 +1,7 @@
 """Benchmark of saving and loading files with 1 and 2 worker processes.
 
     python -m loadtest.bench_files [--processes 1,2] [--students 60,600]
-                                   [--duration 10] [--json OUT]
+                                   [--duration 10] [--server-root DIR] [--json OUT]
 
 Each simulated student is a real user with its own browser (cookie jar and
 keep-alive connection, `client.VirtualUser`). For --duration seconds every
@@ -16,14 +16,19 @@ server as a subprocess on a fresh database and DATA_DIR, with
 max(--students) real users (real argon2id hashes). Every request has a
 timeout and the whole run is bounded by --max-seconds.
 
+--server-root measures the server of another checkout (say, a worktree
+of the commit before a change) with this client, for a before/after in
+one sitting.
+
 The load generator runs on the same machine and competes with the server
 for CPU; its own CPU use is printed, with a warning near one core.
 """
 import argparse
 import sys
 import time
+from collections import Counter
 
-from .cli import Aborted, bounds, int_list, measured, say, write_json
+from .cli import Aborted, bounds, int_list, measured, say, server_root, write_json
 from .machine import describe, machine, raise_file_limit
 from .recording import error_lines, fmt
 
@@ -32,47 +37,57 @@ FIGURES = ("save_p50_ms", "save_p95_ms", "save_p99_ms", "load_p50_ms", "load_p95
 
 
 async def run_students(url, credentials, duration, path, timeout):
-    """Log every student in, create its file, then the timed closed loop.
-    Returns a summary dict."""
+    """Log every student in, then `save_and_load` their files. Returns a summary dict."""
     # Here, not at the top: --help needs none of them (nor aiohttp, hdrh).
-    import asyncio
     import contextlib
-    from collections import Counter
 
-    from . import loadgen
-    from .client import Student, VirtualUser, error_kind, log_in_all
-    from .recording import CPU_WARNING, Recorder
-    saves, loads = Recorder(), Recorder()
+    from .client import Student, VirtualUser, log_in_all
     async with contextlib.AsyncExitStack() as stack:
         users, setup_errors = await log_in_all(lambda: VirtualUser(url, timeout), credentials, stack)
-        students = [Student(user, path) for user in users]
-        created = []
-        # Each creates its file (untimed; this also warms the connections up).
-        for student, outcome in zip(students, await asyncio.gather(*(s.save() for s in students),
-                                                                   return_exceptions=True)):
-            if isinstance(outcome, Exception):
-                setup_errors[error_kind(outcome)] += 1
-            else:
-                created.append(student)
-        if not created:
-            raise Aborted(f"no student could log in and save: {dict(setup_errors)}")
+        summary = await save_and_load([Student(user, path) for user in users], duration)
+    summary["setup_errors"] = dict(setup_errors + Counter(summary["setup_errors"]))
+    return {**summary, "students": len(credentials)}
 
-        async def cycle(student):
-            ok = await loadgen.timed(saves, student.save) and await loadgen.timed(loads, student.load)
-            if not ok:
-                await student.resync()
 
-        # The cycle recorder is not reported: saves and loads record themselves.
-        window = await loadgen.closed_loop(created, cycle, Recorder(), iterations=None, duration=duration)
+async def save_and_load(students, duration):
+    """Each student creates its file (untimed; this also warms the
+    connections up), then the timed closed loop: save, load and compare.
+    `students` save(), load() and resync() as `client.Student` does (or
+    the peer's `jupyter.ContentsStudent`). Returns a summary dict."""
+    import asyncio
+
+    from . import loadgen
+    from .client import error_kind
+    from .recording import CPU_WARNING, Recorder
+    saves, loads = Recorder(), Recorder()
+    created, setup_errors = [], Counter()
+    for student, outcome in zip(students, await asyncio.gather(*(s.save() for s in students),
+                                                               return_exceptions=True)):
+        if isinstance(outcome, Exception):
+            setup_errors[error_kind(outcome)] += 1
+        else:
+            created.append(student)
+    if not created:
+        raise Aborted(f"no student could save: {dict(setup_errors)}")
+
+    async def cycle(student):
+        ok = await loadgen.timed(saves, student.save) and await loadgen.timed(loads, student.load)
+        if not ok:
+            await student.resync()
+
+    # The cycle recorder is not reported: saves and loads record themselves.
+    window = await loadgen.closed_loop(created, cycle, Recorder(), iterations=None, duration=duration)
     s, l = saves.summary(), loads.summary()
     ops = saves.count + loads.count
+    both = Recorder().merge(saves).merge(loads)
     return {
-        "students": len(credentials), "active_students": len(created), "setup_errors": dict(setup_errors),
+        "students": len(students), "active_students": len(created), "setup_errors": dict(setup_errors),
         "saves": saves.count, "loads": loads.count, "errors": saves.error_count + loads.error_count,
         "errors_by_kind": {**{"save_" + k: n for k, n in s["errors_by_kind"].items()},
                            **{"load_" + k: n for k, n in l["errors_by_kind"].items()}},
         **{f"save_{k}": s[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")},
         **{f"load_{k}": l[k] for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")},
+        **{f"op_{k}": both.percentile_ms(p) for k, p in (("p50_ms", 50), ("p95_ms", 95), ("p99_ms", 99))},
         "wall_s": round(window.wall, 3), "ops_per_s": round(ops / window.wall, 1) if window.wall else 0.0,
         "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > CPU_WARNING,
         "by_worker": dict(Counter(s["by_worker"]) + Counter(l["by_worker"])),
@@ -89,8 +104,8 @@ def measure(args, deadline):
         admin_dsn = pg.start()
         credentials = make_credentials(max(args.students))
         for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p") as (server,
-                                                                                                     logins):
+            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p",
+                              root=args.server_root) as (server, logins):
                 for count in args.students:
                     say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
                     # A new file name per run: every run starts by creating its files.
@@ -154,6 +169,7 @@ def parse_args(argv):
     parser.add_argument("--students", type=int_list, default=[60, 600],
                         help="students saving and loading at once (default 60,600)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")
+    server_root(parser)
     bounds(parser, max_seconds=1200)
     args = parser.parse_args(argv)
     if args.duration <= 0:
@@ -172,7 +188,7 @@ def main(argv=None):
     info = machine()
     print(report(args, info, results, FILE_BYTES))
     if args.json:
-        settings = {k: getattr(args, k) for k in ("processes", "students", "duration", "timeout")}
+        settings = {k: getattr(args, k) for k in ("processes", "students", "duration", "timeout", "server_root")}
         settings["file_bytes"] = list(FILE_BYTES)
         write_json(args.json, {"settings": settings, "machine": info, "results": results,
                                "ratio_2_to_1": {str(n): r for n, r in ratios(results).items()}})

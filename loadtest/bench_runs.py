@@ -55,7 +55,7 @@ import time
 
 from server import config
 
-from .cli import bounds, int_list, measured, say, write_json
+from .cli import bounds, int_list, measured, say, server_root, write_json
 from .machine import machine, raise_file_limit
 
 SANDBOXES = ("local", "docker", "process")
@@ -86,6 +86,7 @@ def parse_args(argv):
     parser.add_argument("--savers", type=int, default=5, help="students saving files meanwhile (default 5)")
     parser.add_argument("--max-concurrent", type=int, default=200, help="RUN_MAX_CONCURRENT (default 200)")
     parser.add_argument("--cpu-seconds", type=int, default=60, help="RUN_CPU_SECONDS (default 60)")
+    server_root(parser)
     bounds(parser, max_seconds=1800, what="run or request")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.think < 0 or args.settle < 0 or args.hogs < 0 or args.savers < 1:
@@ -144,7 +145,8 @@ def main(argv=None):
     print(report(args, info, bare, cfg.SANDBOX_PYTHON, results, skipped))
     if args.json:
         settings = {k: getattr(args, k) for k in ("sandbox", "students", "duration", "processes", "think", "settle",
-                                                  "hogs", "savers", "max_concurrent", "cpu_seconds", "timeout")}
+                                                  "hogs", "savers", "max_concurrent", "cpu_seconds", "timeout",
+                                                  "server_root")}
         settings.update({"sandbox_python": cfg.SANDBOX_PYTHON, "echo_program": ECHO_PROGRAM,
                          "hog_program": HOG_PROGRAM})
         write_json(args.json, {"settings": settings, "machine": info, "bare_interpreter": bare, "results": results,

@@ -34,6 +34,13 @@ def bounds(parser, max_seconds, what="request"):
     parser.add_argument("--json", metavar="OUT", help="also write every figure and setting to this file")
 
 
+def server_root(parser):
+    """--server-root: the checkout whose server is measured."""
+    parser.add_argument("--server-root", metavar="DIR", default=None,
+                        help="measure the server of this checkout (e.g. a worktree of an earlier commit); "
+                             "default: this one")
+
+
 def say(text):
     """Progress for the operator, on stderr: stdout holds the report."""
     print(text, file=sys.stderr, flush=True)

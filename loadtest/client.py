@@ -254,6 +254,14 @@ async def save_file(user, path, text):
 
 # -- a student editing a file ----------------------------------------------------------
 
+def file_text(owner, number):
+    """The text of `owner`'s save number `number`: FILE_BYTES long, fresh
+    random characters each time (so no answer can come from a cache)."""
+    header = f"# {owner}, save {number}\n"
+    size = random.randint(*FILE_BYTES)
+    return header + os.urandom(size // 2).hex()[:size - len(header)]
+
+
 class Student:
     """One student editing one file in its own home, through one browser."""
 
@@ -269,9 +277,7 @@ class Student:
 
     def new_text(self):
         self.count += 1
-        header = f"# {self.username}, save {self.count}\n"
-        size = random.randint(*FILE_BYTES)
-        return header + os.urandom(size // 2).hex()[:size - len(header)]
+        return file_text(self.username, self.count)
 
     async def save(self):
         """PUT new text; a success is a 200 whose etag is that of our text."""

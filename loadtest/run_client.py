@@ -152,17 +152,23 @@ class RunClient:
     async def echo_run(self, path):
         """Run ECHO_PROGRAM (saved as `path`) once and check it: it prints
         "ready", gets a token unique to this run as its input and must print
-        it back, on stdout only, and end with reason "ok". Returns seconds
-        from sending `run` to: {"started", "first" (output frame), "exit"},
-        and "tail": from the last output frame to `exit`. Raises
-        CheckFailed(kind) for anything but the expected run."""
+        it back (see checked_run)."""
         self.runs += 1
         token = f"s{self.index}r{self.runs}x{secrets.token_hex(3)}"
+        return await self.checked_run(path, f"got {token}", reply=token)
+
+    async def checked_run(self, path, expect, reply=None):
+        """Run `path` (saved) once; with `reply`, type it as a line once the
+        program printed "ready". The run must print `expect` on stdout,
+        nothing on stderr, and end with reason "ok". Returns seconds from
+        sending `run` to: {"started", "first" (output frame), "exit"}, and
+        "tail": from the last output frame to `exit`. Raises
+        CheckFailed(kind) for anything but the expected run."""
         started = time.perf_counter()
         deadline = time.monotonic() + self.timeout
         await self.send(type="run", path=path, cols=80, rows=24)
         first = begun = last = None
-        answered = False
+        answered = reply is None
         out, err = [], []
         while True:
             message = await self.receive(deadline - time.monotonic())
@@ -174,7 +180,7 @@ class RunClient:
                 (out if message.get("stream") == "stdout" else err).append(message.get("data", ""))
                 if not answered and "ready" in "".join(out):
                     answered = True
-                    await self.send(type="stdin", data=token + "\r")
+                    await self.send(type="stdin", data=reply + "\r")
             elif kind == "exit":
                 total = time.perf_counter() - started
                 break
@@ -198,7 +204,7 @@ class RunClient:
             raise CheckFailed("output_before_started")
         if "".join(err):
             raise CheckFailed("stderr_output", "".join(err)[:200])
-        if f"got {token}" not in "".join(out):
+        if expect not in "".join(out):
             raise CheckFailed("wrong_output", repr("".join(out)[-200:]))
         return {"started": begun, "first": first, "exit": total, "tail": total - last}
 

@@ -1,6 +1,7 @@
-"""The login and file benchmarks run end to end on this machine (as root,
-their servers' sandbox uids must reach the students' homes) and count
-every answer: the commands in the README's Measuring section. And the
+"""The login, file and peer benchmarks run end to end on this machine (as
+root, their servers' sandbox uids must reach the students' homes) and count
+every answer: the commands in the README's Measuring section (the peer
+only if Jupyter is already installed in its cache). And the
 tools stay apart from the server: their --help loads no client, histogram,
 chart or scenario, and the server image needs none of their dependencies."""
 import ast
@@ -14,6 +15,7 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
+from loadtest import jupyter
 from loadtest.harness import ROOT
 
 
@@ -31,6 +33,37 @@ def test_bench_files_saves_and_loads_with_no_errors(tmp_path):
     assert result["saves"] > 0 and result["loads"] > 0 and result["active_students"] == 2
 
 
+def peer(tmp_path, *args):
+    """bench_peer with tiny loads: (its --json document, its report)."""
+    out = tmp_path / "peer.json"
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_peer", "--processes", "1", "--files", "2",
+                           "--runs", "1", "--duration", "1", *args, "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    document = json.loads(out.read_text())
+    kinds = ["files"] + ([] if document["runs_skipped"] else ["runs"])
+    for r in document["results"]:
+        assert r["errors"] == 0 and r.get("setup_errors", {}) == {}, r
+        assert (r["saves"] > 0 and r["loads"] > 0) if r["kind"] == "files" else r["runs"] > 0
+    return document, kinds, done.stdout
+
+
+def test_bench_peer_measures_pyclassroom_files_and_runs_without_jupyter(tmp_path):
+    document, kinds, _ = peer(tmp_path, "--servers", "pyclassroom", "--peer-cache", str(tmp_path / "none"))
+    assert [(r["server"], r["kind"]) for r in document["results"]] == [("PyClassroom 1w", k) for k in kinds]
+    assert document["ratios"] == [] and not (tmp_path / "none").exists()  # nothing installed
+
+
+@pytest.mark.skipif(not jupyter.cached()[1], reason="Jupyter Server is not installed in ~/.cache/pyclassroom-peer "
+                    "(`python -m loadtest.bench_peer` installs it once; the suite does not download it)")
+def test_bench_peer_measures_both_servers_and_their_ratios(tmp_path):
+    document, kinds, report = peer(tmp_path)
+    results = {(r["server"], r["kind"]) for r in document["results"]}
+    assert results == {(server, kind) for server in ("PyClassroom 1w", "Jupyter") for kind in kinds}
+    assert {(x["kind"], x["server"]) for x in document["ratios"]} == {(k, "PyClassroom 1w") for k in kinds}
+    assert "PyClassroom / Jupyter" in report
+
+
 def test_bench_login_logs_in_with_no_errors(tmp_path):
     [result] = bench("bench_login", tmp_path, "--processes", "1", "--concurrency", "2", "--rounds", "1",
                      "--warmup", "0")
@@ -40,7 +73,7 @@ def test_bench_login_logs_in_with_no_errors(tmp_path):
 # -- the tools' package ----------------------------------------------------------------------
 
 HEAVY = ("aiohttp", "hdrh", "matplotlib", "requests")  # what a script loads only to measure
-SCENARIOS = ("loadtest.scenarios", "loadtest.classroom", "loadtest.cell", "loadtest.client")
+SCENARIOS = ("loadtest.scenarios", "loadtest.classroom", "loadtest.cell", "loadtest.client", "loadtest.jupyter")
 HELP_PROBE = """
 import contextlib, io, json, runpy, sys
 sys.argv = [sys.argv[1], "--help"]
@@ -54,7 +87,8 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
 
 
 @pytest.mark.parametrize("script", ["loadtest.loadtest", "loadtest.bench_login", "loadtest.bench_files",
-                                    "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip"])
+                                    "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
+                                    "loadtest.bench_peer"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
