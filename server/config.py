@@ -178,9 +178,10 @@ SETTINGS = [
     Setting("SANDBOX_UID_BASE", _int(1000, 2 ** 31 - 2 ** 24), "200000",
             "as root, each student's code runs as this uid plus the student's id"),
     Setting("RUN_MAX_CONCURRENT", _int(1, 10000), "16", "programs running at once on this host"),
-    Setting("RUN_SANDBOX_RUNS", _int(1, 1000), "20",
-            "runs one sandbox serves before a fresh one replaces it (local and docker; each run is a "
-            "fresh fork and nothing of the last run is left in it; 1: a new sandbox for every run)"),
+    Setting("RUN_SANDBOX_RUNS", _int(1, 1000), "100",
+            "runs one sandbox serves before a fresh one replaces it, less up to a fifth at random (local "
+            "and docker; each run is a fresh fork and nothing of the last run is left in it; 1: a new "
+            "sandbox for every run)"),
     Setting("RUN_QUEUE_MAX", _int(0, 100000), "200", "runs that may wait for a free place on this host"),
     Setting("RUN_SOCKETS_PER_USER", _int(1, 1000), "8",
             "IDE tabs one student may have connected to one worker; a new one closes their oldest idle one"),
