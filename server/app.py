@@ -11,7 +11,7 @@ from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
-from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
+from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
 from .teaching.handlers import PushHandler, RosterHandler
 from .web import NotFoundHandler, WorkerHeaders, client_address
@@ -24,6 +24,7 @@ ROUTES = [
     (r"/teacher", TeacherPage),
     (r"/admin", AdminPage),
     (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
+    (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),
