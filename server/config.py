@@ -196,6 +196,12 @@ SETTINGS = [
     Setting("RUN_FILE_MB", _int(1, 64 * 1024), "20", "largest file a run may write"),
     Setting("RUN_OPEN_FILES", _int(16, 65536), "128", "files a run's process may have open"),
     Setting("RUN_OUTPUT_KB", _int(1, 1 << 20), "2048", "output (text and images) a run may print"),
+    Setting("ASSIST_PROCESSES", _int(0, 64, ", 0 = no editing help"), "2",
+            "processes per worker that complete code and check it while students type (jedi, pyflakes)"),
+    Setting("ASSIST_QUEUE_MAX", _int(1, 100000), "240",
+            "editing-help requests that may wait for a process, per worker (one per student and kind)"),
+    Setting("ASSIST_TIMEOUT", _int(1, 120), "5",
+            "seconds an editing-help request may wait and then compute; a process still computing is replaced"),
     Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
             "seconds a worker may spend finishing requests after SIGTERM"),
 ]
