@@ -28,7 +28,7 @@ import sys
 import time
 from collections import Counter
 
-from .cli import Aborted, bounds, int_list, measured, say, server_root, write_json
+from .cli import Aborted, bounds, int_list, measured, say, server_root_option, write_json
 from .machine import describe, machine, raise_file_limit
 from .recording import error_lines, fmt
 
@@ -104,8 +104,7 @@ def measure(args, deadline):
         admin_dsn = pg.start()
         credentials = make_credentials(max(args.students))
         for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p",
-                              root=args.server_root) as (server, logins):
+            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p") as (server, logins):
                 for count in args.students:
                     say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
                     # A new file name per run: every run starts by creating its files.
@@ -169,7 +168,7 @@ def parse_args(argv):
     parser.add_argument("--students", type=int_list, default=[60, 600],
                         help="students saving and loading at once (default 60,600)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")
-    server_root(parser)
+    server_root_option(parser)
     bounds(parser, max_seconds=1200)
     args = parser.parse_args(argv)
     if args.duration <= 0:

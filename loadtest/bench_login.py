@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from .cli import Aborted, bounds, int_list, measured, say, server_root, write_json
+from .cli import Aborted, bounds, int_list, measured, say, server_root_option, write_json
 from .machine import describe, machine
 from .recording import error_lines, fmt
 
@@ -59,8 +59,7 @@ def measure(args, deadline):
         hash_ms = hash_time_ms()
         credentials = make_credentials(max(args.concurrency))
         for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_{processes}p",
-                              root=args.server_root) as (server, logins):
+            with fresh_server(admin_dsn, base, processes, credentials, f"bench_{processes}p") as (server, logins):
                 try:
                     run_async(login_once(server.url, *logins[0]), deadline)
                 except Aborted:
@@ -125,7 +124,7 @@ def parse_args(argv):
                         help="users logging in at once (default 30,60)")
     parser.add_argument("--rounds", type=int, default=3, help="counted rounds per concurrency (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="uncounted rounds first (default 1)")
-    server_root(parser)
+    server_root_option(parser)
     bounds(parser, max_seconds=1800)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0:

@@ -41,7 +41,7 @@ import os
 import sys
 import time
 
-from .cli import bounds, int_list, measured, say, server_root, write_json
+from .cli import bounds, int_list, measured, say, server_root_option, write_json
 from .machine import describe, machine, raise_file_limit
 from .recording import error_lines, fmt
 
@@ -177,7 +177,7 @@ def measure(args, deadline):
         for processes in args.processes if "pyclassroom" in args.servers else []:
             label = f"PyClassroom {processes}w"
             with fresh_server(admin_dsn, base, processes, credentials, f"bench_peer_{processes}p",
-                              root=args.server_root, SANDBOX="local", RUN_MAX_CONCURRENT="200",
+                              SANDBOX="local", RUN_MAX_CONCURRENT="200",
                               RUN_QUEUE_MAX="200") as (server, logins):
                 for count in args.files:
                     files(server, server.pids, label, count, lambda: run_students(
@@ -302,7 +302,7 @@ def parse_args(argv):
                         help="which servers to measure (default pyclassroom,jupyter; one alone: no ratios)")
     parser.add_argument("--peer-cache", default=None,
                         help="folder of the peer's virtualenvs (default ~/.cache/pyclassroom-peer)")
-    server_root(parser)
+    server_root_option(parser)
     bounds(parser, max_seconds=3600, what="request or run")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.think < 0:

@@ -55,7 +55,7 @@ import time
 
 from server import config
 
-from .cli import bounds, int_list, measured, say, server_root, write_json
+from .cli import bounds, int_list, measured, say, server_root_option, write_json
 from .machine import machine, raise_file_limit
 
 SANDBOXES = ("local", "docker", "process")
@@ -86,7 +86,7 @@ def parse_args(argv):
     parser.add_argument("--savers", type=int, default=5, help="students saving files meanwhile (default 5)")
     parser.add_argument("--max-concurrent", type=int, default=200, help="RUN_MAX_CONCURRENT (default 200)")
     parser.add_argument("--cpu-seconds", type=int, default=60, help="RUN_CPU_SECONDS (default 60)")
-    server_root(parser)
+    server_root_option(parser)
     bounds(parser, max_seconds=1800, what="run or request")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.think < 0 or args.settle < 0 or args.hogs < 0 or args.savers < 1:

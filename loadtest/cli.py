@@ -4,6 +4,7 @@ libraries, and efs_bench runs on a file server's host with nothing more."""
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 
@@ -34,11 +35,26 @@ def bounds(parser, max_seconds, what="request"):
     parser.add_argument("--json", metavar="OUT", help="also write every figure and setting to this file")
 
 
-def server_root(parser):
-    """--server-root: the checkout whose server is measured."""
-    parser.add_argument("--server-root", metavar="DIR", default=None,
-                        help="measure the server of this checkout (e.g. a worktree of an earlier commit); "
-                             "default: this one")
+SERVER_ROOT_VARIABLE = "LOADTEST_SERVER_ROOT"  # what harness.server_root reads
+
+
+class _ServerRoot(argparse.Action):
+    def __call__(self, parser, namespace, value, option_string=None):
+        root = os.path.abspath(value)
+        if not os.path.isfile(os.path.join(root, "server", "__main__.py")):
+            parser.error(f"{option_string}: {value!r} is not a checkout of PyClassroom (no server/__main__.py)")
+        os.environ[SERVER_ROOT_VARIABLE] = root
+        setattr(namespace, self.dest, root)
+
+
+def server_root_option(parser):
+    """--server-root DIR: the server under test runs from that checkout. It
+    sets LOADTEST_SERVER_ROOT, which every tool's harness reads (so the
+    variable alone does the same for a tool without the option)."""
+    parser.add_argument("--server-root", metavar="DIR", action=_ServerRoot,
+                        default=os.environ.get(SERVER_ROOT_VARIABLE) or None,
+                        help="measure the server of this checkout (e.g. a git worktree of an earlier commit; "
+                             f"default: ${SERVER_ROOT_VARIABLE}, else this one)")
 
 
 def say(text):

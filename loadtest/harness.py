@@ -27,7 +27,7 @@ import psycopg2
 from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 
-from .cli import Aborted, uninterrupted
+from .cli import SERVER_ROOT_VARIABLE, Aborted, uninterrupted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_PASSWORD = "admin-test-password"
@@ -39,6 +39,13 @@ STOP_TIMEOUT = 30.0
 
 # -- the server under test -----------------------------------------------------------
 
+def server_root():
+    """The checkout the server under test runs from: LOADTEST_SERVER_ROOT
+    (the tools' --server-root sets it), say a worktree of an older commit,
+    to measure two versions with the same tools in one sitting; else this one."""
+    return os.environ.get(SERVER_ROOT_VARIABLE) or ROOT
+
+
 class ServerProcess:
     """`python -m server` as a subprocess, on 127.0.0.1 and a free port,
     ready once it prints its serving line. `env` holds settings on top of
@@ -46,9 +53,8 @@ class ServerProcess:
     output lines go (default: a list of them all; a tool that runs for
     long passes a bounded deque)."""
 
-    def __init__(self, processes=1, database_url="", data_dir=None, env=None, log=None, root=None):
+    def __init__(self, processes=1, database_url="", data_dir=None, env=None, log=None):
         self.processes = processes
-        self.root = root or ROOT  # the checkout whose server runs
         self.env = {**os.environ,
                     "TORNADO_PROCESSES": str(processes), "PORT": "0", "HOST": "127.0.0.1",
                     "DATABASE_URL": database_url, "DATA_DIR": data_dir, "ADMIN_PASSWORD": ADMIN_PASSWORD,
@@ -64,7 +70,7 @@ class ServerProcess:
     def start(self, timeout=START_TIMEOUT):
         # Its own session: a Ctrl-C on the terminal reaches only us, and we
         # stop the server in order (SIGTERM, then wait).
-        self.proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=self.root, env=self.env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=server_root(), env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
@@ -191,17 +197,16 @@ def server_env(processes, dsn, data_dir):
 
 
 @contextlib.contextmanager
-def fresh_server(admin_dsn, base, processes, credentials, label, log=None, root=None, **settings):
+def fresh_server(admin_dsn, base, processes, credentials, label, log=None, **settings):
     """A server under test with `processes` workers on a new database and
     DATA_DIR in `base` (server_env plus `settings`), whose students are
     `credentials` (see make_credentials); stopped, its database dropped and
-    its folder removed on the way out however it goes. `root`: the checkout
-    whose server runs (default this one). Yields (server, [(username,
-    password)] to log in with)."""
+    its folder removed on the way out however it goes. Yields (server,
+    [(username, password)] to log in with)."""
     name = f"{label}_{secrets.token_hex(4)}"
     with server_space(admin_dsn, base, name, label) as (dsn, data_dir):
         env = {**server_env(processes, dsn, data_dir), **settings}
-        server = ServerProcess(processes, dsn, data_dir, env, tail() if log is None else log, root)
+        server = ServerProcess(processes, dsn, data_dir, env, tail() if log is None else log)
         try:
             server.start()  # it applies the migrations: the users table exists after
             yield server, insert_users(dsn, credentials)

@@ -285,7 +285,7 @@ def measure(args, kind, admin_dsn, base, credentials, deadline, python):
     say(f"  sandbox {kind}: starting the server ...")
     try:
         with fresh_server(admin_dsn, base, args.processes, credentials, f"bench_runs_{kind}", log,
-                          root=args.server_root, **sandbox_settings(args, kind, python)) as (server, logins):
+                          **sandbox_settings(args, kind, python)) as (server, logins):
             pids = server.pids
             # The bare interpreter again, right before this sandbox's runs: the
             # machine may be busier or quieter than at the start.

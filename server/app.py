@@ -8,9 +8,10 @@ from . import metrics
 from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler, MeHandler, PasswordHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
+from .assist.handlers import OP as ASSIST_OP, AssistHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
-from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
+from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
 from .teaching.handlers import PushHandler, RosterHandler
 from .web import NotFoundHandler, WorkerHeaders, client_address
@@ -23,6 +24,7 @@ ROUTES = [
     (r"/teacher", TeacherPage),
     (r"/admin", AdminPage),
     (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
+    (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),
@@ -43,6 +45,7 @@ ROUTES = [
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/active", UserActiveHandler),
+    (rf"/api/assist/{ASSIST_OP}", AssistHandler),
     (r"/ws/run", RunSocket),
 ]
 ROUTE_OF = {route[1]: route[0] for route in ROUTES}

@@ -1,7 +1,7 @@
-"""The login, file and peer benchmarks run end to end on this machine (as
-root, their servers' sandbox uids must reach the students' homes) and count
-every answer: the commands in the README's Measuring section (the peer
-only if Jupyter is already installed in its cache). And the
+"""The login, file, editing-help and peer benchmarks run end to end on this
+machine (as root, their servers' sandbox uids must reach the students'
+homes) and count every answer: the commands in the README's Measuring
+section (the peer only if Jupyter is already installed in its cache). And the
 tools stay apart from the server: their --help loads no client, histogram,
 chart or scenario, and the server image needs none of their dependencies."""
 import ast
@@ -70,6 +70,13 @@ def test_bench_login_logs_in_with_no_errors(tmp_path):
     assert result["errors"] == 0 and result["count"] == 2
 
 
+def test_bench_assist_types_asks_and_counts_every_answer(tmp_path):
+    [result] = bench("bench_assist", tmp_path, "--students", "2", "--duration", "4")
+    assert result["typing"] == 2 and result["setup_errors"] == {}
+    assert all(result[op]["errors"] == 0 for op in ("complete", "signatures", "check"))
+    assert result["complete"]["count"] > 0 and result["server_cpu_typing"] > 0
+
+
 # -- the tools' package ----------------------------------------------------------------------
 
 HEAVY = ("aiohttp", "hdrh", "matplotlib", "requests")  # what a script loads only to measure
@@ -88,7 +95,7 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
 
 @pytest.mark.parametrize("script", ["loadtest.loadtest", "loadtest.bench_login", "loadtest.bench_files",
                                     "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
-                                    "loadtest.bench_peer"])
+                                    "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

@@ -24,6 +24,7 @@ program and closes their sockets on every worker and instance.
 """
 import asyncio
 import logging
+import random
 import time
 from typing import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT = 20.0
 SESSION_CHECK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
+MEASURE_EVERY = 1.0  # seconds between walks of a home after runs (see _measure_after_run)
 CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see PROTOCOL.md)
 CLOSE_TOO_MANY_TABS = 4002
 
@@ -61,6 +63,8 @@ class Student:
     connections: list = field(default_factory=list)  # oldest first
     warm: asyncio.Future = None  # -> Sandboxed or None: the sandbox kept ready
     disk: tuple = None  # (bytes, files) of their home as last written to the roster
+    measured_at: float = -MEASURE_EVERY  # monotonic time of the last walk of their home after a run
+    measuring: asyncio.Future = None  # a walk put off to keep to MEASURE_EVERY
 
 
 class Connection:
@@ -179,7 +183,7 @@ class RunManager:
         if message:
             await job.conn.send(message)
         if job.run is not None:
-            await self._measure_home(job.conn)
+            await self._measure_after_run(job.conn)
         job.done.set()
         if job.conn.closed.is_set():
             self._forget(job.conn)  # the last job of a student who left: their sandbox goes now
@@ -281,11 +285,33 @@ class RunManager:
         username = area.key.split("/", 1)[1]
         return await self.ctx.files.run(username, "quota", self.ctx.store.quota_problem, area, True) is not None
 
-    async def _measure_home(self, conn):
+    async def _measure_after_run(self, conn):
         """After a run: what the home holds now (the program may have written
         anything), for the student's next save or run and the teacher's
-        roster; the student is told at once when it is over its quota."""
+        roster; the student is told at once when it is over its quota. A
+        student running again and again has it walked at most every
+        MEASURE_EVERY seconds: the walk after the last of those runs is put
+        off until then (what a run writes meanwhile is bounded by its limits
+        and its own disk watchdog)."""
+        student = conn.student
+        if student.measuring is not None:
+            return  # a walk is due, and will see what this run wrote
+        wait = student.measured_at + MEASURE_EVERY - time.monotonic()
+        if wait <= 0:
+            await self._measure_home(conn)
+            return
+
+        async def later():
+            try:
+                await asyncio.sleep(wait)
+                await self._measure_home(conn)
+            finally:
+                student.measuring = None
+        student.measuring = self._track(later())
+
+    async def _measure_home(self, conn):
         user, student = conn.student.user, conn.student
+        student.measured_at = time.monotonic()
         try:
             used, files, problem = await self.ctx.files.run(user["username"], "measure", self.ctx.store.measure,
                                                             Area.home(user["username"]))
@@ -334,7 +360,7 @@ class RunManager:
         """Start a sandbox for `user` and wait until its launcher is ready."""
         ctx = self.ctx
         started = time.monotonic()
-        runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
+        runs = sandbox_runs(ctx.cfg.RUN_SANDBOX_RUNS) if ctx.sandbox.reusable else 1
         try:
             home = await ctx.files.ensure_home(user)
             settings = {"limits": ProgramLimits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
@@ -413,6 +439,13 @@ class RunManager:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
+
+
+def sandbox_runs(most):
+    """How many runs a new sandbox serves: `most`, less up to a fifth at
+    random, so that a class that opened the IDE together does not replace
+    all its sandboxes at the same run."""
+    return max(1, most - random.randrange(most // 5 + 1))
 
 
 async def ready(sandbox, timeout=READY_TIMEOUT):
