@@ -223,18 +223,22 @@ def test_roles_students_stay_home_teachers_read_and_write_course(people, ada):
 
 def test_teacher_roster_and_push_never_overwrite_students_work(start_server):
     people = People(start_server())  # a class of its own: the push goes to every student
-    ada, bob, teacher = people.student("ada"), people.student("bob"), people.teacher("mrs-t")
+    ada, bob, cy = people.student("ada"), people.student("bob"), people.student("cy")
+    teacher = people.teacher("mrs-t")
     put(ada, "week2/start.py", "ada already began\n")
+    assert cy.post("/api/upload/home", files=[("files", ("data.csv", b"1,2\n", "text/csv"))]).status_code == 200
 
-    # Save times reach the roster with the worker's next batch, within a second.
+    # Save times (an upload's too) reach the roster with the worker's next batch, within a second.
     deadline = time.monotonic() + 10  # a hang guard
     while True:
         by_name = {s["username"]: s for s in teacher.get("/api/roster").json()["students"]}
-        if by_name[ada.username]["last_save_at"] or time.monotonic() > deadline:
+        if (by_name[ada.username]["last_save_at"] and by_name[cy.username]["last_save_at"]) \
+                or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert set(by_name) == {ada.username, bob.username}
-    assert by_name[ada.username]["last_save_at"] and not by_name[bob.username]["last_save_at"]
+    assert set(by_name) == {ada.username, bob.username, cy.username}
+    assert by_name[ada.username]["last_save_at"] and by_name[cy.username]["last_save_at"]
+    assert not by_name[bob.username]["last_save_at"]
     assert ada.get("/api/roster").status_code == 403
 
     teacher.request("PUT", "/api/files/course/week2/start.py", data=b"# starter\n")
