@@ -267,9 +267,12 @@ def report(args, info, results, no_runs):
         if r["loadgen_cpu_warning"]:
             lines.append(f"WARNING, {where}: the load generator used {r['loadgen_cpu']:.0%} of a core; "
                          "it may be the bottleneck")
-    from .jupyter import IPYKERNEL, JUPYTER_SERVER
-    lines.append(f"peer: jupyter_server {JUPYTER_SERVER}, ipykernel {IPYKERNEL}; srv cpu: the server's processes "
-                 "(not kernels or sandboxes), of one core")
+    if "jupyter" in args.servers:
+        from .jupyter import IPYKERNEL, JUPYTER_SERVER
+        lines.append(f"peer: jupyter_server {JUPYTER_SERVER}, ipykernel {IPYKERNEL}")
+    if args.server_root:
+        lines.append(f"PyClassroom's server ran from {args.server_root}")
+    lines.append("srv cpu: the server's processes (not kernels or sandboxes), of one core")
     lines.append(describe(info))
     lines.append("the load generator runs on the same machine and competes with the servers for CPU")
     return "\n".join(lines)
