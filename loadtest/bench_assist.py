@@ -3,7 +3,7 @@ the server for completions, signatures and checks (/api/assist/*).
 
     python -m loadtest.bench_assist [--students 60] [--duration 30]
                                     [--processes 1] [--keys-per-s 4]
-                                    [--json OUT]
+                                    [--server-root DIR] [--json OUT]
 
 Each simulated student is a real user with its own keep-alive connection.
 It types LESSON into its own file, key by key, from a line of its own (a pause of 0.5-1.5 times
@@ -32,7 +32,7 @@ import re
 import sys
 import time
 
-from .cli import bounds, int_list, measured, say, write_json
+from .cli import bounds, int_list, measured, say, server_root_option, write_json
 from .machine import describe, machine, raise_file_limit
 from .recording import error_lines, fmt
 
@@ -268,7 +268,7 @@ def report(args, info, results):
         lines.append(f"{where}: server CPU (workers + assist processes) {r['server_cpu_typing']:.0%} of a core "
                      f"typing, {r['server_cpu_idle']:.0%} connected and idle; completions offering the name "
                      f"then typed: {fmt(r['complete_hit_share'] and 100 * r['complete_hit_share'], '.0f')}%")
-        lines.append(f"  cancelled by the next key: " + ", ".join(f"{op} {c.get(op + '_cancelled', 0)}" for op in OPS)
+        lines.append("  cancelled by the next key: " + ", ".join(f"{op} {c.get(op + '_cancelled', 0)}" for op in OPS)
                      + "; superseded on the server: "
                      + ", ".join(f"{op} {c.get(op + '_superseded', 0)}" for op in OPS))
         if r["setup_errors"]:
@@ -286,6 +286,7 @@ def parse_args(argv):
     parser.add_argument("--students", type=int_list, default=[60], help="students typing at once (default 60)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of typing (default 30)")
     parser.add_argument("--keys-per-s", type=float, default=4.0, help="a student's typing speed (default 4)")
+    server_root_option(parser)
     bounds(parser, max_seconds=900)
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.keys_per_s <= 0:
@@ -304,7 +305,8 @@ def main(argv=None):
     print(report(args, info, results))
     if args.json:
         write_json(args.json, {"settings": {k: getattr(args, k) for k in
-                                            ("processes", "students", "duration", "keys_per_s", "timeout")},
+                                            ("processes", "students", "duration", "keys_per_s", "timeout",
+                                             "server_root")},
                                "machine": info, "results": results})
     return 0
 
