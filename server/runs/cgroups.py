@@ -36,6 +36,7 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 PARENT = "pyclassroom-sandboxes"
+ENDING = "pyclassroom-ending"  # v1: where a killed run's processes exit at normal CPU priority
 SERVER_LEAF = "pyclassroom-server"
 V1_REQUIRED = ("memory", "pids", "freezer")
 V1_OPTIONAL = ("cpu", "cpuacct")
@@ -117,9 +118,10 @@ def _tag_alive(tag):
 class RunGroup:
     """One sandbox's cgroup: a directory per v1 hierarchy, or one on v2."""
 
-    def __init__(self, version, dirs):
+    def __init__(self, version, dirs, ending=None):
         self.version = version
         self.dirs = dirs  # {controller: path} on v1, {"": path} on v2
+        self.ending = ending  # v1: the cpu group outside the idle parent, or None
         self.name = os.path.basename(next(iter(dirs.values())))
 
     def _dir(self, controller):
@@ -161,6 +163,7 @@ class RunGroup:
     def _kill_v1(self):
         """Freeze (so nothing forks while we kill), SIGKILL everything, thaw."""
         freezer = os.path.join(self.dirs["freezer"], "freezer.state")
+        self._hurry()
         try:
             _write(freezer, "FROZEN")
             for _ in range(100):  # tasks in the middle of a system call take a moment
@@ -169,12 +172,26 @@ class RunGroup:
                 time.sleep(0.005)
         except FileNotFoundError:
             return
+        self._hurry()  # what forked meanwhile
         for pid in self.pids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         _write(freezer, "THAWED")  # the queued SIGKILLs are delivered now
+
+    def _hurry(self):
+        """Take the run's processes out of the idle parent for the CPU (only:
+        their memory, pids and freezer groups stay): a process must run to
+        freeze and to exit, and an idle one waits while anything else on
+        the host wants the CPU, which made a kill take seconds."""
+        if self.ending is None:
+            return
+        for pid in _pids_in(os.path.join(self.dirs["cpu"], "cgroup.procs")):
+            try:
+                _write(os.path.join(self.ending, "cgroup.procs"), pid)
+            except OSError:
+                pass  # gone meanwhile
 
     def oom_kills(self):
         """Processes the kernel killed for want of memory in this group."""
@@ -222,6 +239,7 @@ class Groups:
         self.parents = parents  # {controller: path of PARENT} (v2: {"": path})
         self.limits_active = limits_active  # names of the limits the kernel enforces here
         self.idle = self._make_idle()
+        self.ending = self._make_ending()
         self._count = 0
         self.tag = worker_tag()
 
@@ -292,6 +310,16 @@ class Groups:
         except (OSError, TypeError):
             return False
 
+    def _make_ending(self):
+        if self.version != 1 or not self.idle:
+            return None  # v2 kills with cgroup.kill, in the group as it is
+        path = os.path.join(os.path.dirname(self.parents["cpu"]), ENDING)
+        try:
+            os.makedirs(path, exist_ok=True)
+            return path
+        except OSError:
+            return None
+
     def new(self, limits):
         """A new group for one sandbox, with `limits` set."""
         self._count += 1
@@ -299,7 +327,7 @@ class Groups:
         dirs = {c: os.path.join(p, name) for c, p in self.parents.items()}
         for path in dirs.values():
             os.makedirs(path, exist_ok=True)
-        group = RunGroup(self.version, dirs)
+        group = RunGroup(self.version, dirs, self.ending)
         try:
             self._limit(group, limits)
         except OSError:
@@ -334,7 +362,7 @@ class Groups:
             tag = name.split(".", 1)[0]
             if not name.startswith("w") or tag == self.tag or _tag_alive(tag):
                 continue
-            group = RunGroup(self.version, {c: os.path.join(p, name) for c, p in self.parents.items()})
+            group = RunGroup(self.version, {c: os.path.join(p, name) for c, p in self.parents.items()}, self.ending)
             group.kill()
             group.remove()
             removed += 1
