@@ -83,6 +83,12 @@ def data_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+# A server of a test's own is about other things than editing help, whose
+# processes warm up for seconds of CPU at every start (the shared servers,
+# as users meet them, have it).
+OWN_SERVER_DEFAULTS = {"ASSIST_PROCESSES": "0"}
+
+
 @pytest.fixture
 def start_server(fresh_db, data_dir):
     """start_server(processes=1, **env) -> a running ServerProcess on the
@@ -90,6 +96,7 @@ def start_server(fresh_db, data_dir):
     started = []
 
     def start(processes=1, database_url=fresh_db, data_dir=data_dir, **env):
+        env = {**OWN_SERVER_DEFAULTS, **env}
         server = ServerProcess(processes=processes, database_url=database_url, data_dir=data_dir, env=env)
         started.append(server)
         server.start()

@@ -374,16 +374,20 @@ def test_sigterm_ends_every_run_with_server_restart(start_server):
     for n in names:
         save(clients[n], "loop.py", "import time\nprint('up', flush=True)\ntime.sleep(300)\n")
 
-    async def one(name):
-        async with RunClient(server.url, clients[name].http.cookies.get_dict()) as rc:
-            await rc.send(type="run", path="loop.py")
-            await rc.until("output")
-            exit_ = await rc.until("exit", 30)
-            closing = await rc.ws.receive(timeout=10)
-            return exit_, closing
     async def everyone():
+        running = asyncio.Semaphore(0)
+
+        async def one(name):
+            async with RunClient(server.url, clients[name].http.cookies.get_dict()) as rc:
+                await rc.send(type="run", path="loop.py")
+                await rc.until("output", 60)
+                running.release()
+                exit_ = await rc.until("exit", 30)
+                closing = await rc.ws.receive(timeout=10)
+                return exit_, closing
         tasks = [asyncio.ensure_future(one(n)) for n in names]
-        await asyncio.sleep(2.0)
+        for _ in names:
+            await asyncio.wait_for(running.acquire(), 90)
         server.signal(signal.SIGTERM)
         return await asyncio.gather(*tasks)
     for exit_, closing in asyncio.run(everyone()):
@@ -392,6 +396,30 @@ def test_sigterm_ends_every_run_with_server_restart(start_server):
     assert server.proc.wait(30) == 0
     for n in names:
         assert no_processes_of(server, clients[n].username)
+
+
+def test_a_run_waiting_for_its_turn_at_sigterm_is_refused_not_started(start_server):
+    server = start_server(SANDBOX="local", RUN_MAX_CONCURRENT=1)
+    first, second = student(server, "t1"), student(server, "t2")
+    for who in (first, second):
+        save(who, "loop.py", "import time\nprint('up', flush=True)\ntime.sleep(300)\n")
+
+    async def story():
+        async with RunClient(server.url, first.http.cookies.get_dict()) as running, \
+                RunClient(server.url, second.http.cookies.get_dict()) as waiting:
+            await running.send(type="run", path="loop.py")
+            await running.until("output", 60)
+            await waiting.send(type="run", path="loop.py")
+            await waiting.until("queued", 60)
+            server.signal(signal.SIGTERM)
+            return await running.until("exit", 30), await waiting.until("error", 30), waiting
+    exit_, refused, waiting = asyncio.run(story())
+    assert exit_["reason"] == "server_restart"
+    # The place the stopped run gave back did not start the waiting program.
+    assert refused["error"] == "server_restart"
+    assert not [m for m in waiting.messages if m["type"] in ("started", "output")], waiting.messages
+    assert server.proc.wait(30) == 0
+    assert no_processes_of(server, second.username)
 
 
 def test_socket_needs_a_session_and_the_same_origin(local_server):

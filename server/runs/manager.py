@@ -221,6 +221,8 @@ class RunManager:
         if not job.admitted:
             return None  # the socket closed while it waited
         metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
+        if ctx.draining:  # shutdown stopped the runs it found: this one must not start after it
+            return refusal("server_restart", "The server is restarting. Run it again in a moment.")
 
         job.state = "running"
         job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area))
