@@ -16,6 +16,7 @@ import asyncpg
 from tornado.httpserver import HTTPServer
 
 from . import db, metrics
+from . import notify_interim as notify  # server/notify.py (branch files-perf) replaces it
 from .app import make_app
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
@@ -24,6 +25,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
 from .runs.admission import Admission
+from .teaching.classes import Classes
 from .teaching.service import Teaching
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,10 @@ async def open_database(ctx, dsn):
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
     ctx.pool = await db.create_pool(dsn, pool_size, ctx.cfg.DB_ACQUIRE_TIMEOUT, ctx.cfg.DB_QUERY_TIMEOUT)
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
-    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg)
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg)
+    classes = Classes(ctx.pool)
+    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg, classes)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes)
+    ctx.notify = notify.Notify(dsn)
     # Its own connection, without the request paths' timeouts: migrating (or
     # waiting for another worker's migrations) may take longer than a query may.
     conn = await asyncpg.connect(dsn)
@@ -138,6 +142,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     housekeeping = asyncio.create_task(periodic(ctx))
+    ctx.teaching.start(ctx.notify)
     on_ready()
     await stop.wait()
     housekeeping.cancel()
@@ -154,6 +159,8 @@ async def drain(ctx, server):
     # before its socket closes and no student stays locked out; then the
     # ready sandboxes go, while the sandbox engine and the database are there.
     await ctx.runs.shutdown()
+    await ctx.teaching.close()  # after the runs: their ends are recorded
+    await ctx.notify.close()
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
     while ctx.inflight > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
