@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "class_live"
 GATHER_SECONDS = 0.1
-RESYNC_SECONDS = 20.0
+RESYNC_SECONDS = 10.0
 CLOSE_SESSION_ENDED = 4401  # as /ws/run's
 CLOSE_NOT_YOUR_CLASS = 4403
 

@@ -1,0 +1,254 @@
+"""The live class view (issue 13, item 6): a teacher's /ws/class/<id> is
+told who is online, running, stuck on an error, and when each student
+last saved, whichever worker (or instance) it happened on, through
+PostgreSQL. The run manager's hooks are called here from the test's own
+process, as another worker would: the lead wires them into the run
+manager (see teaching/service.py)."""
+import asyncio
+import contextlib
+import json
+import time
+
+import aiohttp
+import asyncpg
+import psycopg2
+import pytest
+
+from server import db
+from server.teaching import live
+from server.teaching.activity import Activity
+from tests.conftest import People
+from tests.helpers import sql
+from loadtest.harness import ADMIN_PASSWORD
+
+TIMEOUT = 10  # seconds: only catches a hang
+
+
+def a_class(server, *members):
+    """A class of this test's own on a shared server: its number."""
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    number = admin.post("/api/classes", json={"name": f"live {time.time_ns()}"}).json()["class"]["id"]
+    r = admin.post(f"/api/classes/{number}/members", json={"add": [m.username for m in members]})
+    assert r.status_code == 200, r.text
+    return number
+
+
+def user_of(server, client):
+    [(user_id,)] = sql(server.env["DATABASE_URL"], "SELECT id FROM users WHERE username = %s", client.username)
+    return {"id": user_id, "username": client.username, "role": "student"}
+
+
+@contextlib.asynccontextmanager
+async def watching(server, client, number):
+    """A teacher's live socket on a class: (socket, worker pid that took it)."""
+    cookie = "; ".join(f"{k}={v}" for k, v in client.http.cookies.get_dict().items())
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+        ws = await http.ws_connect(server.url.replace("http", "ws", 1) + f"/ws/class/{number}",
+                                   origin=server.url, headers={"Cookie": cookie})
+        try:
+            yield ws, int(ws._response.headers["X-Worker-Pid"])
+        finally:
+            await ws.close()
+
+
+async def until(ws, wanted, timeout=TIMEOUT):
+    """Read messages until one of them shows a student as `wanted(student)`
+    says; the student."""
+    deadline = time.monotonic() + timeout
+    while True:
+        msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+        assert msg.type == aiohttp.WSMsgType.TEXT, (msg.type, msg.data, msg.extra)
+        for student in json.loads(msg.data)["students"]:
+            if wanted(student):
+                return student
+
+
+@contextlib.asynccontextmanager
+async def another_worker(server, name="test-worker"):
+    """The hooks as a worker of the server calls them, writing to its database."""
+    pool = db.Pool(await asyncpg.create_pool(server.env["DATABASE_URL"], min_size=1, max_size=2,
+                                             command_timeout=5), acquire_timeout=3)
+    activity = Activity(pool, name)
+    activity.start()
+    try:
+        yield activity
+    finally:
+        await activity.close()
+        await pool.close()
+
+
+def test_a_teacher_sees_online_running_errors_and_saves_live(server2):
+    people = People(server2)
+    teacher, ada, bob = people.teacher("mrs-t"), people.student("ada"), people.student("bob")
+    outsider = people.student("out")
+    number = a_class(server2, teacher, ada, bob)
+    ada_user = user_of(server2, ada)
+
+    async def story():
+        async with watching(server2, teacher, number) as (ws, _), another_worker(server2) as worker:
+            first = json.loads((await ws.receive(timeout=TIMEOUT)).data)
+            assert first["type"] == "snapshot"
+            assert [(s["username"], s["online"], s["running"], s["last_run"]) for s in first["students"]] == [
+                (ada.username, False, False, None), (bob.username, False, False, None)]
+
+            await worker.student_online(ada_user, True)
+            await until(ws, lambda s: s["username"] == ada.username and s["online"])
+            await worker.run_started(ada_user)
+            running = await until(ws, lambda s: s["username"] == ada.username and s["running"])
+            assert running["run_started_at"]
+            await worker.run_ended(ada_user, {"type": "exit", "reason": "error", "code": 1},
+                                   "NameError: name 'x' is not defined")
+            ended = await until(ws, lambda s: s["username"] == ada.username and s["last_run"])
+            assert not ended["running"] and ended["online"]
+            assert ended["last_run"]["outcome"] == "error"
+            assert ended["last_run"]["error"] == "NameError: name 'x' is not defined"
+
+            # A save, on whichever worker it lands.
+            assert bob.request("PUT", "/api/files/home/a.py", data=b"x = 1\n").status_code == 200
+            saved = await until(ws, lambda s: s["username"] == bob.username and s["last_save_at"])
+            assert not saved["online"]
+            # Someone outside the class is never sent.
+            assert outsider.request("PUT", "/api/files/home/a.py", data=b"x = 1\n").status_code == 200
+
+            await worker.run_started(ada_user)
+            await until(ws, lambda s: s["username"] == ada.username and s["running"])
+            await worker.run_ended(ada_user, {"type": "exit", "reason": "cpu_limit"})
+            limited = await until(ws, lambda s: s["username"] == ada.username and not s["running"])
+            assert limited["last_run"]["outcome"] == "limit" and limited["last_run"]["error"] is None
+            await worker.student_online(ada_user, False)
+            gone = await until(ws, lambda s: s["username"] == ada.username and not s["online"])
+            assert gone["last_run"]["reason"] == "cpu_limit"
+            with pytest.raises(asyncio.TimeoutError):
+                await until(ws, lambda s: s["username"] == outsider.username, timeout=1)
+
+    asyncio.run(story())
+    # The HTTP roster says the same.
+    roster = {s["username"]: s for s in teacher.get(f"/api/roster?class={number}").json()["students"]}
+    assert roster[ada.username]["last_run"]["outcome"] == "limit" and roster[bob.username]["last_save_at"]
+
+
+def test_every_worker_pushes_to_its_own_teachers(server2):
+    """Teachers' sockets on both workers of the server hear of a change
+    made elsewhere (here: the test's process, as a third worker)."""
+    people = People(server2)
+    teachers = [people.teacher("t") for _ in range(2)]
+    ada = people.student("ada")
+    number = a_class(server2, *teachers, ada)
+
+    async def story():
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = {}
+            for attempt in range(40):  # new connections until both workers hold one
+                ws, pid = await stack.enter_async_context(watching(server2, teachers[attempt % 2], number))
+                sockets.setdefault(pid, ws)
+                if len(sockets) == 2:
+                    break
+            assert set(sockets) == set(server2.pids)
+            worker = await stack.enter_async_context(another_worker(server2))
+            await worker.student_online(user_of(server2, ada), True)
+            for ws in sockets.values():
+                await until(ws, lambda s: s["username"] == ada.username and s["online"])
+
+    asyncio.run(story())
+
+
+def test_only_a_teacher_of_the_class_may_watch_it(server):
+    people = People(server)
+    teacher, other, ada = people.teacher("mrs-t"), people.teacher("mr-o"), people.student("ada")
+    number = a_class(server, teacher, ada)
+    url = f"/ws/class/{number}"
+    for client, status, code in ((server.client(), 401, "not_logged_in"), (ada, 403, "not_your_class"),
+                                 (other, 403, "not_your_class")):
+        r = client.get(url)
+        assert r.status_code == status and r.json()["error"] == code, r.text
+    r = teacher.get("/ws/class/999999999")
+    assert r.status_code == 404 and r.json()["error"] == "no_such_class"
+
+    async def refused():
+        with pytest.raises(aiohttp.WSServerHandshakeError) as e:
+            async with watching(server, ada, number):
+                pass
+        return e.value.status
+    assert asyncio.run(refused()) == 403
+
+
+def test_a_socket_ends_with_its_session_or_when_its_teacher_leaves_the_class(server):
+    people = People(server)
+    teacher, removed = people.teacher("mrs-t"), people.teacher("mr-r")
+    number = a_class(server, teacher, removed)
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+
+    async def story():
+        async with watching(server, teacher, number) as (ws, _), watching(server, removed, number) as (ws2, _):
+            await ws.receive(timeout=TIMEOUT)
+            await ws2.receive(timeout=TIMEOUT)
+            assert teacher.post("/api/logout", json={}).status_code == 200
+            assert admin.post(f"/api/classes/{number}/members", json={"remove": [removed.username]}).status_code == 200
+            for sock, code in ((ws, live.CLOSE_SESSION_ENDED), (ws2, live.CLOSE_NOT_YOUR_CLASS)):
+                deadline = time.monotonic() + live.RESYNC_SECONDS + TIMEOUT
+                while True:  # snapshots may come first
+                    msg = await sock.receive(timeout=max(0.1, deadline - time.monotonic()))
+                    if msg.type != aiohttp.WSMsgType.TEXT:
+                        break
+                assert sock.close_code == code, (msg.type, msg.data)
+
+    asyncio.run(story())
+
+
+def test_the_hooks_never_wait_for_a_database_that_hangs(server):
+    """With run_activity locked by another transaction (a database that
+    does not answer), the hooks return at once; what they recorded is
+    written once it answers again, the newest event last."""
+    people = People(server)
+    ada = people.student("ada")
+    user = user_of(server, ada)
+    blocker = psycopg2.connect(server.env["DATABASE_URL"])
+
+    async def story():
+        async with another_worker(server) as worker:
+            with blocker, blocker.cursor() as cur:
+                cur.execute("LOCK TABLE run_activity IN ACCESS EXCLUSIVE MODE")
+                for _ in range(50):
+                    await asyncio.wait_for(worker.run_started(user), TIMEOUT)
+                    await asyncio.wait_for(worker.run_ended(user, {"reason": "error"}, "ValueError: bad\nmore"),
+                                           TIMEOUT)
+                await asyncio.wait_for(worker.run_started(user), TIMEOUT)
+                await asyncio.wait_for(worker.run_ended(user, {"reason": "ok"}), TIMEOUT)
+                await asyncio.sleep(0.5)  # the writer is stuck on the lock meanwhile
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                rows = sql(server.env["DATABASE_URL"],
+                           "SELECT running, outcome, error_line FROM run_activity WHERE user_id = %s", user["id"])
+                if rows == [(False, "ok", None)]:
+                    return
+                await asyncio.sleep(0.2)
+            raise AssertionError(f"never written: {rows}")
+
+    try:
+        asyncio.run(story())
+    finally:
+        blocker.close()
+
+
+def test_a_slow_teachers_socket_holds_at_most_a_class_of_rows():
+    """While the browser does not read, updates for the same students
+    replace each other; what is finally sent is the newest."""
+    async def story():
+        release, sent = asyncio.Event(), []
+
+        async def send(message):
+            await release.wait()
+            sent.append(message)
+        watcher = live.Watcher({"id": 1}, b"", 1, send, lambda *a: None)
+        for n in range(1000):
+            watcher.queue([{"username": f"s{n % 5}", "n": n}])
+            await asyncio.sleep(0)
+        assert len(watcher.pending) <= 5
+        release.set()
+        await asyncio.wait_for(watcher.sending, TIMEOUT)
+        newest = {s["username"]: s["n"] for m in sent for s in m["students"]}
+        assert newest == {f"s{k}": 995 + k for k in range(5)}
+
+    asyncio.run(story())
