@@ -10,33 +10,16 @@ import json
 import time
 
 import aiohttp
-import asyncpg
 import psycopg2
 import pytest
 
-from server import db
 from server.teaching import live
-from server.teaching.activity import Activity
 from tests.conftest import People
 from tests.helpers import sql
+from tests.live_support import a_class, another_worker, user_of
 from loadtest.harness import ADMIN_PASSWORD
 
 TIMEOUT = 10  # seconds: only catches a hang
-
-
-def a_class(server, *members):
-    """A class of this test's own on a shared server: its number."""
-    admin = server.client()
-    admin.login_ok("admin", ADMIN_PASSWORD)
-    number = admin.post("/api/classes", json={"name": f"live {time.time_ns()}"}).json()["class"]["id"]
-    r = admin.post(f"/api/classes/{number}/members", json={"add": [m.username for m in members]})
-    assert r.status_code == 200, r.text
-    return number
-
-
-def user_of(server, client):
-    [(user_id,)] = sql(server.env["DATABASE_URL"], "SELECT id FROM users WHERE username = %s", client.username)
-    return {"id": user_id, "username": client.username, "role": "student"}
 
 
 @contextlib.asynccontextmanager
@@ -64,26 +47,12 @@ async def until(ws, wanted, timeout=TIMEOUT):
                 return student
 
 
-@contextlib.asynccontextmanager
-async def another_worker(server, name="test-worker"):
-    """The hooks as a worker of the server calls them, writing to its database."""
-    pool = db.Pool(await asyncpg.create_pool(server.env["DATABASE_URL"], min_size=1, max_size=2,
-                                             command_timeout=5), acquire_timeout=3)
-    activity = Activity(pool, name)
-    activity.start()
-    try:
-        yield activity
-    finally:
-        await activity.close()
-        await pool.close()
-
-
 def test_a_teacher_sees_online_running_errors_and_saves_live(server2):
     people = People(server2)
     teacher, ada, bob = people.teacher("mrs-t"), people.student("ada"), people.student("bob")
     outsider = people.student("out")
     number = a_class(server2, teacher, ada, bob)
-    ada_user = user_of(server2, ada)
+    ada_user = user_of(server2, ada.username)
 
     async def story():
         async with watching(server2, teacher, number) as (ws, _), another_worker(server2) as worker:
@@ -146,7 +115,7 @@ def test_every_worker_pushes_to_its_own_teachers(server2):
                     break
             assert set(sockets) == set(server2.pids)
             worker = await stack.enter_async_context(another_worker(server2))
-            await worker.student_online(user_of(server2, ada), True)
+            await worker.student_online(user_of(server2, ada.username), True)
             for ws in sockets.values():
                 await until(ws, lambda s: s["username"] == ada.username and s["online"])
 
@@ -203,7 +172,7 @@ def test_the_hooks_never_wait_for_a_database_that_hangs(server):
     written once it answers again, the newest event last."""
     people = People(server)
     ada = people.student("ada")
-    user = user_of(server, ada)
+    user = user_of(server, ada.username)
     blocker = psycopg2.connect(server.env["DATABASE_URL"])
 
     async def story():
@@ -252,3 +221,25 @@ def test_a_slow_teachers_socket_holds_at_most_a_class_of_rows():
         assert newest == {f"s{k}": 995 + k for k in range(5)}
 
     asyncio.run(story())
+
+
+def test_the_status_counts_people_signed_in_and_online_not_every_account(start_server):
+    server = start_server()
+    people = People(server)
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    ada = people.student("ada")
+    people.student("bob", log_in=False)
+    people.student("cy", active=False, log_in=False)
+
+    async def online():
+        async with another_worker(server) as worker:
+            await worker.student_online(user_of(server, ada.username), True)
+            deadline = time.monotonic() + TIMEOUT
+            while admin.get("/api/status").json()["counts"]["online"] != 1:
+                assert time.monotonic() < deadline, "never counted online"
+                await asyncio.sleep(0.1)
+
+    counts = admin.get("/api/status").json()["counts"]
+    assert counts == {"accounts": 4, "deactivated": 1, "signed_in": 2, "sessions": 2, "online": 0, "classes": 1}
+    asyncio.run(online())
