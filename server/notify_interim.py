@@ -46,7 +46,7 @@ class Notify:
 
     async def _connected(self):
         """Keep a listening connection open until close()."""
-        delay = 0.2
+        delay, failing = 0.2, False
         while not self.closing:
             lost = asyncio.Event()
             conn = None
@@ -55,7 +55,9 @@ class Notify:
                 conn.add_termination_listener(lambda _: lost.set())
                 for channel in list(self.callbacks):
                     await conn.add_listener(channel, self._deliver)
-                delay = 0.2
+                if failing:
+                    log.warning("listening for notifications again")
+                delay, failing = 0.2, False
                 while not lost.is_set():
                     try:
                         await asyncio.wait_for(lost.wait(), PING_SECONDS)
@@ -63,8 +65,10 @@ class Notify:
                         await conn.execute("SELECT 1", timeout=PING_SECONDS)  # a silent network drop
             except asyncio.CancelledError:
                 raise
-            except Exception as e:
-                log.warning("listening for notifications failed (%s); again in %.1f s", e, delay)
+            except Exception as e:  # said once per outage, as the pool does
+                if not failing:
+                    log.warning("listening for notifications failed (%s); trying again until it works", e)
+                failing = True
             finally:
                 if conn is not None and not conn.is_closed():
                     conn.terminate()

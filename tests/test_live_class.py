@@ -243,3 +243,33 @@ def test_the_status_counts_people_signed_in_and_online_not_every_account(start_s
     counts = admin.get("/api/status").json()["counts"]
     assert counts == {"accounts": 4, "deactivated": 1, "signed_in": 2, "sessions": 2, "online": 0, "classes": 1}
     asyncio.run(online())
+
+
+def test_the_view_listens_again_after_its_database_connection_is_cut(server):
+    """The worker's listening connection is killed (a database restart, a
+    failover): it listens again by itself, and a save after that comes as
+    an update (announced), not only with the next whole-class resync."""
+    people = People(server)
+    teacher, ada = people.teacher("mrs-t"), people.student("ada")
+    number = a_class(server, teacher, ada)
+    dsn = server.env["DATABASE_URL"]
+    listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+
+    async def story():
+        async with watching(server, teacher, number) as (ws, _):
+            await ws.receive(timeout=TIMEOUT)
+            before = {pid for (pid,) in sql(dsn, listening)}
+            assert before
+            sql(dsn, "SELECT pg_terminate_backend(pid) FROM (" + listening + ") AS l")
+            deadline = time.monotonic() + 30
+            while not ({pid for (pid,) in sql(dsn, listening)} - before):
+                assert time.monotonic() < deadline, "never listened again"
+                await asyncio.sleep(0.2)
+            assert ada.request("PUT", "/api/files/home/a.py", data=b"x = 1\n").status_code == 200
+            deadline = time.monotonic() + live.RESYNC_SECONDS + TIMEOUT
+            while True:
+                msg = json.loads((await ws.receive(timeout=max(0.1, deadline - time.monotonic()))).data)
+                if msg["type"] == "update" and any(s["last_save_at"] for s in msg["students"]):
+                    return
+
+    asyncio.run(story())

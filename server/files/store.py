@@ -179,9 +179,9 @@ class Store:
                 return False
 
     def ensure_area(self, area):
-        """Make the area's own folder if it is missing (a new class's)."""
-        with self._locked(area):
-            return self._make_area_root(area)
+        """Make the area's own folder if it is missing (a new class's).
+        mkdir is atomic: no lock (nor its file) is needed."""
+        return self._make_area_root(area)
 
     def _make_folder(self, area, parts):
         """An fd of the folder `parts`, made (with its parents) if missing."""

@@ -108,6 +108,8 @@ class ClassSocket(websocket.WebSocketHandler):
         cannot tell) unless a teacher of the class asks."""
         self.watcher, self.gone = None, False
         try:
+            if self.request.headers.get("Upgrade", "").lower() != "websocket":
+                raise ApiError(400, "not_a_websocket", "Open the live class view with a WebSocket.")
             self.user, problem, token = await user_for_session(self)
             if self.user is None:
                 raise Refused(401, problem, "Log in first.")
