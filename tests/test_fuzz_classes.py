@@ -4,19 +4,12 @@ anonymous client, a student, a teacher of one class and an admin to one
 real server, every answer is below 500 and JSON, and a refusal leaves the
 accounts, the classes, their members, the push records and the files as
 they were."""
-import os
-import shutil
-import tempfile
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import new_database
-from tests.helpers import create_user
 from tests.live_support import a_class
-from tests.test_fuzz_api import World, bodies, content_types, dumps, fuzz, queries, text, url_text
-from loadtest.harness import ServerProcess
+from tests.test_fuzz_api import World, bodies, content_types, dumps, fuzz, fuzzed_server, queries, text, url_text
 
 TABLES = ("SELECT id, name, is_default FROM classes ORDER BY id",
           "SELECT class_id, user_id FROM class_members ORDER BY 1, 2",
@@ -35,26 +28,13 @@ class ClassWorld(World):
 
 @pytest.fixture(scope="module")
 def world(postgres_url):
-    data_dir = tempfile.mkdtemp(prefix="pyclassroom-test-fuzz-classes-")
-    os.chmod(data_dir, 0o755)
-    with new_database(postgres_url) as dsn:
-        server = ServerProcess(processes=1, database_url=dsn, data_dir=data_dir,
-                               env={"LOGIN_FAILURES_PER_ADDRESS": "100000"}).start()
-        try:
-            for username, role in (("sam", "student"), ("vic", "student"), ("tess", "teacher")):
-                create_user(dsn, username, f"{username}-password", role=role)
-            w = ClassWorld(server, dsn, os.path.join(data_dir, "storage"))
-            w.number = a_class(server, "vic", "tess", name="7A")
-            # Each course folder written once (so its lock file exists, as test_fuzz_api's course/).
-            for who, area in (("teacher", f"class/{w.number}"), ("admin", "course")):
-                r = w.clients[who].request("PUT", f"/api/files/{area}/starter.py", data=b"# start\n")
-                assert r.status_code == 200, r.text
-            yield w
-            w.db.close()
-        finally:
-            server.stop()
-            print(f"--- server output ---\n{server.output()}")
-    shutil.rmtree(data_dir, ignore_errors=True)
+    with fuzzed_server(postgres_url, ClassWorld) as w:
+        w.number = a_class(w.server, "vic", "tess", name="7A")
+        # Each course folder written once (so its lock file exists, as test_fuzz_api's course/).
+        for who, area in (("teacher", f"class/{w.number}"), ("admin", "course")):
+            r = w.clients[who].request("PUT", f"/api/files/{area}/starter.py", data=b"# start\n")
+            assert r.status_code == 200, r.text
+        yield w
 
 
 roles = st.sampled_from(["anonymous", "student", "teacher", "admin"])
