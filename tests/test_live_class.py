@@ -127,12 +127,14 @@ def test_only_a_teacher_of_the_class_may_watch_it(server):
     teacher, other, ada = people.teacher("mrs-t"), people.teacher("mr-o"), people.student("ada")
     number = a_class(server, teacher, ada)
     url = f"/ws/class/{number}"
+    upgrade = {"Upgrade": "websocket", "Connection": "Upgrade"}  # the refusal comes before the handshake
     for client, status, code in ((server.client(), 401, "not_logged_in"), (ada, 403, "not_your_class"),
                                  (other, 403, "not_your_class")):
-        r = client.get(url)
+        r = client.get(url, headers=upgrade)
         assert r.status_code == status and r.json()["error"] == code, r.text
-    r = teacher.get("/ws/class/999999999")
+    r = teacher.get("/ws/class/999999999", headers=upgrade)
     assert r.status_code == 404 and r.json()["error"] == "no_such_class"
+    assert teacher.get(url).json()["error"] == "not_a_websocket"
 
     async def refused():
         with pytest.raises(aiohttp.WSServerHandshakeError) as e:
@@ -271,5 +273,50 @@ def test_the_view_listens_again_after_its_database_connection_is_cut(server):
                 msg = json.loads((await ws.receive(timeout=max(0.1, deadline - time.monotonic()))).data)
                 if msg["type"] == "update" and any(s["last_save_at"] for s in msg["students"]):
                     return
+
+    asyncio.run(story())
+
+
+def test_the_error_line_is_the_exception_of_the_traceback_shown_plainly(server):
+    from server.teaching.activity import error_line
+    traceback = ('Traceback (most recent call last):\n  File "/home/ada/x.py", line 3, in <module>\n'
+                 '    print(1 / 0)\n          ~~^~~\nZeroDivisionError: division by zero\n')
+    assert error_line(traceback) == "ZeroDivisionError: division by zero"
+    assert error_line('  File "x.py", line 1\n    print(\n         ^\nSyntaxError: \'(\' was never closed\n') \
+        == "SyntaxError: '(' was never closed"
+    assert error_line("some output\nwent wrong here\n\n") == "went wrong here"
+    assert error_line("") is None
+
+    # A program's own words cannot disguise themselves to the teacher.
+    people = People(server)
+    ada = people.student("ada")
+    user = user_of(server, ada.username)
+
+    async def story():
+        async with another_worker(server) as worker:
+            await worker.run_ended(user, {"reason": "error"}, "\x1b[2J\u202eEvil\u202c: " + "x" * 1000 + "\nmore")
+    asyncio.run(story())
+    [(line,)] = sql(server.env["DATABASE_URL"], "SELECT error_line FROM run_activity WHERE user_id = %s", user["id"])
+    assert line == "[2JEvil: " + "x" * 291
+
+
+def test_one_teacher_holds_a_bounded_number_of_live_sockets(server):
+    """A teacher opening the view again and again (tabs left open, a
+    script) holds at most SOCKETS_PER_USER on a worker: the oldest gives way."""
+    people = People(server)
+    teacher = people.teacher("mrs-t")
+    number = a_class(server, teacher)
+
+    async def story():
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = []
+            for _ in range(live.SOCKETS_PER_USER + 1):
+                ws, _ = await stack.enter_async_context(watching(server, teacher, number))
+                await ws.receive(timeout=TIMEOUT)  # its snapshot: it is registered
+                sockets.append(ws)
+            msg = await sockets[0].receive(timeout=TIMEOUT)
+            assert msg.type == aiohttp.WSMsgType.CLOSE and sockets[0].close_code == live.CLOSE_OTHER_TAB
+            for ws in sockets[1:]:
+                assert not ws.closed
 
     asyncio.run(story())

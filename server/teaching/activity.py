@@ -17,8 +17,10 @@ dies leaves rows that go stale, and readers treat them as gone.
 import asyncio
 import logging
 import os
+import re
 import socket
 import time
+import unicodedata
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
@@ -41,6 +43,31 @@ def outcome_of(reason: str) -> str:
     if reason in ("ok", "error"):
         return reason
     return "limit" if reason in LIMITS else "stopped"
+
+
+# A traceback's last line names the exception: "ZeroDivisionError: division by zero".
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b(:|$)")
+
+
+def error_line(stderr_tail: str) -> str | None:
+    """The line that names a failed program's error, from the end of what
+    it wrote to stderr (run_ended's `first_error_line`): the exception
+    line of a traceback, else the last line written."""
+    lines = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if EXCEPTION_LINE.match(line):
+            return line
+    return lines[-1] if lines else None
+
+
+def _shown(line: str | None) -> str | None:
+    """An error line as a teacher may be shown it: one line, bounded, without
+    the control and bidi characters a program could use to disguise it."""
+    lines = line.strip().splitlines() if line else None
+    if not lines:
+        return None
+    kept = "".join(ch for ch in lines[0] if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"))
+    return kept[:MAX_ERROR_LINE] or None
 
 
 def worker_name() -> str:
@@ -121,7 +148,7 @@ class Activity:
         `first_error_line` the line that names the error, if it failed."""
         reason = str(exit_message.get("reason", "error"))
         earlier = self.runs.get(user["id"])
-        line = first_error_line.strip()[:MAX_ERROR_LINE] if first_error_line else None
+        line = _shown(first_error_line)
         self.runs[user["id"]] = RunEvent(False, _now(), started_at=earlier.started_at if earlier else None,
                                          ended_at=_now(), outcome=outcome_of(reason), reason=reason,
                                          error_line=line if reason == "error" else None)

@@ -17,6 +17,7 @@ ended and of teachers who no longer teach the class.
 """
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
@@ -32,6 +33,8 @@ GATHER_SECONDS = 0.1
 RESYNC_SECONDS = 10.0
 CLOSE_SESSION_ENDED = 4401  # as /ws/run's
 CLOSE_NOT_YOUR_CLASS = 4403
+CLOSE_OTHER_TAB = 4002  # as /ws/run's: a newer tab took this one's place
+SOCKETS_PER_USER = 8  # live sockets of one user on a worker; a new one closes the oldest
 
 
 def _now():
@@ -48,6 +51,7 @@ class Watcher:
         self.pending = {}  # username -> the newest row not yet sent
         self.snapshot = None  # a whole class waiting to be sent (replaces pending)
         self.sending = None
+        self.opened = time.monotonic()
 
     def queue(self, students, whole=False):
         if whole:
@@ -94,6 +98,11 @@ class LiveView:
     async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close) -> Watcher:
         """A teacher's socket on a class (its rights checked by the caller):
         sent the whole class at once, then every change."""
+        mine = sorted((w for ws in self.watchers.values() for w in ws if w.user["id"] == user["id"]),
+                      key=lambda w: w.opened)
+        for old in mine[:max(0, len(mine) - SOCKETS_PER_USER + 1)]:
+            self.unwatch(old)
+            old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
         watcher = Watcher(user, token_hash, class_id, send, close)
         self.watchers[class_id].add(watcher)
         watcher.queue(await self._class(class_id), whole=True)

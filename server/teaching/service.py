@@ -43,7 +43,8 @@ class Teaching:
 
     async def run_ended(self, user: dict, exit_message: dict, first_error_line: str | None = None) -> None:
         """`exit_message`: the run's `exit` message; `first_error_line`: the
-        line of stderr that names the error (e.g. "NameError: ..."), if any."""
+        line of stderr that names the error (e.g. "NameError: ..."), if any:
+        `activity.error_line(the end of its stderr)` finds it."""
         await self.activity.run_ended(user, exit_message, first_error_line)
 
     # -- the roster and pushes ------------------------------------------------------

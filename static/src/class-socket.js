@@ -2,11 +2,13 @@
 // ("snapshot") and then each student that changed ("update"); this keeps
 // the class's students by username and says what changed. Reopened by
 // itself with backoff, except when the server ended it for good: the
-// session ended (4401) or the teacher no longer teaches the class (4403).
+// session ended (4401), the teacher no longer teaches the class (4403), or
+// the view was opened in too many other tabs (4002).
 import { backoff, get } from "./api.js";
 
 export const SESSION_ENDED = 4401;
 export const NOT_YOUR_CLASS = 4403;
+export const OTHER_TAB = 4002;
 
 function parsed(text) {
   try {
@@ -49,7 +51,7 @@ export class ClassSocket extends EventTarget {
     ws.onclose = (e) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      if (e.code === SESSION_ENDED || e.code === NOT_YOUR_CLASS || this.state === "ended") {
+      if ([SESSION_ENDED, NOT_YOUR_CLASS, OTHER_TAB].includes(e.code) || this.state === "ended") {
         if (e.code === SESSION_ENDED) get("/api/me").catch(() => {}); // its 401 says the session ended
         this.setState("ended", e.code);
         return;

@@ -7,7 +7,7 @@ import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
-import { ClassSocket, NOT_YOUR_CLASS } from "./class-socket.js";
+import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 
 const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
@@ -104,6 +104,8 @@ class ClassView extends EventTarget {
     this.liveState.textContent = { live: "Live", connecting: "Connecting…", waiting: "Reconnecting…", ended: "Stopped" }[state];
     if (state === "ended" && code === NOT_YOUR_CLASS) {
       alertDialog("Class view stopped", "You no longer teach this class. Reload the page to see your classes.");
+    } else if (state === "ended" && code === OTHER_TAB) {
+      this.liveState.textContent = "Stopped: open in another tab";
     }
   }
 
