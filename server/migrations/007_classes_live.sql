@@ -4,10 +4,11 @@
 -- here before this release) carries on as one class.
 CREATE TABLE classes (
     id bigserial PRIMARY KEY,
-    name text NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 100),
+    name text NOT NULL CHECK (length(name) BETWEEN 1 AND 100),
     is_default boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT now()
 );
+CREATE UNIQUE INDEX classes_name ON classes (lower(name));  -- 7B and 7b are one class
 CREATE UNIQUE INDEX classes_one_default ON classes (is_default) WHERE is_default;
 INSERT INTO classes (name, is_default) VALUES ('Default class', true);
 

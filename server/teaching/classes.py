@@ -162,7 +162,7 @@ class Classes:
         name = _checked_name(name)
         async with self.pool.transaction() as conn:
             row = await conn.fetchrow(
-                "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id, name, is_default",
+                "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id, name, is_default",
                 name)
             if row is None:
                 raise Refused(409, "exists", f"There is already a class named {name}.")
@@ -227,12 +227,12 @@ async def join_by_name(conn, actor: str, members: dict[str, list[int]]) -> dict[
     for name, user_ids in members.items():
         name = _checked_name(name)
         row = await conn.fetchrow(
-            "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING id", name)
+            "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id", name)
         if row is not None:
             await audit(conn, actor, "create_class", name, class_id=row["id"], source="import")
             ids[name] = row["id"]
         else:
-            ids[name] = await conn.fetchval("SELECT id FROM classes WHERE name = $1", name)
+            ids[name] = await conn.fetchval("SELECT id FROM classes WHERE lower(name) = lower($1)", name)
         await conn.execute(
             "INSERT INTO class_members (class_id, user_id) SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
             ids[name], user_ids)
