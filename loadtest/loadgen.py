@@ -45,7 +45,7 @@ async def timed(recorder, operation, started=None):
 
 # -- the server's side: Server-Timing ---------------------------------------------
 
-SERVER_PARTS = ("hash_wait", "hash", "fs_wait", "fs", "db", "app")  # as in server/timing.py
+SERVER_PARTS = ("wait", "hash_wait", "hash", "fs_wait", "fs", "db", "app")  # as in server/timing.py
 # ... and `queue`: the client's wait that the server does not see (client mean - server total)
 SWEEP_PARTS = SERVER_PARTS + ("queue",)
 

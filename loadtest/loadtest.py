@@ -27,7 +27,7 @@ reported, with a warning when it, not the server, may be the bottleneck.
 --sweep START:STOP:STEP steps the number of users instead, with the perf
 (/sys_perf_check?ms=10, PERF_CHECK=1) and files scenarios unless
 --scenario says otherwise, and reports per step the client's latency and
-the server's time per request by part (from Server-Timing: hash_wait, hash,
+the server's time per request by part (from Server-Timing: wait, hash_wait, hash,
 fs_wait, fs, db, app; queue = the rest of the client's wait); the part that
 grows most with load is named as the bottleneck.
 """

@@ -17,6 +17,7 @@ STAT_COLUMNS = ("avg_ms", "p50_ms", "min_ms", "max_ms", "p95_ms", "p99_ms", "rps
 HEADINGS = ("avg ms", "median", "min", "max", "p95", "p99", "req/s")
 # What a growing part means, for the sweep's verdict.
 MEANING = {
+    "wait": "requests wait for their turn in a worker's line (REQUESTS_AT_ONCE): the worker is saturated",
     "hash_wait": "logins wait for a password-hashing thread (HASH_THREADS, CPUs)",
     "hash": "each password hash itself takes longer: the CPUs are shared by more at once",
     "fs_wait": "requests wait for a file thread (FILE_THREADS) because file calls are slow or many",

@@ -145,6 +145,13 @@ SETTINGS = [
     Setting("DEMO", _bool, "0", "also create a demo teacher and students on an empty database"),
     Setting("SESSION_TTL", _int(5, 30 * 24 * HOUR), str(8 * HOUR),
             "seconds a session lives without being used (renewed while in use)"),
+    Setting("SESSION_CACHE_SECONDS", _int(0, 60, ", 0 = ask the database every time"), "5",
+            "seconds a worker answers a session from memory before asking the database again (a "
+            "logout, deactivation or password reset still ends it everywhere at once)"),
+    Setting("REQUESTS_AT_ONCE", _int(1, 10000), "64",
+            "requests one worker works on at once; more wait their turn in arrival order"),
+    Setting("REQUEST_QUEUE", _int(0, 100000), "2000",
+            "requests that may wait for their turn per worker; beyond, 503 with Retry-After"),
     Setting("TRUST_PROXY", _bool, "0", "behind a load balancer or nginx: take the client's address and "
             "scheme from the last X-Forwarded-For/-Proto entry"),
     Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),

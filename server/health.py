@@ -10,6 +10,8 @@ from .web import ApiError, BaseHandler
 class HealthzHandler(BaseHandler):
     """The process is alive and its IOLoop answers; no database involved."""
 
+    takes_turn = False
+
     def get(self):
         self.finish_json({"status": "ok"})
 
@@ -20,6 +22,7 @@ class ReadyzHandler(BaseHandler):
     never hangs on a frozen database."""
 
     BUDGET = 1.0
+    takes_turn = False
     _checks = set()  # checks still running after their answer was given
 
     async def get(self):
@@ -68,6 +71,8 @@ class PerfCheckHandler(BaseHandler):
 
 
 class MetricsHandler(BaseHandler):
+    takes_turn = False
+
     async def get(self):
         metrics.update_pool(self.ctx.pool)
         body = await self.ctx.file_threads.run(metrics.render)

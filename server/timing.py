@@ -1,7 +1,8 @@
 """Where a request's time went, for the `Server-Timing` header.
 
 A request's handler sets `current` to a fresh dict when it starts; code it
-calls adds seconds to named parts: `hash`/`hash_wait` and `fs`/`fs_wait`
+calls adds seconds to named parts: `wait` (for its turn in the worker's
+line of requests), `hash`/`hash_wait` and `fs`/`fs_wait`
 (running in, and waiting for, an executor thread), `db` (PostgreSQL
 queries, pool wait included). What is left of the total is `app`: the
 handler's own work and the IOLoop's queue. Under load, the part whose time
@@ -11,7 +12,7 @@ so concurrent requests never mix their figures.
 from contextvars import ContextVar
 
 current = ContextVar("timing", default=None)
-PARTS = ("hash_wait", "hash", "fs_wait", "fs", "db")
+PARTS = ("wait", "hash_wait", "hash", "fs_wait", "fs", "db")
 
 
 def add(part, seconds):

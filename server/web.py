@@ -17,6 +17,7 @@ from tornado.web import OutputTransform
 from . import timing
 from .errors import Refused
 from .executor import Busy
+from .fifo import Full
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def expected_error(exc):
         return exc
     if isinstance(exc, Refused):  # db.DatabaseUnavailable among them
         return ApiError(exc.status, exc.code, exc.message, exc.retry_after, exc.extra)
-    if isinstance(exc, Busy):
+    if isinstance(exc, (Busy, Full)):
         return ApiError(503, "server_busy", "The server is busy. Try again in a moment.", retry_after=1)
     return None
 
@@ -87,6 +88,11 @@ class BaseHandler(web.RequestHandler):
     refused with 413 from its Content-Length, before it is read."""
 
     max_body = None  # bytes; None means the MAX_BODY_BYTES setting
+    # Waits for its turn in the worker's line of requests (ctx.requests):
+    # under overload requests are served in the order they came, and
+    # beyond the line's length refused with 503 + Retry-After. Health
+    # probes do not wait: a load balancer must see the worker alive.
+    takes_turn = True
 
     @property
     def ctx(self):
@@ -98,6 +104,8 @@ class BaseHandler(web.RequestHandler):
         self._body = bytearray()
         self._body_refused = False
         self.session_token = None
+        self._turn = False  # holds a place in ctx.requests
+        self._gone = False  # the client closed the connection
         # Counted until finished, so a draining worker knows what is in flight.
         self.ctx.inflight += 1
         self._in_flight = True
@@ -106,6 +114,25 @@ class BaseHandler(web.RequestHandler):
         if self._in_flight:
             self._in_flight = False
             self.ctx.inflight -= 1
+        self._give_back_turn()
+
+    async def _take_turn(self):
+        """Wait for this request's turn (Server-Timing `wait`); Full (a 503)
+        when the line is full. The body is read only after: a waiting
+        request holds no memory of it."""
+        started = time.perf_counter()
+        try:
+            await self.ctx.requests.acquire()
+        finally:
+            timing.add("wait", time.perf_counter() - started)
+        self._turn = True
+        if self._gone:  # the client left while waiting: pass the turn on at once
+            self._give_back_turn()
+
+    def _give_back_turn(self):
+        if self._turn:
+            self._turn = False
+            self.ctx.requests.release()
 
     def finish(self, chunk=None):
         if not self._headers_written:
@@ -116,6 +143,7 @@ class BaseHandler(web.RequestHandler):
         self._done()
 
     def on_connection_close(self):
+        self._gone = True
         self._done()
         super().on_connection_close()  # ends a request still waiting for its body
 
@@ -129,6 +157,8 @@ class BaseHandler(web.RequestHandler):
         length = self.request.headers.get("Content-Length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             raise too_large
+        if self.takes_turn:
+            await self._take_turn()
         # Our limit, not Tornado's, refuses a chunked body (data_received):
         # Tornado's would answer a bare-text 400.
         self.request.connection.set_max_body_size(UNLIMITED)
@@ -262,7 +292,7 @@ async def user_for_session(handler):
     if not token:
         return None, "not_logged_in", None
     token = token.decode()
-    found = await handler.application.settings["ctx"].accounts.user_for_token(token)
+    found = await handler.application.settings["ctx"].sessions.user_for_token(token)
     if found.user is None:
         handler.clear_cookie(SESSION_COOKIE)
         return None, found.problem, None

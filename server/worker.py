@@ -15,12 +15,12 @@ import time
 import asyncpg
 from tornado.httpserver import HTTPServer
 
-from . import db, metrics
-from . import notify_interim as notify  # server/notify.py (branch files-perf) replaces it
+from . import db, metrics, notify
 from .app import make_app
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
 from .executor import BoundedExecutor
+from .fifo import FifoGate
 from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
@@ -29,6 +29,8 @@ from .teaching.classes import Classes
 from .teaching.service import Teaching
 
 log = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 1.0  # how long batched bookkeeping (save times, session renewals) may wait
 
 
 class Context:
@@ -43,6 +45,8 @@ class Context:
         self.processes = processes
         self.cookie_secret = instance.cookie_secret()
         self.pool = None
+        self.notify = None  # notify.Listener, from open_database on
+        self.requests = FifoGate("request", cfg.REQUESTS_AT_ONCE, cfg.REQUEST_QUEUE)
         hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
         # A class logs in at once: room for every student's login to wait.
         self.hasher = BoundedExecutor("hash", hash_threads, max_pending=512)
@@ -63,11 +67,14 @@ async def open_database(ctx, dsn):
     empty database, the first accounts."""
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
     ctx.pool = await db.create_pool(dsn, pool_size, ctx.cfg.DB_ACQUIRE_TIMEOUT, ctx.cfg.DB_QUERY_TIMEOUT)
+    ctx.notify = notify.Listener(dsn)
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
+    ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
     classes = Classes(ctx.pool)
     ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg, classes)
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes)
-    ctx.notify = notify.Notify(dsn)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
+    # Writes that wait for the worker's next flush (flush_batches).
+    ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
     # Its own connection, without the request paths' timeouts: migrating (or
     # waiting for another worker's migrations) may take longer than a query may.
     conn = await asyncpg.connect(dsn)
@@ -81,6 +88,26 @@ async def open_database(ctx, dsn):
         lines = [f"    {username:<10} {password:<20} ({role})" for username, role, password in created]
         print("\nAccounts created on this empty database (the passwords are shown only once):\n"
               + "\n".join(lines) + "\n", flush=True)
+    await ctx.notify.start()  # after the callbacks are registered (by the services above)
+
+
+async def flush_batches(ctx):
+    """Write every batch's pending items (batch.py). An outage keeps them
+    for the next flush, logged once by the pool; anything else is logged."""
+    for batch in ctx.batches:
+        try:
+            await batch.flush()
+        except Exception as e:
+            if not db.unavailable(e):
+                log.exception("writing the %s failed", batch.name)
+
+
+async def flusher(ctx):
+    """Once a second: the batches, and the session cache's stale entries."""
+    while True:
+        await asyncio.sleep(FLUSH_SECONDS)
+        await flush_batches(ctx)
+        ctx.sessions.sweep()
 
 
 async def periodic(ctx):
@@ -142,10 +169,12 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     housekeeping = asyncio.create_task(periodic(ctx))
-    ctx.teaching.start(ctx.notify)
+    flushing = asyncio.create_task(flusher(ctx))
+    ctx.teaching.start()
     on_ready()
     await stop.wait()
     housekeeping.cancel()
+    flushing.cancel()
     await drain(ctx, server)
 
 
@@ -160,7 +189,6 @@ async def drain(ctx, server):
     # ready sandboxes go, while the sandbox engine and the database are there.
     await ctx.runs.shutdown()
     await ctx.teaching.close()  # after the runs: their ends are recorded
-    await ctx.notify.close()
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
     while ctx.inflight > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
@@ -170,6 +198,12 @@ async def drain(ctx, server):
         await asyncio.wait_for(server.close_all_connections(), timeout=2)
     except asyncio.TimeoutError:
         pass
+    # What the last requests left to write, before the pool goes.
+    try:
+        await asyncio.wait_for(flush_batches(ctx), timeout=ctx.cfg.DB_QUERY_TIMEOUT + ctx.cfg.DB_ACQUIRE_TIMEOUT)
+    except asyncio.TimeoutError:
+        log.warning("worker %d: the last batched writes did not finish in time", os.getpid())
+    await ctx.notify.close()
     try:
         await asyncio.wait_for(ctx.pool.close(), timeout=2)
     except asyncio.TimeoutError:

@@ -38,7 +38,7 @@ def user_of(server, username):
 async def another_worker(server, name="test-worker"):
     """An Activity writing to the server's database: the hooks as a worker calls them."""
     pool = db.Pool(await asyncpg.create_pool(server.env["DATABASE_URL"], min_size=1, max_size=2,
-                                             command_timeout=5), acquire_timeout=3)
+                                             command_timeout=5), acquire_timeout=3, size=2)
     activity = Activity(pool, name)
     activity.start()
     try:

@@ -3,6 +3,7 @@ never silently lose an edit, paths never escape, roles hold, history
 restores, teachers read and hand out files."""
 import io
 import os
+import time
 import zipfile
 
 import pytest
@@ -225,8 +226,13 @@ def test_teacher_roster_and_push_never_overwrite_students_work(start_server):
     ada, bob, teacher = people.student("ada"), people.student("bob"), people.teacher("mrs-t")
     put(ada, "week2/start.py", "ada already began\n")
 
-    roster = teacher.get("/api/roster").json()["students"]
-    by_name = {s["username"]: s for s in roster}
+    # Save times reach the roster with the worker's next batch, within a second.
+    deadline = time.monotonic() + 10  # a hang guard
+    while True:
+        by_name = {s["username"]: s for s in teacher.get("/api/roster").json()["students"]}
+        if by_name[ada.username]["last_save_at"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert set(by_name) == {ada.username, bob.username}
     assert by_name[ada.username]["last_save_at"] and not by_name[bob.username]["last_save_at"]
     assert ada.get("/api/roster").status_code == 403

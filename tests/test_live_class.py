@@ -13,6 +13,7 @@ import aiohttp
 import psycopg2
 import pytest
 
+from server import notify
 from server.teaching import live
 from tests.conftest import People
 from tests.helpers import sql
@@ -255,7 +256,8 @@ def test_the_view_listens_again_after_its_database_connection_is_cut(server):
     teacher, ada = people.teacher("mrs-t"), people.student("ada")
     number = a_class(server, teacher, ada)
     dsn = server.env["DATABASE_URL"]
-    listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%%'"
+    listening = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                 f"AND application_name = '{notify.APPLICATION_NAME}'")
 
     async def story():
         async with watching(server, teacher, number) as (ws, _):

@@ -89,12 +89,9 @@ class Accounts:
                                await self._hash(password))
         return {k: row[k] for k in ("id", "username", "display_name", "role")}, token, expires
 
-    async def user_for_token(self, token: str) -> sessions.Lookup:
-        """Who sends this session token (sessions.Lookup)."""
-        return await sessions.lookup(self.pool, token, self.cfg.SESSION_TTL)
-
     async def logout(self, token: str) -> None:
-        await sessions.delete(self.pool, token)
+        async with self.pool.transaction() as conn:
+            await sessions.delete(conn, token)
 
     async def change_password(self, user: dict, old: str, new: str, keep_token: str) -> None:
         """Set a new password; every other session of the user ends."""

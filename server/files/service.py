@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import metrics
 from ..accounts import rules
+from ..batch import Batch
 from ..config import Config
-from ..db import DatabaseUnavailable, Pool
+from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
 from ..runs.sandbox import run_uid
@@ -48,6 +49,7 @@ class Files:
         self.cfg = cfg
         self.classes = classes  # who is in which class (teaching/classes.py)
         self._areas_made = set()  # keys of the course areas known to have their folder
+        self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
 
     async def run(self, username: str, op: str, fn: Callable, *args):
         """fn(*args) in the file executor, in `username`'s place there; timed
@@ -93,17 +95,20 @@ class Files:
         return Area.home(owner)
 
     async def saved(self, area: Area) -> None:
-        """Remember when a student last saved, for the teacher's roster. The
-        save itself is done: a database hiccup here must not turn it into an
-        error the client would retry against its old version."""
+        """Remember when a student last saved, for the teacher's roster:
+        written with the worker's next flush of `save_times` (within a
+        second), never by the save itself, which is done and must neither
+        wait for a commit nor fail because of one."""
         if area.key.startswith("home/"):
-            try:
-                await self.pool.execute("UPDATE users SET last_save_at = now() WHERE username = $1",
-                                        area.key[len("home/"):])
-            except DatabaseUnavailable:
-                pass  # the pool logs the outage once
-            except Exception:
-                log.exception("could not record the save time of %s", area.key)
+            self.save_times.add(area.key[len("home/"):], time.time())
+
+    async def _write_save_times(self, times: dict) -> None:
+        # greatest(): another worker may have recorded a later save already.
+        names = list(times)
+        await self.pool.execute(
+            """UPDATE users u SET last_save_at = greatest(u.last_save_at, to_timestamp(t.at))
+               FROM unnest($1::text[], $2::float8[]) AS t(username, at) WHERE u.username = t.username""",
+            names, [times[n] for n in names])
 
     async def ensure_home(self, user: dict) -> str:
         """The user's home, made at first use (0700, theirs; a student's with

@@ -9,11 +9,12 @@ statement (only when it has sockets of their classes) and queues them on
 each socket of their classes. A socket's queue holds the newest row per
 student, so a slow teacher's browser costs at most one class of rows.
 
-Now and then each socket gets the whole class again (a snapshot): what no
-announcement says (a worker that died, a notification lost while the
-listening connection was down, a student moved to another class) shows
-within RESYNC_SECONDS. The same pass ends the sockets of sessions that
-ended and of teachers who no longer teach the class.
+Each socket gets the whole class again (a snapshot) when notifications
+may have been missed (the listener's on_gap: its connection was lost, and
+again once it is back), and every RESYNC_SECONDS for what no announcement
+says (a worker that died and left its students online). The same pass ends
+the sockets of sessions that ended and of teachers who no longer teach the
+class.
 """
 import asyncio
 import logging
@@ -73,7 +74,7 @@ class Watcher:
 
 
 class LiveView:
-    def __init__(self, pool: db.Pool, cfg: Config, classes):
+    def __init__(self, pool: db.Pool, cfg: Config, classes, listener=None):
         self.pool = pool
         self.cfg = cfg
         self.classes = classes
@@ -81,15 +82,20 @@ class LiveView:
         self.announced = set()  # student ids announced, not yet read
         self.reading = None
         self.task = None
+        self.resyncing = None  # a resync asked for by a gap in the notifications
+        self.gap_again = False  # a gap since that resync began
+        if listener is not None:  # a notify.Listener, not started yet
+            listener.listen(CHANNEL, self._announced)
+            listener.on_gap(self._gap)
 
-    def start(self, notify) -> None:
-        notify.listen(CHANNEL, self._announced)
+    def start(self) -> None:
         self.task = asyncio.ensure_future(self._resync_forever())
 
     async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
+        for task in (self.task, self.resyncing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         for watcher in [w for ws in self.watchers.values() for w in ws]:
             watcher.close(1012, "server restarting")
 
@@ -146,14 +152,32 @@ class LiveView:
 
     # -- now and then ------------------------------------------------------------
 
+    def _gap(self) -> None:
+        """Notifications may have been missed: send every socket its whole
+        class. A gap during a resync may postdate what it read: one more
+        resync follows it."""
+        if not self.watchers:
+            return
+        self.gap_again = True
+        if self.resyncing is None or self.resyncing.done():
+            self.resyncing = asyncio.ensure_future(self._resync_after_gaps())
+
+    async def _resync_after_gaps(self):
+        while self.gap_again:
+            self.gap_again = False
+            await self._resync_logged()
+
     async def _resync_forever(self):
         while True:
             await asyncio.sleep(RESYNC_SECONDS)
-            try:
-                await self.resync()
-            except Exception as e:
-                if not db.unavailable(e):
-                    log.exception("the live view's resync failed")
+            await self._resync_logged()
+
+    async def _resync_logged(self):
+        try:
+            await self.resync()
+        except Exception as e:
+            if not db.unavailable(e):
+                log.exception("the live view's resync failed")
 
     async def resync(self) -> None:
         """End the sockets whose session ended or whose teacher no longer

@@ -14,19 +14,18 @@ from .push import copy_into_homes
 
 
 class Teaching:
-    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes):
+    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None):
         self.pool = pool
         self.files = files  # the files service
         self.cfg = cfg
         self.classes = classes
         self.activity = Activity(pool)
-        self.live = LiveView(pool, cfg, classes)
+        self.live = LiveView(pool, cfg, classes, listener)
 
-    def start(self, notify) -> None:
-        """The worker's background work: writing activity, the live view's
-        listening and resyncs. `notify`: the worker's notify.Notify."""
+    def start(self) -> None:
+        """The worker's background work: writing activity, the live view's resyncs."""
         self.activity.start()
-        self.live.start(notify)
+        self.live.start()
 
     async def close(self) -> None:
         await self.live.close()
