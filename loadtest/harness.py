@@ -30,6 +30,9 @@ from server.embedded_postgres import EmbeddedPostgres
 from .cli import Aborted, uninterrupted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout the server under test runs from: another one (an older
+# commit's worktree) compares two versions with the same tools in one sitting.
+SERVER_ROOT = os.environ.get("LOADTEST_SERVER_ROOT") or ROOT
 ADMIN_PASSWORD = "admin-test-password"
 COOKIE_SECRET = "test-cookie-secret-" + "x" * 32
 SERVING_RE = re.compile(r"serving (http://\S+) with (\d+) (?:worker )?process(?:es)? \(pids? ([\d, ]+)\)")
@@ -63,7 +66,7 @@ class ServerProcess:
     def start(self, timeout=START_TIMEOUT):
         # Its own session: a Ctrl-C on the terminal reaches only us, and we
         # stop the server in order (SIGTERM, then wait).
-        self.proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=ROOT, env=self.env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "server"], cwd=SERVER_ROOT, env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()

@@ -8,9 +8,10 @@ from . import metrics
 from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler, MeHandler, PasswordHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
+from .assist.handlers import OP as ASSIST_OP, AssistHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
-from .pages import AdminPage, AssetHandler, IdePage, LoginPage, TeacherPage
+from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassSocket, PushHandler,
                                 RosterHandler)
@@ -24,6 +25,7 @@ ROUTES = [
     (r"/teacher", TeacherPage),
     (r"/admin", AdminPage),
     (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
+    (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
     (r"/metrics", MetricsHandler),
@@ -47,6 +49,7 @@ ROUTES = [
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/active", UserActiveHandler),
+    (rf"/api/assist/{ASSIST_OP}", AssistHandler),
     (r"/ws/run", RunSocket),
     (r"/ws/class/([0-9]{1,18})", ClassSocket),
 ]

@@ -185,9 +185,10 @@ SETTINGS = [
     Setting("SANDBOX_UID_BASE", _int(1000, 2 ** 31 - 2 ** 24), "200000",
             "as root, each student's code runs as this uid plus the student's id"),
     Setting("RUN_MAX_CONCURRENT", _int(1, 10000), "16", "programs running at once on this host"),
-    Setting("RUN_SANDBOX_RUNS", _int(1, 1000), "20",
-            "runs one sandbox serves before a fresh one replaces it (local and docker; each run is a "
-            "fresh fork and nothing of the last run is left in it; 1: a new sandbox for every run)"),
+    Setting("RUN_SANDBOX_RUNS", _int(1, 1000), "100",
+            "runs one sandbox serves before a fresh one replaces it, less up to a fifth at random (local "
+            "and docker; each run is a fresh fork and nothing of the last run is left in it; 1: a new "
+            "sandbox for every run)"),
     Setting("RUN_QUEUE_MAX", _int(0, 100000), "200", "runs that may wait for a free place on this host"),
     Setting("RUN_SOCKETS_PER_USER", _int(1, 1000), "8",
             "IDE tabs one student may have connected to one worker; a new one closes their oldest idle one"),
@@ -202,6 +203,12 @@ SETTINGS = [
     Setting("RUN_FILE_MB", _int(1, 64 * 1024), "20", "largest file a run may write"),
     Setting("RUN_OPEN_FILES", _int(16, 65536), "128", "files a run's process may have open"),
     Setting("RUN_OUTPUT_KB", _int(1, 1 << 20), "2048", "output (text and images) a run may print"),
+    Setting("ASSIST_PROCESSES", _int(0, 64, ", 0 = no editing help"), "2",
+            "processes per worker that complete code and check it while students type (jedi, pyflakes)"),
+    Setting("ASSIST_QUEUE_MAX", _int(1, 100000), "240",
+            "editing-help requests that may wait for a process, per worker (one per student and kind)"),
+    Setting("ASSIST_TIMEOUT", _int(1, 120), "5",
+            "seconds an editing-help request may wait and then compute; a process still computing is replaced"),
     Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
             "seconds a worker may spend finishing requests after SIGTERM"),
 ]

@@ -11,6 +11,9 @@ request ever waits on the disk:
 - the HTML pages (`/` sign-in, `/ide`, `/teacher`, `/admin`): templates of
   static/src/pages/ filled in with the hashed names of manifest.json, sent
   with `Cache-Control: no-cache` (and an ETag), so a deploy shows at once.
+  The sign-in page says whether a session cookie came with it
+  (`data-session`), so that its script asks `/api/me` only then.
+- the icon, `/favicon.svg` (and `/favicon.ico`, where browsers look unasked).
 """
 import gzip
 import hashlib
@@ -20,13 +23,14 @@ import logging
 import os
 import re
 
-from .web import ApiError, BaseHandler
+from .web import SESSION_COOKIE, ApiError, BaseHandler
 
 log = logging.getLogger(__name__)
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static")
 DIST = os.path.join(STATIC, "dist")
 TEMPLATES = os.path.join(STATIC, "src", "pages")
+FAVICON = os.path.join(STATIC, "src", "favicon.svg")
 IMMUTABLE = "public, max-age=31536000, immutable"
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
          ".json": "application/json; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
@@ -75,11 +79,13 @@ def load(dist=DIST, templates=TEMPLATES):
     for path, (template, title, view, bundle) in PAGES.items():
         page = manifest["pages"][bundle]
         head = "\n".join(
-            [f'<link rel="stylesheet" href="/static/dist/{html.escape(css)}">' for css in page["styles"]]
+            ['<link rel="icon" href="/favicon.svg" type="image/svg+xml">']
+            + [f'<link rel="stylesheet" href="/static/dist/{html.escape(css)}">' for css in page["styles"]]
             + [f'<link rel="modulepreload" href="/static/dist/{html.escape(c)}">' for c in page["preload"]]
             + [f'<script type="module" src="/static/dist/{html.escape(page["script"])}"></script>'])
         text = _read(os.path.join(templates, template)).decode("utf-8")
-        values = {"head": head, "title": html.escape(title), "view": html.escape(view)}
+        values = {"head": head, "title": html.escape(title), "view": html.escape(view),
+                  "session": "{{session}}"}  # filled in per request (LoginPage)
         pages[path] = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], text).encode("utf-8")
     return assets, pages
 
@@ -90,6 +96,7 @@ def _not_built():
 
 
 ASSETS, PAGE_BODIES = load()
+ICON = Asset("favicon.svg", _read(FAVICON))
 
 
 class PageHandler(BaseHandler):
@@ -97,8 +104,13 @@ class PageHandler(BaseHandler):
 
     path = None  # the key of PAGES
 
+    def page(self):
+        return PAGE_BODIES[self.path]
+
     def get(self):
-        self.body = PAGE_BODIES[self.path]
+        self.body = self.page()
+        if not self.get_cookie("_xsrf"):
+            self.xsrf_token  # noqa: B018 - reading it sets the cookie the page's first write needs
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("Content-Security-Policy", CSP)
@@ -133,7 +145,25 @@ class AssetHandler(BaseHandler):
 
 
 class LoginPage(PageHandler):
+    """The sign-in page; with a session cookie its script asks /api/me
+    whether the session still holds (without one, it would only log a 401)."""
+
     path = "/"
+
+    def page(self):
+        return PAGE_BODIES[self.path].replace(b"{{session}}", b"1" if self.get_cookie(SESSION_COOKIE) else b"")
+
+
+class IconHandler(BaseHandler):
+    """The site's icon; cached for a day (its name has no hash)."""
+
+    def get(self):
+        self.set_header("Content-Type", ICON.content_type)
+        self.set_header("Cache-Control", "public, max-age=86400")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.finish(ICON.body)
+
+    head = get
 
 
 class IdePage(PageHandler):

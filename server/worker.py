@@ -19,6 +19,7 @@ from . import db, metrics, notify
 from .app import make_app
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
+from .assist.service import Assist
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .files.service import Files
@@ -36,7 +37,8 @@ FLUSH_SECONDS = 1.0  # how long batched bookkeeping (save times, session renewal
 class Context:
     """What handlers reach through `self.ctx`: settings, pools, executors,
     and the services (accounts, files, teaching, runs), which exist once
-    the database pool is open (open_database)."""
+    the database pool is open (open_database), and editing help (assist),
+    whose processes start with the worker."""
 
     def __init__(self, cfg, instance, processes):
         self.cfg = cfg
@@ -154,6 +156,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     except Exception:
         log.exception("could not remove sandboxes left by a previous worker")
     await open_database(ctx, dsn)
+    ctx.assist = Assist.start(cfg, ctx.files)
     app = make_app(ctx)
     # xheaders stays off: Tornado would also believe X-Real-Ip and X-Scheme,
     # which load balancers pass through from the client (see web.client_address).
@@ -208,6 +211,7 @@ async def drain(ctx, server):
         await asyncio.wait_for(ctx.pool.close(), timeout=2)
     except asyncio.TimeoutError:
         ctx.pool.terminate()
+    await ctx.assist.close()
     ctx.hasher.shutdown()
     ctx.file_threads.shutdown()
 

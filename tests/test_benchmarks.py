@@ -54,7 +54,8 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
 
 
 @pytest.mark.parametrize("script", ["loadtest.loadtest", "loadtest.bench_login", "loadtest.bench_files",
-                                    "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip"])
+                                    "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
+                                    "loadtest.bench_run_cost"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

@@ -239,6 +239,46 @@ def test_admin_users(world, role, body, ctype, query):
     world.send(role, "POST", "/api/admin/users", body, ctype)
 
 
+unicode_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=80)  # no lone surrogates
+SOURCES = ["import random\nrandom.ra", "print(", "def f(:", "x = 'é🐍'; y", "\x00", "import mine\nmine.",
+           "import sys\nsys.path.append('/')\nimport os\nos.", "f'{", "\\", "\t\tx\n\r\ny", "(" * 200]
+
+
+@st.composite
+def assist_bodies(draw, hostile=True):
+    """Bodies whose position is a place in the text (so that they reach the
+    assist processes); with `hostile`, any path, area and name too."""
+    source = draw(st.one_of(st.sampled_from(SOURCES), text if hostile else unicode_text))
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as the server splits
+    line = draw(st.integers(1, len(lines)))
+    path, area, name = (st.sampled_from(["main.py", "lesson1/a.py", "mine.py"]), st.just("home"),
+                        st.sampled_from(["randint", "mine", "é"]))
+    if hostile:
+        path, area, name = (st.one_of(path, st.just("a.txt"), text),
+                            st.one_of(area, st.sampled_from(["course", "user/sam", "user/vic"]), text),
+                            st.one_of(name, text))
+    return dumps({"path": draw(path), "area": draw(area), "source": source, "line": line,
+                  "column": draw(st.integers(0, len(lines[line - 1]))), "name": draw(name)})
+
+
+@fuzz
+@given(role=roles, op=st.sampled_from(["complete", "signatures", "describe", "check", "explain"]),
+       body=st.one_of(assist_bodies(), bodies("path", "source", "line", "column", "name", "area")),
+       ctype=content_types)
+def test_assist(world, role, op, body, ctype):
+    world.send(role, "POST", f"/api/assist/{op}", body, ctype)
+
+
+@fuzz
+@given(op=st.sampled_from(["complete", "signatures", "describe", "check"]), body=assist_bodies(hostile=False))
+def test_assist_on_any_text(world, op, body):
+    """Any text, with a place in it, reaches jedi and pyflakes: an answer of the op's shape."""
+    r = world.send("student", "POST", f"/api/assist/{op}", body, "application/json")
+    assert r.status_code == 200, r.text
+    assert set(r.json()) == {"complete": {"completions", "prefix"}, "signatures": {"signatures"},
+                             "describe": {"name", "signature", "doc"}, "check": {"diagnostics"}}[op]
+
+
 usernames = st.one_of(st.sampled_from(["ada", "alan", "sam"]), text)
 cells = st.tuples(usernames, text, st.one_of(st.sampled_from(["student", "teacher"]), text),
                   st.one_of(st.just(""), text))

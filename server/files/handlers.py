@@ -8,7 +8,6 @@ from urllib.parse import quote
 
 from tornado import httputil, iostream
 
-from ..errors import Refused
 from ..web import ApiError, ApiHandler
 from . import paths
 from .store import TEXT_LIMIT, as_text
@@ -154,21 +153,10 @@ class UploadHandler(FilesBase):
         except httputil.HTTPInputError:
             raise ApiError(400, "bad_multipart", "The upload is not a valid multipart/form-data body.") \
                 from None
-        uploads = [f for group in files.values() for f in group]
-        if not uploads:
-            raise ApiError(400, "no_files", "The upload holds no files.")
-        names = [paths.parse(f.filename, allow_root=False) for f in uploads]  # all checked first
-        if_match = "*" if self.get_argument("overwrite", None) else None
-        saved, refused = [], []
-        for upload, name in zip(uploads, names):
-            try:
-                meta = await self.fs("upload", self.store.save, area, folder + name, upload.body, if_match)
-                saved.append(meta)
-            except Refused as e:
-                refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
-        if saved:
-            await self.saved(area)
-        self.finish_json({"saved": saved, "refused": refused}, 200 if saved else 409)
+        uploads = [(f.filename, f.body) for group in files.values() for f in group]
+        report = await self.ctx.files.upload(self.current_user, area, folder, uploads,
+                                             overwrite=bool(self.get_argument("overwrite", None)))
+        self.finish_json(report, 200 if report["saved"] else 409)
 
 
 class ZipHandler(FilesBase):

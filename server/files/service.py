@@ -29,7 +29,7 @@ from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
 from ..runs.sandbox import run_uid
-from . import gate
+from . import gate, paths
 from .area import Area
 from .store import Store
 
@@ -109,6 +109,25 @@ class Files:
             """UPDATE users u SET last_save_at = greatest(u.last_save_at, to_timestamp(t.at))
                FROM unnest($1::text[], $2::float8[]) AS t(username, at) WHERE u.username = t.username""",
             names, [times[n] for n in names])
+
+    async def upload(self, user: dict, area: Area, folder: tuple[str, ...], uploads: list[tuple[str, bytes]],
+                     overwrite: bool) -> dict:
+        """Save uploaded (file name, bytes) into `folder`: every name is checked
+        first (nothing is saved if one is bad), then each file is saved or
+        refused on its own (an existing file only with `overwrite`)."""
+        if not uploads:
+            raise Refused(400, "no_files", "The upload holds no files.")
+        names = [paths.parse(name, allow_root=False) for name, _ in uploads]
+        saved, refused = [], []
+        for (_, data), name in zip(uploads, names):
+            try:
+                saved.append(await self.run(user["username"], "upload", self.store.save, area, folder + name, data,
+                                            "*" if overwrite else None))
+            except Refused as e:
+                refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
+        if saved:
+            await self.saved(area)
+        return {"saved": saved, "refused": refused}
 
     async def ensure_home(self, user: dict) -> str:
         """The user's home, made at first use (0700, theirs; a student's with

@@ -55,7 +55,7 @@ STALE_TEMP_SECONDS = 600
 TEXT_LIMIT = 2 << 20  # larger files are offered as downloads, not shown in the editor
 TREE_LIMIT = 5000
 WELCOME = '''# Welcome to PyClassroom!
-# Press Run (or F5) to run this program. Your files are saved as you type.
+# Press Run (or Ctrl+Enter) to run this program. Your files are saved as you type.
 
 name = input("What is your name? ")
 print(f"Hello, {name}!")

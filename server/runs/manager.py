@@ -24,6 +24,7 @@ program and closes their sockets on every worker and instance.
 """
 import asyncio
 import logging
+import random
 import time
 from typing import Callable
 from dataclasses import dataclass, field
@@ -334,7 +335,7 @@ class RunManager:
         """Start a sandbox for `user` and wait until its launcher is ready."""
         ctx = self.ctx
         started = time.monotonic()
-        runs = ctx.cfg.RUN_SANDBOX_RUNS if ctx.sandbox.reusable else 1
+        runs = sandbox_runs(ctx.cfg.RUN_SANDBOX_RUNS) if ctx.sandbox.reusable else 1
         try:
             home = await ctx.files.ensure_home(user)
             settings = {"limits": ProgramLimits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
@@ -413,6 +414,13 @@ class RunManager:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
+
+
+def sandbox_runs(most):
+    """How many runs a new sandbox serves: `most`, less up to a fifth at
+    random, so that a class that opened the IDE together does not replace
+    all its sandboxes at the same run."""
+    return max(1, most - random.randrange(most // 5 + 1))
 
 
 async def ready(sandbox, timeout=READY_TIMEOUT):

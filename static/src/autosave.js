@@ -68,11 +68,15 @@ export class Doc {
     return this.text() !== this.savedText;
   }
 
+  /** Apply a transaction spec, shown or not. */
+  dispatch(spec) {
+    if (this.#view) this.#view.dispatch(spec);
+    else this.#state = this.#state.update(spec).state;
+  }
+
   /** Replace the whole text (undo brings the old one back). */
   replaceText(text) {
-    const change = { changes: { from: 0, to: this.state.doc.length, insert: text } };
-    if (this.#view) this.#view.dispatch(change);
-    else this.#state = this.#state.update(change).state;
+    this.dispatch({ changes: { from: 0, to: this.state.doc.length, insert: text } });
   }
 
   /** Show a version saved elsewhere (a newer one, or one restored from the history). */

@@ -1,11 +1,15 @@
 // The console: xterm.js shows a program's output live (stderr in red) and
 // passes on what is typed as keystrokes; figures appear as images below it;
-// the line above says whether a program waits, runs or how it ended. It only
-// shows: whether a program runs is the run control's (run.js) to say.
+// the line above says whether a program waits, runs, seems to wait for
+// input or how it ended. A traceback's lines in the student's files are
+// links to them. Ctrl+C copies a selection (and interrupts only without
+// one, as terminals do). It only shows: whether a program runs is the run
+// control's (run.js) to say.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { h, clear } from "./dom.js";
 import { settings } from "./settings.js";
+import { framesIn } from "./traceback.js";
 
 const THEMES = {
   light: { background: "#fbfbfd", foreground: "#1d2430", cursor: "#2458c6", selectionBackground: "#c7d7fb",
@@ -21,15 +25,41 @@ const YELLOW = "\x1b[33m";
 const RESET = "\x1b[0m";
 const HIDE_CURSOR = "\x1b[?25l";
 const SHOW_CURSOR = "\x1b[?25h";
+// Output that ends without a new line (a prompt) and then nothing for this
+// long: the program most likely waits for input.
+const PROMPT_PAUSE_MS = 300;
+
+/** Ctrl+C or Ctrl+Shift+C (Cmd+C on a Mac): copy, when something is selected. */
+const isCopy = (e) => e.type === "keydown" && (e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "c";
+
+/** `text` broken into lines of at most `width` characters, between words where it can be. */
+export function wrapWords(text, width) {
+  const lines = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = "";
+    }
+    line = line ? `${line} ${word}` : word;
+    while (line.length > width) {
+      lines.push(line.slice(0, width));
+      line = line.slice(width);
+    }
+  }
+  lines.push(line);
+  return lines.join("\r\n");
+}
 
 export class Console extends EventTarget {
   /** events: "input" (detail: a run-protocol message: stdin, interrupt, eof,
    * resize) for the run control to send while a program runs. */
-  constructor({ terminalEl, plotsEl, stateEl, passKeys }) {
+  constructor({ terminalEl, plotsEl, stateEl, passKeys, username, openFrame }) {
     super();
     this.plotsEl = plotsEl;
     this.stateEl = stateEl;
     this.figures = 0;
+    this.promptTimer = null;
     this.term = new Terminal({
       fontFamily: "'DejaVu Sans Mono', 'Cascadia Mono', Consolas, 'Liberation Mono', monospace",
       fontSize: Math.max(12, settings.get("fontSize") - 1),
@@ -44,8 +74,9 @@ export class Console extends EventTarget {
     this.term.open(terminalEl);
     this.term.textarea?.setAttribute("aria-label", "Console: type here when the program asks for input");
     // The page's shortcuts (Run, Save, ...) work from the console too.
-    this.term.attachCustomKeyEventHandler((e) => !passKeys(e));
+    this.term.attachCustomKeyEventHandler((e) => !passKeys(e) && !this.copied(e));
     this.term.onData((data) => this.typed(data));
+    this.term.registerLinkProvider({ provideLinks: (y, done) => done(this.frameLinks(y, username, openFrame)) });
     new ResizeObserver(() => this.resize()).observe(terminalEl);
     settings.addEventListener("change", (e) => {
       const { name, value } = e.detail;
@@ -81,7 +112,26 @@ export class Console extends EventTarget {
     this.stateEl.textContent = text;
   }
 
+  /** Ctrl+C with a selection: copied, not sent (true when it was). */
+  copied(e) {
+    if (!isCopy(e) || !this.term.hasSelection()) return false;
+    navigator.clipboard?.writeText(this.term.getSelection()).catch(() => {});
+    return true;
+  }
+
+  /** Links on buffer line `y` (1-based) to the lines a traceback names. */
+  frameLinks(y, username, openFrame) {
+    const text = this.term.buffer.active.getLine(y - 1)?.translateToString(true) || "";
+    const links = framesIn(text, username).map((f) => ({
+      range: { start: { x: f.index + 1, y }, end: { x: f.index + f.length, y } },
+      text: text.substr(f.index, f.length),
+      activate: () => openFrame(f.path, f.line),
+    }));
+    return links.length ? links : undefined;
+  }
+
   typed(data) {
+    if (this.state === "input" && /\r/.test(data)) this.setState("running", "Running…");
     if (data === "\x03") this.input({ type: "interrupt" });
     else if (data === "\x04") this.input({ type: "eof" });
     else this.input({ type: "stdin", data });
@@ -103,7 +153,20 @@ export class Console extends EventTarget {
   }
 
   note(text, color = DIM) {
-    this.term.write(`${color}${text}${RESET}\r\n`);
+    this.term.write(`${color}${wrapWords(text, Math.max(10, this.term.cols - 1))}${RESET}\r\n`);
+  }
+
+  /** After output: a prompt left waiting, unanswered, means input is wanted. */
+  watchForPrompt(data) {
+    clearTimeout(this.promptTimer);
+    if (this.state === "input") this.setState("running", "Running…");
+    if (this.state !== "running" || /\n$/.test(data)) return;
+    this.promptTimer = setTimeout(() => {
+      if (this.state !== "running") return;
+      this.setState("input", "Waiting for your input: type it in the console and press Enter");
+      // The cursor goes to the console, unless the student is busy in the editor.
+      if (!document.activeElement?.closest(".cm-editor")) this.term.focus();
+    }, PROMPT_PAUSE_MS);
   }
 
   message(msg) {
@@ -121,6 +184,7 @@ export class Console extends EventTarget {
           this.term.write(RED + msg.data.replace(/\r?\n/g, "\r\n") + RESET);
         } else {
           this.term.write(msg.data);
+          this.watchForPrompt(msg.data);
         }
         break;
       case "image":
@@ -133,6 +197,7 @@ export class Console extends EventTarget {
         this.note(msg.message, YELLOW);
         break;
       case "error":
+        clearTimeout(this.promptTimer);
         this.note(msg.message, RED);
         this.setState("error", msg.message);
         break;
@@ -152,6 +217,7 @@ export class Console extends EventTarget {
   }
 
   finished(msg) {
+    clearTimeout(this.promptTimer);
     const ok = msg.reason === "ok";
     const seconds = typeof msg.duration === "number" ? ` · ${msg.duration.toFixed(1)} s` : "";
     const text = capital(msg.message || msg.reason);
@@ -164,6 +230,7 @@ export class Console extends EventTarget {
 
   /** The socket closed under a run. */
   lost() {
+    clearTimeout(this.promptTimer);
     this.term.write("\r\n");
     this.note("── The connection to the server was lost; the program was stopped. ──", YELLOW);
     this.term.write(HIDE_CURSOR);

@@ -1,19 +1,24 @@
 // The code editor: one CodeMirror view; each open file keeps its own
 // EditorState (text, undo history, selection), swapped in on tab switch.
+// A Python file the student may change also gets editing help (assist.js)
+// and the marks of the last run's error (error-marks.js).
 import { EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter,
   drawSelection, dropCursor, highlightSpecialChars, rectangularSelection } from "@codemirror/view";
-import { EditorState, Compartment } from "@codemirror/state";
+import { EditorState, Compartment, EditorSelection } from "@codemirror/state";
 import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
 import { searchKeymap, highlightSelectionMatches, search } from "@codemirror/search";
 import { bracketMatching, indentOnInput, foldGutter, foldKeymap, syntaxHighlighting,
   defaultHighlightStyle, indentUnit } from "@codemirror/language";
-import { closeBrackets, closeBracketsKeymap, autocompletion, completionKeymap } from "@codemirror/autocomplete";
+import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { python } from "@codemirror/lang-python";
 import { oneDark } from "@codemirror/theme-one-dark";
 import { settings } from "./settings.js";
+import { assistExtensions } from "./assist.js";
+import { errorMarks, setErrorMarks } from "./error-marks.js";
 
 const themeSlot = new Compartment();
 const labelSlot = new Compartment();
+const wrapSlot = new Compartment();
 
 const label = (path) => EditorView.contentAttributes.of({ "aria-label": `Code editor: ${path}` });
 
@@ -29,11 +34,15 @@ const baseTheme = EditorView.theme({
   ".cm-content": { paddingBottom: "40vh" },
 });
 
+const isPython = (path) => /\.pyw?$/i.test(path);
+
 function languageFor(path) {
-  return /\.pyw?$/i.test(path) ? python() : [];
+  return isPython(path) ? python() : [];
 }
 
-/** The extensions every editor shares. */
+const wrapping = () => (settings.get("wrap") ? EditorView.lineWrapping : []);
+
+/** The extensions every editor shares (no completion: see Editor.createState). */
 export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
   return [
     lineNumbers(),
@@ -49,16 +58,16 @@ export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
     EditorState.tabSize.of(4),
     bracketMatching(),
     closeBrackets(),
-    autocompletion({ activateOnTyping: true }),
     rectangularSelection(),
     highlightActiveLine(),
     highlightSelectionMatches(),
     search({ top: true }),
     keymap.of([...closeBracketsKeymap, ...defaultKeymap, ...searchKeymap, ...historyKeymap, ...foldKeymap,
-      ...completionKeymap, indentWithTab]),
+      indentWithTab]),
     labelSlot.of(label(path)),
     baseTheme,
     themeSlot.of(themeFor(settings.get("theme"))),
+    wrapSlot.of(wrapping()),
     EditorState.readOnly.of(readOnly),
     EditorView.editable.of(!readOnly),
     languageFor(path),
@@ -69,6 +78,8 @@ export class Editor {
   /** onChange() is called after each edit of the shown document. */
   constructor(parent, { onChange }) {
     this.current = null;
+    const where = () => this.current && { area: this.current.area, path: this.current.path };
+    this.assist = assistExtensions(where);
     this.view = new EditorView({
       parent,
       state: EditorState.create({ doc: "", extensions: commonExtensions({ path: "", readOnly: true }) }),
@@ -82,7 +93,8 @@ export class Editor {
 
   /** A new state for a file's text. */
   createState(text, path, readOnly) {
-    return EditorState.create({ doc: text, extensions: commonExtensions({ path, readOnly }) });
+    const helped = !readOnly && isPython(path) ? this.assist : [];
+    return EditorState.create({ doc: text, extensions: [commonExtensions({ path, readOnly }), helped, errorMarks] });
   }
 
   /** Show `doc` (a Doc); the one shown before keeps its state. */
@@ -95,12 +107,27 @@ export class Editor {
   }
 
   restyle() {
-    this.view.dispatch({ effects: themeSlot.reconfigure(themeFor(settings.get("theme"))) });
+    this.view.dispatch({ effects: [themeSlot.reconfigure(themeFor(settings.get("theme"))),
+      wrapSlot.reconfigure(wrapping())] });
     this.view.requestMeasure();
   }
 
   focus() {
     this.view.focus();
+  }
+
+  /** Put the cursor at the start of `line` of the shown file, in view. */
+  goTo(line) {
+    const { doc } = this.view.state;
+    const at = doc.line(Math.min(Math.max(line, 1), doc.lines));
+    this.view.dispatch({ selection: EditorSelection.cursor(at.from + /^\s*/.exec(at.text)[0].length),
+      effects: EditorView.scrollIntoView(at.from, { y: "center" }) });
+    this.view.focus();
+  }
+
+  /** Mark a run's error lines in `doc` ([{line, message}]; [] clears). */
+  markErrors(doc, marks) {
+    doc.dispatch({ effects: setErrorMarks.of(marks) });
   }
 }
 

@@ -1,7 +1,8 @@
 // The IDE page (/ide for students, /teacher with the class tools): makes the
 // pieces and wires them together. Each piece owns its job: workspace.js the
 // open files, autosave.js saving, conflicts.js conflicts, run.js running,
-// connection.js the link to the server, shortcuts.js the keyboard.
+// run-errors.js where a run's error is, connection.js the link to the
+// server, shortcuts.js the keyboard, layout.js the panes.
 import { $, clear, toast } from "./dom.js";
 import { get, meWhenReachable } from "./api.js";
 import { Saver, STATUS_TEXT } from "./autosave.js";
@@ -15,6 +16,8 @@ import { FileTree } from "./files.js";
 import { Console } from "./console.js";
 import { RunSocket } from "./run-socket.js";
 import { RunControl } from "./run.js";
+import { RunErrors } from "./run-errors.js";
+import { Layout } from "./layout.js";
 import { ConnectionBanner, SessionWatch } from "./connection.js";
 import { installShortcuts, isShortcut } from "./shortcuts.js";
 import { settings, settingsDialog } from "./settings.js";
@@ -32,6 +35,8 @@ const teacherView = document.body.dataset.view === "teacher" && staff;
 if (document.body.dataset.view === "teacher" && !staff) location.replace("/ide");
 
 // -- files and editing --------------------------------------------------------
+
+const layout = new Layout();
 
 const tabs = new Tabs($("#tabs"));
 const saver = new Saver(user.username);
@@ -69,10 +74,20 @@ const saveStatus = new SaveStatus({ onConflict: (doc) => conflicts.resolve(doc) 
 
 // -- running ------------------------------------------------------------------
 
-const output = new Console({ terminalEl: $("#terminal"), plotsEl: $("#plots"), stateEl: $("#run-state"), passKeys: isShortcut });
+const runErrors = new RunErrors({ workspace, editor, username: user.username });
+const output = new Console({ terminalEl: $("#terminal"), plotsEl: $("#plots"), stateEl: $("#run-state"), passKeys: isShortcut,
+  username: user.username, openFrame: (path, line) => runErrors.open(path, line) });
 const socket = new RunSocket();
 const runControl = new RunControl({ socket, output, saver, current: () => tabs.current });
-runControl.addEventListener("ended", () => home.load()); // a program may have written files
+// What the student types next goes to the code again, once a run is over or refused.
+const backToEditor = () => { if (tabs.current) editor.focus(); };
+runControl.addEventListener("starting", () => runErrors.clear());
+runControl.addEventListener("ended", (e) => {
+  home.load(); // a program may have written files
+  runErrors.show(e.detail.stderr);
+  backToEditor();
+});
+runControl.addEventListener("refused", backToEditor);
 new ConnectionBanner(socket, saver);
 new SessionWatch(socket);
 
@@ -107,7 +122,11 @@ installShortcuts({
   stop: () => runControl.stop(),
   save: saveNow,
   help: helpDialog,
-  files: () => home.focus(),
+  files: () => {
+    if (settings.get("filesHidden")) layout.toggleFiles();
+    home.focus();
+  },
+  toggleFiles: () => layout.toggleFiles(),
   editor: () => editor.focus(),
   console: () => output.focus(),
   nextTab: () => selectNext(1),

@@ -73,7 +73,10 @@ form.addEventListener("submit", async (e) => {
   }
 });
 
-// Already signed in: straight on.
-me().then((user) => {
-  if (user) location.replace(destination(user));
-}).catch(() => {});
+// Already signed in: straight on. Asked only when a session cookie came with
+// the page (the server says so), so a visit without one logs no 401.
+if (document.body.dataset.session) {
+  me().then((user) => {
+    if (user) location.replace(destination(user));
+  }).catch(() => {});
+}

@@ -1,14 +1,19 @@
 // Run and Stop, and the one place that knows whether a program runs: the
 // console only shows, the socket only carries. Run saves the file first and
 // refuses to start what is not saved; the console's keystrokes reach the
-// program only while it runs.
+// program only while it runs. It keeps the end of the run's stderr, for the
+// page to mark where an error happened.
 import { $, toast } from "./dom.js";
 import { STATUS_TEXT } from "./autosave.js";
 
+const STDERR_KEPT = 64 * 1024; // of the end of a run's stderr: where its traceback is
+
 export class RunControl extends EventTarget {
   /**
-   * current(): the doc shown in the editor, or null. events: "ended" when the
-   * server says a run ended (the program may have written files).
+   * current(): the doc shown in the editor, or null. events: "starting"
+   * (detail: the doc about to run); "ended" when the server says a run
+   * ended (the program may have written files; detail: {stderr}, its end);
+   * "refused" when a run could not start.
    */
   constructor({ socket, output, saver, current }) {
     super();
@@ -17,6 +22,7 @@ export class RunControl extends EventTarget {
     this.saver = saver;
     this.current = current;
     this.state = "idle"; // idle | saving (the file, before asking) | running (asked for, queued or running)
+    this.stderr = "";
     this.runButton = $("#run");
     this.stopButton = $("#stop");
     this.runButton.addEventListener("click", () => this.run());
@@ -30,6 +36,7 @@ export class RunControl extends EventTarget {
       if (!this.running) return;
       output.lost();
       this.setState("idle");
+      this.dispatchEvent(new CustomEvent("ended", { detail: { stderr: "" } }));
     });
   }
 
@@ -49,7 +56,7 @@ export class RunControl extends EventTarget {
     const runnable = doc && doc.area === "home" && /\.pyw?$/i.test(doc.path);
     this.runButton.disabled = busy || !runnable;
     this.runButton.title = !doc ? "Open a file to run it" : doc.area !== "home"
-      ? "Only your own files can be run: copy it to My files first" : "Run the current file (F5 or Ctrl+Enter)";
+      ? "Only your own files can be run: copy it to My files first" : "Run the current file (Ctrl+Enter)";
     this.stopButton.disabled = !this.running;
     document.body.classList.toggle("running", busy);
   }
@@ -62,18 +69,21 @@ export class RunControl extends EventTarget {
       return;
     }
     this.setState("saving");
+    this.dispatchEvent(new CustomEvent("starting", { detail: doc }));
     let next = "idle";
     try {
       const saved = await this.saver.flush(doc);
       this.output.starting(doc.path);
       if (!saved) {
         const why = doc.status === "conflict" ? "resolve the conflict first" : doc.message || STATUS_TEXT[doc.status];
-        this.notRun(`Not run: the file could not be saved (${why}).`, "Not run: the file is not saved.");
+        this.notRun(`Not run: the file could not be saved (${why.replace(/[.\s]+$/, "")}).`,
+          "Not run: the file is not saved.");
       } else if (!this.socket.open) {
         this.notRun("Not connected to the server: reconnecting… Press Run again in a moment.", "Not connected.",
           "\x1b[33m");
         this.socket.connectNow();
       } else {
+        this.stderr = "";
         this.socket.send({ type: "run", path: doc.path, ...this.output.size() });
         next = "running";
       }
@@ -85,6 +95,7 @@ export class RunControl extends EventTarget {
   notRun(note, state, color = "\x1b[31m") {
     this.output.note(note, color);
     this.output.setState("error", state);
+    this.dispatchEvent(new Event("refused"));
   }
 
   stop() {
@@ -95,9 +106,10 @@ export class RunControl extends EventTarget {
     // A keystroke or resize sent just as the program ended: nothing to say.
     if (msg.type === "error" && msg.error === "not_running") return;
     this.output.message(msg);
+    if (msg.type === "output" && msg.stream === "stderr") this.stderr = (this.stderr + msg.data).slice(-STDERR_KEPT);
     if (msg.type === "exit" || msg.type === "error") {
       this.setState("idle");
-      this.dispatchEvent(new Event("ended"));
+      this.dispatchEvent(new CustomEvent("ended", { detail: { stderr: msg.type === "exit" ? this.stderr : "" } }));
     }
   }
 

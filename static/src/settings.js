@@ -3,7 +3,9 @@ import { h } from "./dom.js";
 import { openDialog } from "./dialog.js";
 
 const KEY = "pyc.settings";
-const DEFAULTS = { theme: "light", fontSize: 15, screenReader: false };
+// Also the panes' sizes (layout.js) and whether long lines wrap (editor.js).
+const DEFAULTS = { theme: "light", fontSize: 15, screenReader: false, wrap: false,
+  filesWidth: 230, consoleWidth: 440, filesHidden: false };
 export const FONT_SIZES = [12, 13, 14, 15, 16, 18, 20, 22, 24];
 
 class Settings extends EventTarget {
@@ -64,11 +66,14 @@ export function settingsDialog() {
   size.addEventListener("change", () => settings.set("fontSize", Number(size.value)));
   const reader = h("input", { type: "checkbox", id: "setting-screen-reader", checked: settings.get("screenReader") });
   reader.addEventListener("change", () => settings.set("screenReader", reader.checked));
+  const wrap = h("input", { type: "checkbox", id: "setting-wrap", checked: settings.get("wrap") });
+  wrap.addEventListener("change", () => settings.set("wrap", wrap.checked));
   return openDialog({
     title: "Settings",
     body: h("div", { class: "form" },
       h("label", {}, "Theme", theme),
       h("label", {}, "Code font size", size),
+      h("label", { class: "check" }, wrap, "Wrap long lines in the editor"),
       h("label", { class: "check" }, reader, "Screen reader mode for the console"),
       h("p", { class: "hint" }, "Settings are remembered in this browser.")),
     buttons: [{ label: "Done", value: true, kind: "primary" }],

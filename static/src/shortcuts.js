@@ -9,6 +9,7 @@ const KEYS = {
   save: (e, mod) => mod && !e.altKey && e.key.toLowerCase() === "s",
   help: (e) => e.key === "F1" || (e.key === "?" && !typingTarget(e.target)),
   files: (e) => e.altKey && e.key === "1",
+  toggleFiles: (e, mod) => mod && !e.shiftKey && !e.altKey && e.key.toLowerCase() === "b",
   editor: (e) => e.altKey && e.key === "2",
   console: (e) => e.altKey && e.key === "3",
   nextTab: (e) => e.altKey && e.key === "PageDown",

@@ -1,0 +1,1 @@
+"""Editing help: completions, signatures and diagnostics while typing."""

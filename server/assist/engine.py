@@ -1,0 +1,250 @@
+"""What an assist process does: completions, signatures and descriptions
+(jedi) and diagnostics (pyflakes) on a student's text and copies of the
+modules it imports. It runs only in an assist process (worker.py), never
+in a server worker: both are CPU work of unbounded appetite.
+
+Nothing here executes a student's code. jedi parses Python source; the
+only modules it imports are compiled ones of the sandbox interpreter's own
+library (`load_unsafe_extensions=False`), in a subprocess of that
+interpreter, so it knows the numpy and matplotlib the programs will use.
+It never sees a student's home: the service reads the modules through the
+store (no links followed, nothing that blocks) and they are written here
+into a folder of this process's own (`Projects`); `sys.path` changes in
+the text are ignored, so no import reaches outside it.
+
+Positions are a 1-based line and a 0-based column counted in characters
+(code points), as jedi counts them; lines are split on "\\n" only.
+"""
+import os
+import re
+import shutil
+from collections import OrderedDict
+
+import jedi
+import jedi.inference.sys_path
+import pyflakes.api
+import pyflakes.messages
+
+MAX_COMPLETIONS = 400
+EXACT_TYPES = 40  # completions whose exact type is worked out (see complete)
+MAX_SIGNATURES = 3
+DOC_CHARS = 2000
+PROJECTS_KEPT = 64  # students' module folders this process keeps (least recently used go)
+MODULE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.pyw?")
+WORD_BEFORE = re.compile(r"\w*$")
+# Only mistakes that stop a program are underlined while typing: an unused
+# import is not a mistake while the rest is still being written.
+UNDEFINED = (pyflakes.messages.UndefinedName, pyflakes.messages.UndefinedLocal, pyflakes.messages.UndefinedExport)
+# Warm-up: the libraries a class uses, so that the first student does not wait for their parsing.
+WARM = ("import random\nrandom.", "import math\nmath.", "import numpy as np\nnp.", "import matplotlib.pyplot as plt\nplt.",
+        "pri")
+
+
+def _no_sys_path_changes(module_context):
+    return []
+
+
+# jedi follows `sys.path.append(...)` in the text it reads; that would let a
+# student's text name any folder for jedi to read modules from.
+jedi.inference.sys_path.check_sys_path_modifications = _no_sys_path_changes
+
+
+class BadRequest(ValueError):
+    """A request this process cannot answer as asked (the service checks first)."""
+
+
+class Projects:
+    """Folders holding copies of students' modules, one per project key (a
+    student's folder), written only when their text changed; the least
+    recently used go beyond PROJECTS_KEPT."""
+
+    def __init__(self, root):
+        self.root = root
+        self.known = OrderedDict()  # key -> {file name: text}
+
+    def folder(self, key, files):
+        if not re.fullmatch(r"[0-9a-f]{8,64}", key):
+            raise BadRequest("bad project key")
+        path = os.path.join(self.root, key)
+        had = self.known.pop(key, None)
+        if had is None:
+            shutil.rmtree(path, ignore_errors=True)
+            os.mkdir(path, 0o700)
+            had = {}
+        for name in set(had) - set(files):
+            os.unlink(os.path.join(path, name))
+        for name, text in files.items():
+            if not MODULE_FILE.fullmatch(name):
+                raise BadRequest(f"bad module name {name!r}")
+            if had.get(name) != text:
+                with open(os.path.join(path, name), "w", encoding="utf-8", errors="surrogatepass") as f:
+                    f.write(text)
+        self.known[key] = dict(files)
+        while len(self.known) > PROJECTS_KEPT:
+            old, _ = self.known.popitem(last=False)
+            shutil.rmtree(os.path.join(self.root, old), ignore_errors=True)
+        return path
+
+
+class Engine:
+    def __init__(self, python, root):
+        self.python = python
+        self.environment = jedi.create_environment(python, safe=False)
+        self.base_path = [p for p in self.environment.get_sys_path() if p]
+        self.projects = Projects(root)
+        self.scratch = os.path.join(root, "scratch")
+        os.makedirs(self.scratch, mode=0o700, exist_ok=True)
+
+    def warm(self):
+        """Parse and infer what a class uses first (numpy and matplotlib take seconds cold)."""
+        for text in WARM:
+            lines = text.split("\n")
+            self.handle({"op": "complete", "source": text, "path": "warm.py", "project": "0" * 16, "files": {},
+                         "line": len(lines), "column": len(lines[-1])})
+
+    def handle(self, request):
+        op = request.get("op")
+        if op == "check":
+            return check(request["source"])
+        if op not in ("complete", "signatures", "describe"):
+            raise BadRequest(f"unknown op {op!r}")
+        script, line, column = self._script(request)
+        if op == "complete":
+            return complete(script, line, column)
+        if op == "signatures":
+            return signatures(script, line, column)
+        return describe(self, request, line, column)
+
+    def _script(self, request, source=None):
+        name = request["path"]
+        if not MODULE_FILE.fullmatch(name):
+            raise BadRequest(f"bad file name {name!r}")
+        folder = self.projects.folder(request["project"], request["files"])
+        project = jedi.Project(folder, environment_path=self.python, sys_path=[folder, *self.base_path],
+                               smart_sys_path=False, load_unsafe_extensions=False)
+        source = request["source"] if source is None else source
+        script = jedi.Script(source, path=os.path.join(folder, name), project=project,
+                             environment=self.environment)
+        line, column = request["line"], request["column"]
+        lines = source.split("\n")
+        if not (isinstance(line, int) and isinstance(column, int)
+                and 1 <= line <= len(lines) and 0 <= column <= len(lines[line - 1])):
+            raise BadRequest("position outside the text")
+        return script, line, column
+
+
+def complete(script, line, column):
+    found = [c for c in script.complete(line, column)[:MAX_COMPLETIONS]
+             # file names inside strings: the project folder is ours, not the student's
+             if c._name.api_type != "path"]
+    # A name's exact type may need the inference of what it was imported
+    # from: seconds for numpy's hundreds of names. Short lists get it; long
+    # ones what the name itself says (nothing, for an imported name).
+    exact = len(found) <= EXACT_TYPES
+    items = [{"name": c.name, "type": c.type if exact else _plain_type(c)} for c in found]
+    return {"completions": items, "prefix": found[0].get_completion_prefix_length() if found else 0}
+
+
+def _plain_type(completion):
+    name = completion._name  # jedi's own name object: its type without inference
+    definition = name.tree_name.get_definition() if name.tree_name is not None else None
+    if definition is not None and definition.type in ("import_from", "import_name"):
+        return ""
+    return name.api_type
+
+
+def signatures(script, line, column):
+    out = []
+    for sig in script.get_signatures(line, column)[:MAX_SIGNATURES]:
+        label = sig.to_string()
+        out.append({"label": label, "params": _param_spans(label, [p.to_string() for p in sig.params]),
+                    "index": sig.index, "doc": _doc_at(script, *sig.bracket_start)})
+    return {"signatures": out}
+
+
+def _param_spans(label, params):
+    """[start, end] of each parameter's text in the label (code points)."""
+    spans, at = [], label.find("(") + 1
+    for text in params:
+        start = label.find(text, at)
+        if start < 0:
+            break
+        spans.append([start, start + len(text)])
+        at = start + len(text)
+    return spans
+
+
+def _doc_at(script, line, column):
+    """The docstring of what the name ending at (line, column) is: from the
+    library's source where there is one (the type stubs have none)."""
+    try:
+        found = script.infer(line, column, prefer_stubs=False) or script.infer(line, column)
+    except Exception:  # jedi on unfinished code: no documentation is an answer
+        return ""
+    for name in found:
+        doc = name.docstring(raw=True).strip()
+        if doc:
+            return doc[:DOC_CHARS]
+    return ""
+
+
+def describe(engine, request, line, column):
+    """The signature and documentation of the completion `name` at the cursor."""
+    name = request.get("name")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise BadRequest("name must be an identifier")
+    lines = request["source"].split("\n")
+    text = lines[line - 1]
+    start = column - len(WORD_BEFORE.search(text[:column]).group())
+    lines[line - 1] = text[:start] + name + text[column:]
+    end = start + len(name)
+    script, _, _ = engine._script(dict(request, column=end), "\n".join(lines))
+    signature = ""
+    for found in script.infer(line, end, prefer_stubs=True):  # the stubs' signatures have types
+        sigs = found.get_signatures()
+        if sigs:
+            signature = sigs[0].to_string()
+            break
+    return {"name": name, "signature": signature, "doc": _doc_at(script, line, end)}
+
+
+class _Collected:
+    """A pyflakes reporter that keeps the mistakes as diagnostics."""
+
+    def __init__(self, lines):
+        self.lines = lines
+        self.found = []
+
+    def _add(self, line, start, end, message):
+        line = min(max(line or 1, 1), len(self.lines))
+        width = len(self.lines[line - 1])
+        start = min(max(start, 0), width)
+        if start == width and start > 0 and end <= start + 1:
+            start -= 1  # at the end of the line: mark its last character
+        self.found.append({"line": line, "column": start, "end_column": min(max(end, start), width),
+                           "severity": "error", "message": message})
+
+    def syntaxError(self, filename, msg, lineno, offset, text):  # noqa: N802 - pyflakes' names
+        column = (offset or 1) - 1  # 1-based, in characters
+        self._add(lineno, column, column + 1, msg[:1].upper() + msg[1:])
+
+    def unexpectedError(self, filename, msg):  # noqa: N802
+        self._add(1, 0, 0, str(msg))
+
+    def flake(self, message):
+        if not isinstance(message, UNDEFINED):
+            return
+        line = min(max(message.lineno, 1), len(self.lines))
+        # pyflakes counts columns in UTF-8 bytes (the ast's col_offset).
+        head = self.lines[line - 1].encode("utf-8", "surrogatepass")[:message.col]
+        start = len(head.decode("utf-8", "ignore"))
+        name = str(message.message_args[0])
+        text = message.message % message.message_args
+        self._add(line, start, start + len(name), text[:1].upper() + text[1:])
+
+
+def check(source):
+    lines = source.split("\n")
+    found = _Collected(lines)
+    pyflakes.api.check(source, "<editor>", found)
+    return {"diagnostics": found.found[:200]}

@@ -1,1 +1,0 @@
-import{a,b,c}from"./chunk.PYMWSYTL.js";import"./chunk.NTLZW2UQ.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.UFMSP73G.js";import"./chunk.DSV4UYKH.js";export{b as Editor,a as commonExtensions,c as viewer};
