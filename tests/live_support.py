@@ -1,10 +1,7 @@
 """What the live class tests share: a class of a test's own, a student's
 user record as the hooks take it, and the run manager's hooks called from
-the test's own process as another worker of the server would (the lead
-wires them into the run manager)."""
-import asyncio
+the test's own process as another worker of the server would."""
 import contextlib
-import threading
 import time
 
 import asyncpg
@@ -46,29 +43,3 @@ async def another_worker(server, name="test-worker"):
     finally:
         await activity.close()
         await pool.close()
-
-
-class WorkerThread:
-    """another_worker() on an event loop of its own thread, for tests that
-    drive a browser synchronously: `hooks.call("run_started", user)`."""
-
-    def __init__(self, server):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.context = another_worker(server)
-        self.activity = self._wait(self.context.__aenter__())
-
-    def _wait(self, coroutine, timeout=30):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def call(self, hook, *args):
-        return self._wait(getattr(self.activity, hook)(*args))
-
-    def close(self):
-        try:
-            self._wait(self.context.__aexit__(None, None, None))
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()

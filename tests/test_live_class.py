@@ -1,9 +1,8 @@
 """The live class view (issue 13, item 6): a teacher's /ws/class/<id> is
 told who is online, running, stuck on an error, and when each student
 last saved, whichever worker (or instance) it happened on, through
-PostgreSQL. The run manager's hooks are called here from the test's own
-process, as another worker would: the lead wires them into the run
-manager (see teaching/service.py)."""
+PostgreSQL. Real runs over /ws/run call the hooks in the run manager; some
+tests call the hooks from the test's own process, as another worker would."""
 import asyncio
 import contextlib
 import json
@@ -15,9 +14,11 @@ import pytest
 
 from server import notify
 from server.teaching import live
-from tests.conftest import People
+from loadtest.run_client import RunClient
+from tests.conftest import RUN_LIMITS, People, _shared
 from tests.helpers import sql
 from tests.live_support import a_class, another_worker, user_of
+from tests.runs_support import save
 from loadtest.harness import ADMIN_PASSWORD
 
 TIMEOUT = 10  # seconds: only catches a hang
@@ -48,79 +49,91 @@ async def until(ws, wanted, timeout=TIMEOUT):
                 return student
 
 
-def test_a_teacher_sees_online_running_errors_and_saves_live(server2):
-    people = People(server2)
+@pytest.fixture
+def runs_server2(shared_servers):
+    """A shared 2-worker server that runs programs (the run tests' limits)."""
+    yield from _shared(shared_servers, processes=2, SANDBOX="local", **RUN_LIMITS)
+
+
+async def on_both_workers(server, teacher, number, stack):
+    """The teacher's live sockets until each worker holds one: {pid: socket},
+    each past its first snapshot."""
+    sockets = {}
+    for _ in range(40):
+        ws, pid = await stack.enter_async_context(watching(server, teacher, number))
+        if pid in sockets:
+            await ws.close()
+            continue
+        first = json.loads((await ws.receive(timeout=TIMEOUT)).data)
+        assert first["type"] == "snapshot"
+        sockets[pid] = ws
+        if len(sockets) == 2:
+            return sockets
+    raise AssertionError("the sockets never reached both workers")
+
+
+async def all_see(sockets, wanted):
+    """Every socket shows a student as `wanted` says: what the last one saw."""
+    return [await until(ws, wanted) for ws in sockets.values()][-1]
+
+
+def test_a_students_real_runs_reach_the_teacher_on_either_worker(runs_server2):
+    """A student runs programs over the real /ws/run: the run manager's
+    hooks tell the teacher's sockets on both workers (so across workers)
+    that she is online, running, how each run ended and the error line of
+    its traceback; then that she left. Saves show too; an outsider never."""
+    server = runs_server2
+    people = People(server)
     teacher, ada, bob = people.teacher("mrs-t"), people.student("ada"), people.student("bob")
     outsider = people.student("out")
-    number = a_class(server2, teacher, ada, bob)
-    ada_user = user_of(server2, ada.username)
+    number = a_class(server, teacher, ada, bob)
+
+    def me(s):
+        return s["username"] == ada.username
+
+    save(ada, "oops.py", "name = input()\nprint(name, 1 / 0)\n")
+    save(ada, "loop.py", "while True:\n    pass\n")
 
     async def story():
-        async with watching(server2, teacher, number) as (ws, _), another_worker(server2) as worker:
-            first = json.loads((await ws.receive(timeout=TIMEOUT)).data)
-            assert first["type"] == "snapshot"
-            assert [(s["username"], s["online"], s["running"], s["last_run"]) for s in first["students"]] == [
-                (ada.username, False, False, None), (bob.username, False, False, None)]
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = await on_both_workers(server, teacher, number, stack)
+            rc = await stack.enter_async_context(RunClient(server.url, ada.http.cookies.get_dict()))
+            await all_see(sockets, lambda s: me(s) and s["online"] and not s["running"])
 
-            await worker.student_online(ada_user, True)
-            await until(ws, lambda s: s["username"] == ada.username and s["online"])
-            await worker.run_started(ada_user)
-            running = await until(ws, lambda s: s["username"] == ada.username and s["running"])
-            assert running["run_started_at"]
-            await worker.run_ended(ada_user, {"type": "exit", "reason": "error", "code": 1},
-                                   "NameError: name 'x' is not defined")
-            ended = await until(ws, lambda s: s["username"] == ada.username and s["last_run"])
+            await rc.send(type="run", path="oops.py")
+            await rc.until("started")
+            running = await all_see(sockets, lambda s: me(s) and s["running"])
+            assert running["run_started_at"] and running["last_run"] is None
+            await rc.send(type="stdin", data="ada\r")
+            assert (await rc.until("exit"))["reason"] == "error"
+            assert "ZeroDivisionError" in rc.output("stderr")
+            ended = await all_see(sockets, lambda s: me(s) and s["last_run"])
             assert not ended["running"] and ended["online"]
-            assert ended["last_run"]["outcome"] == "error"
-            assert ended["last_run"]["error"] == "NameError: name 'x' is not defined"
+            assert ended["last_run"]["outcome"] == "error" and ended["last_run"]["reason"] == "error"
+            assert ended["last_run"]["error"] == "ZeroDivisionError: division by zero"
+
+            assert (await rc.run("loop.py"))["reason"] == "cpu_limit"
+            limited = await all_see(sockets, lambda s: me(s) and (s["last_run"] or {}).get("outcome") == "limit")
+            assert limited["last_run"]["error"] is None and not limited["running"]
 
             # A save, on whichever worker it lands.
             assert bob.request("PUT", "/api/files/home/a.py", data=b"x = 1\n").status_code == 200
-            saved = await until(ws, lambda s: s["username"] == bob.username and s["last_save_at"])
+            saved = await all_see(sockets, lambda s: s["username"] == bob.username and s["last_save_at"])
             assert not saved["online"]
             # Someone outside the class is never sent.
             assert outsider.request("PUT", "/api/files/home/a.py", data=b"x = 1\n").status_code == 200
 
-            await worker.run_started(ada_user)
-            await until(ws, lambda s: s["username"] == ada.username and s["running"])
-            await worker.run_ended(ada_user, {"type": "exit", "reason": "cpu_limit"})
-            limited = await until(ws, lambda s: s["username"] == ada.username and not s["running"])
-            assert limited["last_run"]["outcome"] == "limit" and limited["last_run"]["error"] is None
-            await worker.student_online(ada_user, False)
-            gone = await until(ws, lambda s: s["username"] == ada.username and not s["online"])
+            await rc.close()
+            gone = await all_see(sockets, lambda s: me(s) and not s["online"])
             assert gone["last_run"]["reason"] == "cpu_limit"
-            with pytest.raises(asyncio.TimeoutError):
-                await until(ws, lambda s: s["username"] == outsider.username, timeout=1)
+            for ws in sockets.values():
+                with pytest.raises(asyncio.TimeoutError):
+                    await until(ws, lambda s: s["username"] == outsider.username, timeout=1)
 
     asyncio.run(story())
     # The HTTP roster says the same.
     roster = {s["username"]: s for s in teacher.get(f"/api/roster?class={number}").json()["students"]}
     assert roster[ada.username]["last_run"]["outcome"] == "limit" and roster[bob.username]["last_save_at"]
-
-
-def test_every_worker_pushes_to_its_own_teachers(server2):
-    """Teachers' sockets on both workers of the server hear of a change
-    made elsewhere (here: the test's process, as a third worker)."""
-    people = People(server2)
-    teachers = [people.teacher("t") for _ in range(2)]
-    ada = people.student("ada")
-    number = a_class(server2, *teachers, ada)
-
-    async def story():
-        async with contextlib.AsyncExitStack() as stack:
-            sockets = {}
-            for attempt in range(40):  # new connections until both workers hold one
-                ws, pid = await stack.enter_async_context(watching(server2, teachers[attempt % 2], number))
-                sockets.setdefault(pid, ws)
-                if len(sockets) == 2:
-                    break
-            assert set(sockets) == set(server2.pids)
-            worker = await stack.enter_async_context(another_worker(server2))
-            await worker.student_online(user_of(server2, ada.username), True)
-            for ws in sockets.values():
-                await until(ws, lambda s: s["username"] == ada.username and s["online"])
-
-    asyncio.run(story())
 
 
 def test_only_a_teacher_of_the_class_may_watch_it(server):
