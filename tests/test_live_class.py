@@ -9,10 +9,13 @@ import json
 import time
 
 import aiohttp
+import asyncpg
 import psycopg2
 import pytest
 
-from server import notify
+from server import config, db, notify
+from server.accounts import sessions
+from server.teaching.classes import Classes
 from server.teaching import live
 from loadtest.run_client import RunClient
 from tests.conftest import RUN_LIMITS, People, _shared
@@ -288,6 +291,45 @@ def test_the_view_listens_again_after_its_database_connection_is_cut(server):
                 msg = json.loads((await ws.receive(timeout=max(0.1, deadline - time.monotonic()))).data)
                 if msg["type"] == "update" and any(s["last_save_at"] for s in msg["students"]):
                     return
+
+    asyncio.run(story())
+
+
+def test_a_gap_in_the_notifications_sends_every_socket_its_class_again(server):
+    """When the listening connection is lost, whatever was announced
+    meanwhile is lost with it: the view (here without its periodic resync)
+    sends each socket its whole class again, showing a save made while the
+    connection was down."""
+    people = People(server)
+    teacher, ada = people.teacher("mrs-t"), people.student("ada")
+    number = a_class(server, teacher, ada)
+    dsn = server.env["DATABASE_URL"]
+    teacher_user = user_of(server, teacher.username)
+
+    async def story():
+        pool = db.Pool(await asyncpg.create_pool(dsn, min_size=1, max_size=2), acquire_timeout=5, size=2)
+        listener = notify.Listener(dsn)
+        view = live.LiveView(pool, config.load({}), Classes(pool), listener)  # never start()ed: no resync
+        await listener.start()
+        sent, closed = asyncio.Queue(), []
+        try:
+            async with pool.transaction() as conn:
+                token, _ = await sessions.create(conn, teacher_user["id"], 600, "127.0.0.1")
+            await view.watch(teacher_user, sessions.token_hash(token), number, sent.put,
+                             lambda *a: closed.append(a))
+            first = await asyncio.wait_for(sent.get(), TIMEOUT)
+            assert first["type"] == "snapshot" and first["students"][0]["last_save_at"] is None
+            sql(dsn, "SELECT pg_terminate_backend(%s)", listener._conn.get_server_pid())
+            sql(dsn, "UPDATE users SET last_save_at = now() WHERE username = %s", ada.username)
+            while True:
+                message = await asyncio.wait_for(sent.get(), TIMEOUT)
+                if message["type"] == "snapshot" and message["students"][0]["last_save_at"]:
+                    break
+            assert listener.connects >= 2 and closed == []
+        finally:
+            await view.close()
+            await listener.close()
+            await pool.close()
 
     asyncio.run(story())
 
