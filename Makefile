@@ -1,23 +1,41 @@
 # The two set-up commands of the README: `make start` and `make test`.
-# Each creates the virtualenv from the pinned requirements when needed.
+# `make start` installs what the server needs (requirements.txt) and says
+# what it is doing at each step; `make test` adds the test tools
+# (requirements-test.txt: pytest, Playwright, moto, ...) to the same virtualenv.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: start test system-deps
+.PHONY: start test server-deps system-deps
 
-$(VENV)/.installed: requirements.txt requirements-test.txt loadtest/requirements.txt
+$(PY):
+	@echo "==> Making the virtualenv $(VENV)/ (once)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-test.txt
-	touch $@
+
+$(VENV)/.installed-runtime: requirements.txt | $(PY)
+	@echo "==> Installing the server's packages (requirements.txt); pip shows each one as it comes"
+	$(PIP) -r requirements.txt
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-runtime requirements-test.txt loadtest/requirements.txt
+	@echo "==> Installing the test tools (requirements-test.txt); pip shows each one as it comes"
+	$(PIP) -r requirements-test.txt
+	@touch $@
+
+server-deps:
+	@echo "==> Checking the system packages the server needs (scripts/install-system-deps server)"
+	@scripts/install-system-deps server
 
 system-deps:
+	@echo "==> Checking the system packages the server and the tests need (scripts/install-system-deps)"
 	@scripts/install-system-deps
 
 # The IDE on the embedded defaults: data in ./data, a private PostgreSQL,
 # demo accounts printed at first start.
-start: system-deps $(VENV)/.installed
+start: server-deps $(VENV)/.installed-runtime
+	@echo "==> Starting the server (the first start also makes its PostgreSQL database under ./data)"
 	DEMO=$${DEMO:-1} $(PY) -m server
 
-test: system-deps $(VENV)/.installed
+test: system-deps $(VENV)/.installed-test
 	$(PY) -m pytest

@@ -13,7 +13,8 @@ from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, Up
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, TeacherPage
 from .runs.handlers import RunSocket
-from .teaching.handlers import PushHandler, RosterHandler
+from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassSocket, PushHandler,
+                                RosterHandler)
 from .web import NotFoundHandler, WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
@@ -41,12 +42,16 @@ ROUTES = [
     (rf"/api/trash/{AREA}", TrashHandler),
     (r"/api/roster", RosterHandler),
     (r"/api/course/push", PushHandler),
+    (r"/api/classes", ClassesHandler),
+    (r"/api/classes/([0-9]{1,18})", ClassHandler),
+    (r"/api/classes/([0-9]{1,18})/members", ClassMembersHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/active", UserActiveHandler),
     (rf"/api/assist/{ASSIST_OP}", AssistHandler),
     (r"/ws/run", RunSocket),
+    (r"/ws/class/([0-9]{1,18})", ClassSocket),
 ]
 ROUTE_OF = {route[1]: route[0] for route in ROUTES}
 

@@ -150,7 +150,7 @@ async def cmd_import_users(accounts, args):
             os.unlink(args.passwords_out)
         raise
     for r in report:
-        note = f" ({r.role})" if r.created else ""
+        note = f" ({r.role}{', class ' + r.class_name if r.class_name else ''})" if r.created else ""
         if r.password and not out:
             note += f"  password: {r.password}"
         print(f"line {r.line}: {r.username:<20} {'created' if r.created else 'skipped: already exists'}{note}")
@@ -158,8 +158,8 @@ async def cmd_import_users(accounts, args):
     if out:
         with out:
             writer = csv.writer(out)
-            writer.writerow(["username", "display_name", "password"])
-            writer.writerows((r.username, r.name, r.password) for r in generated)
+            writer.writerow(["username", "display_name", "class", "password"])  # as the admin page's download
+            writer.writerows((r.username, r.name, r.class_name or "", r.password) for r in generated)
         print(f"{len(generated)} generated password(s) written to {args.passwords_out}")
     created = sum(r.created for r in report)
     print(f"created {created}, skipped {len(report) - created}, invalid 0")

@@ -26,6 +26,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
 from .runs.admission import Admission
+from .teaching.classes import Classes
 from .teaching.service import Teaching
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,9 @@ async def open_database(ctx, dsn):
     ctx.notify = notify.Listener(dsn)
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
     ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
-    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg)
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg)
+    classes = Classes(ctx.pool)
+    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg, classes)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
     # Its own connection, without the request paths' timeouts: migrating (or
@@ -171,6 +173,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
         loop.add_signal_handler(sig, stop.set)
     housekeeping = asyncio.create_task(periodic(ctx))
     flushing = asyncio.create_task(flusher(ctx))
+    ctx.teaching.start()
     on_ready()
     await stop.wait()
     housekeeping.cancel()
@@ -188,6 +191,7 @@ async def drain(ctx, server):
     # before its socket closes and no student stays locked out; then the
     # ready sandboxes go, while the sandbox engine and the database are there.
     await ctx.runs.shutdown()
+    await ctx.teaching.close()  # after the runs: their ends are recorded
     deadline = time.monotonic() + ctx.cfg.SHUTDOWN_TIMEOUT
     while ctx.inflight > 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.02)

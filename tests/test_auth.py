@@ -227,7 +227,7 @@ def test_status_is_for_admins_only(server, people):
     assert sorted(status["worker_pids"]) == sorted(server.pids)
     assert status["processes"] == len(server.pids)
     assert status["mode"] == ("single process" if len(server.pids) == 1 else "multi-process")
-    assert status["counts"]["users"] >= 2
+    assert status["counts"]["accounts"] >= 2
     assert status["settings"]["COOKIE_SECRET"] == "********"
     assert status["sandbox"] in ("local", "docker", "process")
     assert status["runs"] == {"active_runs": 0, "queued_runs": 0, "connected_ides": 0}

@@ -224,7 +224,7 @@ def test_teacher_reads_a_student_file_and_pushes_a_starter(start_server, new_pag
     expect(push.locator(".push-report")).to_contain_text("Copied to 2 of 2 students")
     shot(teacher, "10-teacher-push-report")
     push.get_by_role("button", name="Send again").click()
-    expect(push.locator(".push-report")).to_contain_text("2 skipped")
+    expect(push.locator(".push-report")).to_contain_text("2 already had this version")
     push.get_by_role("button", name="Close").first.click()
 
     # The student sees it (after a refresh of the tree) and can open it.
@@ -271,7 +271,7 @@ def test_admin_creates_a_user_who_can_sign_in(start_server, new_page):
     shot(admin, "12-admin-import")
 
     admin.get_by_role("tab", name="Server status").click()
-    expect(admin.locator("#status .cards")).to_contain_text("single process")
+    expect(admin.locator("#status .cards")).to_contain_text("One process")
     shot(admin, "13-admin-status")
 
     carol = new_page(server)

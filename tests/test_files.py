@@ -248,7 +248,7 @@ def test_teacher_roster_and_push_never_overwrite_students_work(start_server):
     report = r.json()
     assert sorted(report["copied"][bob.username]) == ["week2/data.txt", "week2/start.py"]
     assert report["copied"][ada.username] == ["week2/data.txt"]
-    assert report["skipped"][ada.username] == [{"path": "week2/start.py", "reason": "conflict"}]
+    assert report["skipped"][ada.username] == [{"path": "week2/start.py", "reason": "changed"}]
     assert ada.get("/api/files/home/week2/start.py").json()["content"] == "ada already began\n"
     r = teacher.post("/api/course/push", json={"path": "week2/start.py", "students": ["nobody"]})
     assert r.status_code == 400 and r.json()["error"] == "unknown_students"

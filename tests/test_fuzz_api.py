@@ -8,6 +8,7 @@ admin to ONE real server. Every answer is below 500 and JSON; a refusal is
 Examples are derandomized (the same ones every run) and bounded in number,
 so the module takes seconds; raise FUZZ_EXAMPLES to search longer.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -132,8 +133,10 @@ class World:
         return r
 
 
-@pytest.fixture(scope="module")
-def world(postgres_url):
+@contextlib.contextmanager
+def fuzzed_server(postgres_url, world_class=World):
+    """A server of its own with sam and vic (students) and tess (teacher),
+    and a `world_class` on it."""
     data_dir = tempfile.mkdtemp(prefix="pyclassroom-test-fuzz-")
     os.chmod(data_dir, 0o755)
     with new_database(postgres_url) as dsn:
@@ -144,17 +147,23 @@ def world(postgres_url):
         try:
             for username, role in (("sam", "student"), ("vic", "student"), ("tess", "teacher")):
                 create_user(dsn, username, f"{username}-password", role=role)
-            w = World(server, dsn, os.path.join(data_dir, "storage"))
-            student, teacher = w.clients["student"], w.clients["teacher"]
-            for path, text_ in (("mine.py", "print(1)\n"), ("lesson1/a.py", "a = 1\n")):
-                assert student.request("PUT", "/api/files/home/" + path, data=text_.encode()).status_code == 200
-            assert teacher.request("PUT", "/api/files/course/starter.py", data=b"# start\n").status_code == 200
+            w = world_class(server, dsn, os.path.join(data_dir, "storage"))
             yield w
             w.db.close()
         finally:
             server.stop()
             print(f"--- server output ---\n{server.output()}")
     shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def world(postgres_url):
+    with fuzzed_server(postgres_url) as w:
+        student, teacher = w.clients["student"], w.clients["teacher"]
+        for path, text_ in (("mine.py", "print(1)\n"), ("lesson1/a.py", "a = 1\n")):
+            assert student.request("PUT", "/api/files/home/" + path, data=text_.encode()).status_code == 200
+        assert teacher.request("PUT", "/api/files/course/starter.py", data=b"# start\n").status_code == 200
+        yield w
 
 
 # -- the endpoints ------------------------------------------------------------

@@ -1,15 +1,17 @@
-"""A class list: the CSV format a class's accounts are imported from, read
-into rows each checked against the account rules (rules.py). Pure
-functions, for the admin API and `python -m server.manage` alike."""
+"""A class list: the CSV format a class's accounts are imported from
+(username, display_name, role[, password[, class]]), read into rows each
+checked against the account rules (rules.py). Pure functions, for the
+admin API and `python -m server.manage` alike."""
 import csv
 import io
 from collections import namedtuple
 
 from . import rules
 
-HEADER = ["username", "display_name", "role", "password"]
-# One data row of an import file; password None = generate one, problem None = valid.
-Row = namedtuple("Row", "line username name role password problem")
+HEADER = ["username", "display_name", "role", "password", "class"]
+# One data row of an import file; password None = generate one, class_name
+# None = in no class (the default one), problem None = valid.
+Row = namedtuple("Row", "line username name role password problem class_name", defaults=(None,))
 
 
 def parse_csv(text):
@@ -37,16 +39,21 @@ def parse_rows(reader):
         name = cells[1].strip() if len(cells) > 1 else ""
         role = cells[2].strip().lower() if len(cells) > 2 else ""
         password = cells[3].strip() if len(cells) > 3 else ""
+        class_name = cells[4].strip() if len(cells) > 4 else ""
         problems = []
-        if not 3 <= len(cells) <= 4:
-            problems.append(f"expected 3 or 4 columns ({', '.join(HEADER)}), found {len(cells)}")
+        if not 3 <= len(cells) <= 5:
+            problems.append(f"expected 3 to 5 columns ({', '.join(HEADER)}), found {len(cells)}")
         else:
             problems += rules.new_account_problems(username, name, role, password or None)
+            if class_name:
+                problems.append(rules.class_name_problem(class_name))
+                if role == "admin":
+                    problems.append("an admin is in no class (admins reach every class)")
         if username in first_line:
             problems.append(f"username {username!r} is also on line {first_line[username]}")
         first_line.setdefault(username, line)
         problem = "; ".join(p for p in problems if p) or None
-        rows.append(Row(line, username, name, role, password or None, problem))
+        rows.append(Row(line, username, name, role, password or None, problem, class_name or None))
     return rows
 
 

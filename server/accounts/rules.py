@@ -11,6 +11,7 @@ ROLES = ("student", "teacher", "admin")
 MIN_PASSWORD = 8
 MAX_PASSWORD = 256  # bounds the work one request can ask of the hasher
 MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
+MAX_CLASS_NAME = 100  # as the classes table's CHECK constraint
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
@@ -37,16 +38,26 @@ def password_problem(password):
 
 
 def display_name_problem(name):
-    if not name:
-        return "the display name is empty"
-    if len(name) > MAX_DISPLAY_NAME:
-        return f"the display name must have at most {MAX_DISPLAY_NAME} characters"
+    return name_problem(name, "the display name", MAX_DISPLAY_NAME)
+
+
+def class_name_problem(name):
+    return name_problem(name, "the class name", MAX_CLASS_NAME)
+
+
+def name_problem(name, what, max_len):
+    """Why `name` cannot be a name shown to people (`what`: 'the display
+    name'), or None."""
+    if not isinstance(name, str) or not name:
+        return f"{what} is empty"
+    if len(name) > max_len:
+        return f"{what} must have at most {max_len} characters"
     for ch in name:
         # Control characters (NUL cannot even be stored), line breaks and the
         # bidi controls that make a name read as another; joiners stay, as
         # some scripts need them.
         if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in BIDI_CONTROLS:
-            return f"the display name may not contain the character U+{ord(ch):04X}"
+            return f"{what} may not contain the character U+{ord(ch):04X}"
     return None
 
 

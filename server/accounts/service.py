@@ -7,7 +7,6 @@ Password hashes are made and checked in the bounded `hasher` executor,
 never on the IOLoop; every change is written to the audit log in the same
 transaction as the change itself.
 """
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -15,7 +14,9 @@ from .. import db
 from ..config import Config
 from ..errors import Refused
 from ..executor import BoundedExecutor
+from ..teaching import classes
 from . import class_list, passwords, rules, sessions, throttle
+from .audit import audit
 
 DEMO_ACCOUNTS = [
     ("teacher", "Demo Teacher", "teacher"),
@@ -36,17 +37,13 @@ class Imported:
     role: str
     created: bool
     password: str = None  # generated (shown once, never stored); None if given in the file or skipped
+    class_name: str = None  # the class the row named
 
 
 def _public(row):
     return {"username": row["username"], "display_name": row["display_name"], "role": row["role"],
             "active": row["active"], "created_at": row["created_at"].isoformat(),
             "last_save_at": row["last_save_at"].isoformat() if row["last_save_at"] else None}
-
-
-async def audit(conn, actor, action, subject="", **detail):
-    await conn.execute("INSERT INTO audit_log (actor, action, subject, detail) VALUES ($1, $2, $3, $4)",
-                       actor, action, subject, json.dumps(detail))
 
 
 class Accounts:
@@ -160,10 +157,11 @@ class Accounts:
         return _public(row), password
 
     async def import_rows(self, actor: str, rows: list[class_list.Row], source: str = "import") -> list[Imported]:
-        """Create the accounts of a class list (class_list.Row). Every row is
+        """Create the accounts of a class list (class_list.Row), each in the
+        class its row names (made if it does not exist yet). Every row is
         checked first: if one is invalid nothing is created and the refusal
-        lists the bad rows. Existing usernames are skipped. Returns an
-        Imported per row."""
+        lists the bad rows. Existing usernames are skipped (and left in
+        their classes). Returns an Imported per row."""
         if not rows:
             raise Refused(400, "empty_import", "The file has no account rows.")
         invalid = [{"line": r.line, "username": r.username, "problem": r.problem} for r in rows if r.problem]
@@ -179,17 +177,22 @@ class Accounts:
             hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
             # ON CONFLICT: an account made since the check above is skipped too.
-            created = {rec["username"] for rec in await conn.fetch(
+            created = {rec["username"]: rec["id"] for rec in await conn.fetch(
                 """INSERT INTO users (username, display_name, role, password_hash)
                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-                   ON CONFLICT (username) DO NOTHING RETURNING username""",
+                   ON CONFLICT (username) DO NOTHING RETURNING username, id""",
                 [r.username for r in new], [r.name for r in new], [r.role for r in new],
                 [hashes[r.username] for r in new])}
+            members = {}
             for r in new:
                 if r.username in created:
                     await audit(conn, actor, "create_user", r.username, role=r.role, source=source)
+                    if r.class_name:
+                        members.setdefault(r.class_name, []).append(created[r.username])
+            await classes.join_by_name(conn, actor, members)
         return [Imported(r.line, r.username, r.name, r.role, r.username in created,
-                         plain[r.username] if r.username in created and r.password is None else None)
+                         plain[r.username] if r.username in created and r.password is None else None,
+                         r.class_name)
                 for r in rows]
 
     async def import_csv(self, actor: str, text: str) -> dict:
@@ -197,8 +200,8 @@ class Accounts:
         report = await self.import_rows(actor, class_list.parse_csv(text))
         rows = []
         for r in report:
-            entry = {"line": r.line, "username": r.username,
-                     "outcome": "created" if r.created else "skipped: already exists"}
+            entry = {"line": r.line, "username": r.username, "display_name": r.name, "role": r.role,
+                     "class": r.class_name, "outcome": "created" if r.created else "skipped: already exists"}
             if r.password:
                 entry["password"] = r.password
             rows.append(entry)

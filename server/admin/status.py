@@ -1,6 +1,7 @@
-"""What /api/status says: the process mode and workers, versions, counts,
-running programs, request latency, the sandbox's defences and the
-settings in force (secrets masked)."""
+"""What /api/status says: the process mode and workers, versions, counts
+of people (accounts, signed in, online in the IDE) and classes, running
+programs, request latency, the sandbox's defences and the settings in
+force (secrets masked). The admin page says each in words and units."""
 import platform
 import time
 
@@ -8,13 +9,20 @@ import asyncpg
 import tornado
 
 from .. import __version__, metrics
+from ..teaching.activity import STALE_SECONDS
 
 
 async def status(ctx):
+    # People: accounts (and how many are deactivated), who is signed in
+    # (a live session), who has the IDE open now (a fresh presence row).
     counts = await ctx.pool.fetchrow(
-        """SELECT (SELECT count(*) FROM users) AS users,
-                  (SELECT count(*) FROM users WHERE active) AS active_users,
-                  (SELECT count(*) FROM live_sessions) AS sessions""")
+        """SELECT (SELECT count(*) FROM users) AS accounts,
+                  (SELECT count(*) FROM users WHERE NOT active) AS deactivated,
+                  (SELECT count(DISTINCT user_id) FROM live_sessions) AS signed_in,
+                  (SELECT count(*) FROM live_sessions) AS sessions,
+                  (SELECT count(DISTINCT user_id) FROM presence
+                   WHERE heartbeat_at > now() - $1 * interval '1 second') AS online,
+                  (SELECT count(*) FROM classes) AS classes""", float(STALE_SECONDS))
     # Both read files (the instance's worker list, the metrics of every worker).
     workers = await ctx.file_threads.run(ctx.instance.read_workers)
     live = await ctx.file_threads.run(metrics.snapshot)

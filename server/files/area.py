@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Area:
-    key: str          # 'home/ada' or 'course'
+    key: str          # 'home/ada', 'course' or 'class/3'
     parts: tuple      # folders below STORAGE_ROOT
     quota: bool       # homes have quotas; the course area does not
 
@@ -14,7 +14,13 @@ class Area:
 
     @staticmethod
     def course():
+        """The course folder of the default class (all there was before classes)."""
         return Area("course", ("course",), False)
+
+    @staticmethod
+    def of_class(class_id):
+        """The course folder of any other class."""
+        return Area(f"class/{class_id}", ("classes", str(class_id)), False)
 
     @property
     def slug(self):

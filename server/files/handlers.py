@@ -1,6 +1,7 @@
 """HTTP endpoints of files: parse, authorize and call the files service
 (service.py), which runs the store's blocking work in the file threads;
-answer. Areas in URLs: `home`, `course`, `user/<username>` (service.py).
+answer. Areas in URLs: `home`, `course`, `class/<id>`, `user/<username>`
+(service.py).
 """
 import logging
 from urllib.parse import quote
@@ -13,7 +14,7 @@ from .store import TEXT_LIMIT, as_text
 
 log = logging.getLogger(__name__)
 
-AREA = r"(home|course|user/[^/]+)"
+AREA = r"(home|course|class/[^/]+|user/[^/]+)"
 
 
 class FilesBase(ApiHandler):

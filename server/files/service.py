@@ -5,9 +5,12 @@ The store (store.py) knows nothing of users or roles; this knows who may
 reach what:
 
     home            one's own home: read and write
-    course          everyone reads; teachers and admins write
-    user/<name>     a student's home, read-only, for teachers and admins
-                    (an admin may also read a teacher's or admin's home)
+    course          the default class's course folder; class/<id>, another
+                    class's: its students read, its teachers and admins
+                    write (teaching/classes.py)
+    user/<name>     a student's home, read-only, for the teachers of their
+                    classes and admins (an admin may also read a teacher's
+                    or admin's home)
 
 Handlers, the run service and the teaching service call it; each call runs
 in the file executor, in one of the places its user has there (gate.py),
@@ -16,7 +19,7 @@ so no student can fill the threads the class shares.
 import errno
 import logging
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import metrics
 from ..accounts import rules
@@ -30,17 +33,22 @@ from . import gate, paths
 from .area import Area
 from .store import Store
 
+if TYPE_CHECKING:
+    from ..teaching.classes import Classes
+
 log = logging.getLogger(__name__)
 
 STAFF = ("teacher", "admin")
 
 
 class Files:
-    def __init__(self, store: Store, threads: BoundedExecutor, pool: Pool, cfg: Config):
+    def __init__(self, store: Store, threads: BoundedExecutor, pool: Pool, cfg: Config, classes: "Classes"):
         self.store = store
         self.threads = threads  # the file executor (executor.BoundedExecutor)
         self.pool = pool
         self.cfg = cfg
+        self.classes = classes  # who is in which class (teaching/classes.py)
+        self._areas_made = set()  # keys of the course areas known to have their folder
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
 
     async def run(self, username: str, op: str, fn: Callable, *args):
@@ -66,10 +74,12 @@ class Files:
         read it (or write it, with `write`)."""
         if spec == "home":
             return Area.home(user["username"])
-        if spec == "course":
-            if write and user["role"] not in STAFF:
-                raise Refused(403, "read_only", "The course folder is read-only for students.")
-            return Area.course()
+        if spec == "course" or spec.startswith("class/"):
+            area = await self.classes.area(user, spec, write)
+            if area.key not in self._areas_made:  # a class's folder is made at its first use
+                await self.run(user["username"], "area", self.store.ensure_area, area)
+                self._areas_made.add(area.key)
+            return area
         owner = spec[len("user/"):]
         if user["role"] not in STAFF:
             raise Refused(403, "forbidden", "You can only open your own files.")
@@ -77,9 +87,11 @@ class Files:
             raise Refused(403, "read_only", "Students' folders are read-only for teachers.")
         if rules.username_problem(owner):  # "bob\0" and the like: no such user, and no query
             raise Refused(404, "no_such_user", "There is no student with that username.")
-        role = await self.pool.fetchval("SELECT role FROM users WHERE username = $1", owner)
-        if role is None or (role != "student" and user["role"] != "admin"):
+        allowed = await self.classes.may_read_home(user, owner)
+        if allowed is None:
             raise Refused(404, "no_such_user", "There is no student with that username.")
+        if not allowed:
+            raise Refused(403, "not_your_student", "This student is not in a class you teach.")
         return Area.home(owner)
 
     async def saved(self, area: Area) -> None:

@@ -4,7 +4,8 @@ Layout (all on the shared file system, so every worker and instance sees
 the same thing):
 
     STORAGE_ROOT/home/<username>/     each user's files (mode 0700)
-    STORAGE_ROOT/course/              teachers write, students read
+    STORAGE_ROOT/course/              the default class's course folder: its teachers write, students read
+    STORAGE_ROOT/classes/<id>/        each other class's course folder
     STORAGE_ROOT/.system/history/     earlier versions, per area and file (history.py)
     STORAGE_ROOT/.system/trash/       what each delete removed (trash.py)
     STORAGE_ROOT/.system/usage/       each area's usage record (quota.py)
@@ -59,7 +60,7 @@ WELCOME = '''# Welcome to PyClassroom!
 name = input("What is your name? ")
 print(f"Hello, {name}!")
 '''
-_SYSTEM = ("home", "course", ".system/history", ".system/locks", ".system/usage", ".system/trash",
+_SYSTEM = ("home", "course", "classes", ".system/history", ".system/locks", ".system/usage", ".system/trash",
            ".system/welcomed")
 
 
@@ -176,6 +177,11 @@ class Store:
                 return True
             except FileExistsError:
                 return False
+
+    def ensure_area(self, area):
+        """Make the area's own folder if it is missing (a new class's).
+        mkdir is atomic: no lock (nor its file) is needed."""
+        return self._make_area_root(area)
 
     def _make_folder(self, area, parts):
         """An fd of the folder `parts`, made (with its parents) if missing."""

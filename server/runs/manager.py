@@ -33,6 +33,7 @@ from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
 from ..files.store import Area
+from ..teaching.activity import error_line
 from . import runlock
 from .admission import QueueFull
 from .protocol import BadFrame, read_frame
@@ -126,6 +127,7 @@ class RunManager:
         conn = Connection(student, token_hash, send, close)
         student.connections.append(conn)
         metrics.SOCKETS.inc()
+        self._tell_teaching("student_online", user, True)
         self._warm_up(student)
         return conn
 
@@ -147,6 +149,7 @@ class RunManager:
         if conn in student.connections:
             student.connections.remove(conn)
             metrics.SOCKETS.dec()
+            self._tell_teaching("student_online", student.user, False)
         if replaced:
             return
         if not student.connections and not any(j.conn.student is student for j in self.jobs):
@@ -180,6 +183,9 @@ class RunManager:
         finally:
             self.jobs.discard(job)
             job.conn.job = None
+        if job.run is not None:  # the program started: the teacher's view hears how it ended
+            ended = message if message and message.get("type") == "exit" else {"type": "exit", "reason": "sandbox_lost"}
+            self._tell_teaching("run_ended", job.conn.student.user, ended, error_line(job.run.stderr_tail))
         if message:
             await job.conn.send(message)
         if job.run is not None:
@@ -228,6 +234,7 @@ class RunManager:
         job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area))
         job.sandboxed.runs_left -= 1
         metrics.RUNS_ACTIVE.inc()
+        self._tell_teaching("run_started", user)
         if conn.closed.is_set():
             job.run.stop("killed")
         await conn.send({"type": "started", "run_id": job.run.id})
@@ -434,6 +441,16 @@ class RunManager:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=5)
 
+    def _tell_teaching(self, hook, *args):
+        """The live class view's hook `hook` (teaching/service.py): it only
+        notes the event for a batched write, so it is not awaited here; a
+        failure is logged and never reaches the run or the socket."""
+        teaching = getattr(self.ctx, "teaching", None)
+        if teaching is None:
+            return
+        task = asyncio.ensure_future(getattr(teaching, hook)(*args))
+        task.add_done_callback(_log_hook_failure)
+
     def _track(self, coroutine):
         """Run it as a task the worker waits for when it shuts down, so no run
         lock or sandbox is left behind when the database pool closes."""
@@ -460,6 +477,11 @@ async def ready(sandbox, timeout=READY_TIMEOUT):
         return False
     sandbox.on_ready()
     return True
+
+
+def _log_hook_failure(task):
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a live class view hook failed", exc_info=task.exception())
 
 
 async def _discard(sandbox):

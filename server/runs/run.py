@@ -32,6 +32,7 @@ CHECK_SECONDS = 0.25
 DISK_CHECK_SECONDS = 3.0
 DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
+STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
 
 MESSAGES = {
     "ok": "finished",
@@ -61,6 +62,7 @@ class Run:
         self.status = None  # the launcher's exit frame
         self.reusable = False  # the launcher reported the end itself and serves the next run
         self.output_bytes = 0
+        self.stderr_tail = ""  # the end of what the program wrote to stderr (STDERR_TAIL)
         self.last_activity = time.monotonic()
         self._images = ImageParser()
         self._pending = []  # [(stream, text)]
@@ -199,6 +201,8 @@ class Run:
         if text:
             self._pending.append((stream, text))
             self._pending_size += len(text)
+            if stream == "stderr":
+                self.stderr_tail = (self.stderr_tail + text[-STDERR_TAIL:])[-STDERR_TAIL:]
 
     async def _flush(self):
         async with self._send_lock:

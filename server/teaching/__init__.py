@@ -1,1 +1,1 @@
-"""What teachers do with the class: the roster, handing out starter files."""
+"""What teachers do with their classes: classes, the live roster, handing out starter files."""

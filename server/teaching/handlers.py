@@ -1,25 +1,144 @@
-"""HTTP endpoints of teaching: the roster, pushing starter files."""
+"""HTTP and WebSocket endpoints of teaching: classes and their members, the
+roster, pushing starter files, and the live class view (/ws/class/<id>)."""
+import logging
+
+from tornado import websocket
+
+from ..accounts import sessions
+from ..errors import Refused
 from ..files import paths
-from ..web import ApiError, ApiHandler
+from ..sockets import refuse, send_json
+from ..web import ApiError, ApiHandler, user_for_session
+from .classes import MAX_MEMBERS_CHANGE
+
+log = logging.getLogger(__name__)
+
+
+def class_id(text):
+    """A class id from a URL, or 400."""
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise ApiError(400, "bad_class", "class must be a class's number.")
+    return int(text)
+
+
+class ClassesHandler(ApiHandler):
+    """GET the classes one teaches or is in (an admin: all); POST {"name"}
+    (admins) makes a class."""
+
+    async def get(self):
+        user = await self.require_user()
+        self.finish_json({"classes": await self.ctx.teaching.classes.visible(user)})
+
+    async def post(self):
+        admin = await self.require_user("admin")
+        name = self.field(self.json_body(), "name", str, max_len=1000)
+        self.finish_json({"class": await self.ctx.teaching.create_class(admin["username"], name)}, 201)
+
+
+class ClassHandler(ApiHandler):
+    """POST {"name"} (admins): rename a class."""
+
+    async def post(self, number):
+        admin = await self.require_user("admin")
+        name = self.field(self.json_body(), "name", str, max_len=1000)
+        await self.ctx.teaching.classes.rename(admin["username"], class_id(number), name)
+        self.finish_json({"id": class_id(number), "name": name.strip()})
+
+
+class ClassMembersHandler(ApiHandler):
+    """GET a class's teachers and students; POST {"add": [usernames],
+    "remove": [usernames]} (admins) changes them."""
+
+    async def get(self, number):
+        await self.require_user("admin")
+        self.finish_json({"members": await self.ctx.teaching.classes.members(class_id(number))})
+
+    async def post(self, number):
+        admin = await self.require_user("admin")
+        body = self.json_body()
+        add, remove = (self.usernames(body, name) for name in ("add", "remove"))
+        self.finish_json(await self.ctx.teaching.classes.change_members(admin["username"], class_id(number),
+                                                                        add, remove))
+
+    def usernames(self, body, name):
+        found = self.field(body, name, list, required=False, default=[])
+        if len(found) > MAX_MEMBERS_CHANGE or not all(isinstance(u, str) and len(u) <= 64 for u in found):
+            raise ApiError(400, "wrong_type", f"The field '{name}' must be a list of usernames.")
+        return found
 
 
 class RosterHandler(ApiHandler):
-    """GET the class: every student, their last save and their home's usage."""
+    """GET ?class=<id> (default: the default class): its students, live."""
 
     async def get(self):
-        await self.require_user("teacher", "admin")
-        self.finish_json({"students": await self.ctx.teaching.roster()})
+        teacher = await self.require_user("teacher", "admin")
+        self.finish_json(await self.ctx.teaching.roster(teacher, class_id(self.get_argument("class", None))))
 
 
 class PushHandler(ApiHandler):
-    """POST {"path": in course/, "students": [...] (default: all active)}:
-    copy a starter file or folder into students' homes, never overwriting."""
+    """POST {"path": in the course folder, "area": "course" or "class/<id>"
+    (default "course"), "students": [...] (default: the class's active
+    students)}: copy a starter file or folder into their homes; copies
+    they have not changed are updated, the others left."""
 
     async def post(self):
         teacher = await self.require_user("teacher", "admin")
         body = self.json_body()
         source = paths.parse(self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES), allow_root=False)
+        spec = self.field(body, "area", str, max_len=40, required=False, default="course")
         chosen = self.field(body, "students", list, required=False)
         if chosen is not None and not all(isinstance(u, str) for u in chosen):
             raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
-        self.finish_json(await self.ctx.teaching.push(teacher, source, chosen))
+        self.finish_json(await self.ctx.teaching.push(teacher, spec, source, chosen))
+
+
+class ClassSocket(websocket.WebSocketHandler):
+    """/ws/class/<id>: the live view of a class, for its teachers and admins.
+    The server sends `snapshot` (every student) and `update` (those that
+    changed) messages; the client sends nothing."""
+
+    @property
+    def live(self):
+        return self.application.settings["ctx"].teaching.live
+
+    async def prepare(self):
+        """Refuse the upgrade with a JSON 4xx (a 503 while the database
+        cannot tell) unless a teacher of the class asks."""
+        self.watcher, self.gone = None, False
+        try:
+            if self.request.headers.get("Upgrade", "").lower() != "websocket":
+                raise ApiError(400, "not_a_websocket", "Open the live class view with a WebSocket.")
+            self.user, problem, token = await user_for_session(self)
+            if self.user is None:
+                raise Refused(401, problem, "Log in first.")
+            found = await self.application.settings["ctx"].teaching.classes.teaching(
+                self.user, class_id(self.path_args[0]))
+        except (Refused, ApiError) as e:
+            return refuse(self, e)
+        self.class_id, self.token_hash = found["id"], sessions.token_hash(token)
+
+    async def open(self, _number):
+        self.set_nodelay(True)
+        try:
+            watcher = await self.live.watch(self.user, self.token_hash, self.class_id, self.send, self.close)
+        except Exception as e:
+            if not isinstance(e, Refused):
+                log.exception("could not open the live view of class %s", self.class_id)
+            return self.close(1011, "The class cannot be shown now; trying again.")
+        if self.gone:
+            self.live.unwatch(watcher)
+        else:
+            self.watcher = watcher
+
+    def on_close(self):
+        self.gone = True
+        if self.watcher is not None:
+            self.live.unwatch(self.watcher)
+
+    def on_message(self, message):
+        pass  # nothing to say: the view only listens
+
+    async def send(self, message):
+        await send_json(self, message)

@@ -1,46 +1,98 @@
-"""The class as teachers see it: the roster (who, when each last saved,
-whether their home is over its quota) and handing out starter files from
-course/ into students' homes. Knows nothing of HTTP."""
+"""The class as teachers see it: classes (classes.py), the live roster
+(roster.py, live.py), handing out starter files from a class's course
+folder (push.py), and the hooks the run manager calls so the live view
+knows who is online and running (activity.py). Knows nothing of HTTP."""
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
 from ..files.service import Files
+from . import classes as classes_, roster
+from .activity import Activity
+from .classes import Classes
+from .live import LiveView
 from .push import copy_into_homes
 
 
 class Teaching:
-    def __init__(self, pool: Pool, files: Files, cfg: Config):
+    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None):
         self.pool = pool
         self.files = files  # the files service
         self.cfg = cfg
+        self.classes = classes
+        self.activity = Activity(pool)
+        self.live = LiveView(pool, cfg, classes, listener)
 
-    async def roster(self) -> list[dict]:
-        """Every student: last save, and what their home held after their last run."""
-        cfg = self.cfg
-        rows = await self.pool.fetch(
-            """SELECT username, display_name, active, last_save_at, disk_bytes, disk_files FROM users
-               WHERE role = 'student' ORDER BY username""")
-        return [{"username": r["username"], "display_name": r["display_name"], "active": r["active"],
-                 "last_save_at": r["last_save_at"].isoformat() if r["last_save_at"] else None,
-                 "disk_bytes": r["disk_bytes"], "disk_files": r["disk_files"],
-                 "over_quota": (r["disk_bytes"] or 0) > cfg.QUOTA_BYTES or (r["disk_files"] or 0) > cfg.QUOTA_FILES}
-                for r in rows]
+    def start(self) -> None:
+        """The worker's background work: writing activity, the live view's resyncs."""
+        self.activity.start()
+        self.live.start()
 
-    async def push(self, teacher: dict, source: tuple[str, ...], chosen: list[str] | None = None) -> dict:
-        """Copy the course/ file or folder `source` (path parts) into the homes
-        of the active students `chosen` (default: all), never overwriting: the
-        report of what was copied, skipped and failed, per student."""
-        rows = await self.pool.fetch("SELECT username FROM users WHERE role = 'student' AND active")
-        everyone = [r["username"] for r in rows]
+    async def close(self) -> None:
+        await self.live.close()
+        await self.activity.close()
+
+    # -- hooks for the run manager (cheap, never raise, never wait for the database) --
+
+    async def student_online(self, user: dict, online: bool) -> None:
+        """An IDE socket (/ws/run) of `user` opened (True) or closed (False) here."""
+        await self.activity.student_online(user, online)
+
+    async def run_started(self, user: dict) -> None:
+        await self.activity.run_started(user)
+
+    async def run_ended(self, user: dict, exit_message: dict, first_error_line: str | None = None) -> None:
+        """`exit_message`: the run's `exit` message; `first_error_line`: the
+        line of stderr that names the error (e.g. "NameError: ..."), if any:
+        `activity.error_line(the end of its stderr)` finds it."""
+        await self.activity.run_ended(user, exit_message, first_error_line)
+
+    # -- the roster and pushes ------------------------------------------------------
+
+    async def roster(self, teacher: dict, class_id: int | None = None) -> dict:
+        """A class's students (None: the default class), live: online,
+        running, their last run, last save, over quota."""
+        found = await self.classes.teaching(teacher, class_id)
+        students = await roster.students(self.pool, self.cfg, [found["id"]])
+        return {"class": {"id": found["id"], "name": found["name"], "default": found["is_default"]},
+                "students": [s for _, s in students]}
+
+    async def create_class(self, actor: str, name: str) -> dict:
+        made = await self.classes.create(actor, name)
+        area = classes_.area_of(made["id"], False)
+        await self.files.run(actor, "area", self.files.store.ensure_area, area)
+        return made
+
+    async def push(self, teacher: dict, spec: str, source: tuple[str, ...], chosen: list[str] | None = None) -> dict:
+        """Push the file or folder `source` (path parts) of the course
+        folder `spec` (`course`, `class/<id>`) to the active students of
+        its class, or to those `chosen` of them: the report of what was
+        copied, updated, up to date, skipped and failed, per student."""
+        found = await self.classes.teaching(teacher, classes_.class_id_of(spec))
+        area = classes_.area_of(found["id"], found["is_default"])
+        students = await self.classes.students(found["id"])
+        ids = {s["username"]: s["id"] for s in students}
         if chosen is None:
-            targets = everyone
+            targets = list(ids)
         else:
-            unknown = [u for u in chosen if u not in everyone]
+            unknown = [u for u in chosen if u not in ids]
             if unknown:
-                raise Refused(400, "unknown_students", "Not active students: " + ", ".join(unknown))
-            targets = chosen
-        copied, skipped, failed = await self.files.run(teacher["username"], "push", copy_into_homes,
-                                                       self.files.store, tuple(source), targets)
-        return {"copied": copied, "skipped": skipped, "failed": failed, "students": len(targets)}
-
-
+                raise Refused(400, "unknown_students", "Not active students of this class: " + ", ".join(unknown[:20]))
+            targets = list(dict.fromkeys(chosen))
+        path = "/".join(source)
+        rows = await self.pool.fetch(
+            """SELECT u.username, p.path, p.etag FROM pushed_files p JOIN users u ON u.id = p.user_id
+               WHERE p.user_id = ANY($1::bigint[]) AND (p.path = $2 OR left(p.path, length($2) + 1) = $2 || '/')""",
+            [ids[u] for u in targets], path)
+        as_pushed = {(r["username"], r["path"]): r["etag"] for r in rows}
+        done = await self.files.run(teacher["username"], "push", copy_into_homes,
+                                    self.files.store, area, tuple(source), targets, as_pushed)
+        if done.records:
+            # Should this fail, the copies are there all the same; pushed
+            # again, they are found up to date and recorded then.
+            await self.pool.execute(
+                """INSERT INTO pushed_files (user_id, path, etag)
+                   SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])
+                   ON CONFLICT (user_id, path) DO UPDATE SET etag = EXCLUDED.etag, pushed_at = now()""",
+                [ids[u] for u, _, _ in done.records], [p for _, p, _ in done.records],
+                [e for _, _, e in done.records])
+        return {**done.report(), "students": len(targets), "class": found["id"]}

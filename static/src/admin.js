@@ -1,9 +1,13 @@
 // The admin page: accounts (list, search, create, import, reset password,
-// deactivate) and the server's status.
-import { h, $, $$, clear, ago, debounce, toast, duration } from "./dom.js";
+// deactivate), classes (admin-classes.js) and the server's status
+// (admin-status.js). New passwords can be downloaded and printed (passwords.js).
+import { h, $, $$, clear, ago, debounce, toast } from "./dom.js";
 import { get, post, meWhenReachable, ApiError } from "./api.js";
 import { openDialog, confirmDialog, secretDialog, alertDialog } from "./dialog.js";
 import { userMenu } from "./account.js";
+import { ClassesTab } from "./admin-classes.js";
+import { showStatus } from "./admin-status.js";
+import { PasswordSheet } from "./passwords.js";
 import "./settings.js"; // applies the theme
 
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
@@ -19,7 +23,8 @@ userMenu($("#user-btn"), user, "admin");
 
 // -- tabs -----------------------------------------------------------------------
 
-const loaders = { accounts: loadAccounts, import: () => {}, status: loadStatus };
+const classesTab = new ClassesTab($("#classes"));
+const loaders = { accounts: loadAccounts, classes: () => classesTab.load(), import: () => {}, status: loadStatus };
 function showTab(name) {
   for (const tab of $$(".admin-tabs [role=tab]")) {
     const on = tab.getAttribute("aria-controls") === name;
@@ -149,7 +154,7 @@ async function setActive(u, active) {
 // -- import -----------------------------------------------------------------------
 
 const csvText = h("textarea", { id: "csv", rows: "10", spellcheck: "false",
-  placeholder: "username,display_name,role[,password]\nada,Ada Lovelace,student\nalan,Alan Turing,student" });
+  placeholder: "username,display_name,role,password,class\nada,Ada Lovelace,student,,7B\nalan,Alan Turing,student,,7B\nmrs-k,Mrs K,teacher,,7B" });
 const csvFile = h("input", { type: "file", accept: ".csv,text/csv,text/plain", id: "csv-file" });
 const importReport = h("div", { id: "import-report", class: "report-area", role: "status", "aria-live": "polite" });
 csvFile.addEventListener("change", async () => {
@@ -157,8 +162,9 @@ csvFile.addEventListener("change", async () => {
   if (file) csvText.value = await file.text();
 });
 clear($("#import"),
-  h("p", {}, "One account per line: ", h("code", {}, "username,display_name,role[,password]"),
-    ". Every row is checked first: if one is wrong, nothing is created. Usernames that exist already are skipped."),
+  h("p", {}, "One account per line: ", h("code", {}, "username,display_name,role[,password[,class]]"),
+    ". An empty password is generated; a class that does not exist yet is made. Every row is checked first: "
+    + "if one is wrong, nothing is created. Usernames that exist already are skipped (and stay in their classes)."),
   h("div", { class: "form" },
     h("label", {}, "Class list (CSV)", csvText),
     h("label", {}, "…or choose a file", csvFile),
@@ -174,14 +180,16 @@ async function importCsv() {
   clear(importReport, h("p", { class: "hint" }, "Importing… (each new password is hashed: about a second for 10 accounts)"));
   try {
     const r = await post("/api/admin/users/import", { csv: text });
-    const withPasswords = r.rows.some((row) => row.password);
+    const withPasswords = r.rows.filter((row) => row.password);
+    const classes = [...new Set(withPasswords.map((row) => row.class).filter(Boolean))];
     clear(importReport,
       h("p", { class: "ok" }, `${r.created} created, ${r.skipped} skipped.`),
-      withPasswords ? h("p", { class: "hint" }, "The generated passwords are shown only now: print or copy this table.") : null,
+      withPasswords.length ? new PasswordSheet(withPasswords, classes.join("-") || "import").el : null,
       h("table", { class: "report" },
-        h("thead", {}, h("tr", {}, ["Line", "Username", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
+        h("thead", {}, h("tr", {}, ["Line", "Username", "Class", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, r.rows.map((row) => h("tr", {}, h("td", {}, row.line), h("td", {}, row.username),
-          h("td", {}, row.outcome), h("td", {}, row.password ? h("code", {}, row.password) : "—"))))));
+          h("td", {}, row.class || "—"), h("td", {}, row.outcome), h("td", {}, row.password ? h("code", {}, row.password) : "—"))))));
+    csvText.value = "";
     loadAccounts();
   } catch (e) {
     if (e instanceof ApiError && e.body.rows) {
@@ -198,58 +206,12 @@ async function importCsv() {
 
 // -- status -------------------------------------------------------------------------
 
-const KNOWN = ["mode", "processes", "worker_pids", "answered_by", "uptime_seconds", "versions", "counts", "settings"];
-
 async function loadStatus() {
-  const el = $("#status");
-  let s;
   try {
-    s = await get("/api/status");
+    showStatus($("#status"), await get("/api/status"));
   } catch (e) {
-    clear(el, h("p", { class: "field-error" }, e.message));
-    return;
+    clear($("#status"), h("p", { class: "field-error" }, e.message));
   }
-  const cards = [
-    card("Process mode", s.mode, `${s.processes} process${s.processes === 1 ? "" : "es"}`),
-    card("Worker pids", (s.worker_pids || []).join(", ") || "—", `this answer: ${s.answered_by}`),
-    card("Up for", duration(s.uptime_seconds || 0), ""),
-    ...Object.entries(s.counts || {}).map(([k, v]) => card(words(k), v, "")),
-  ];
-  const extra = Object.entries(s).filter(([k]) => !KNOWN.includes(k));
-  for (const [k, v] of extra) {
-    if (v === null || typeof v !== "object") cards.push(card(words(k), v, ""));
-  }
-  clear(el,
-    h("div", { class: "cards" }, cards),
-    extra.filter(([, v]) => v && typeof v === "object").map(([k, v]) => section(words(k), v)),
-    section("Versions", s.versions || {}),
-    section("Settings (secrets masked)", s.settings || {}),
-    h("p", { class: "hint" }, `Updated ${new Date().toLocaleTimeString()} · refreshes every 5 s`));
-}
-
-function card(title, value, sub) {
-  return h("div", { class: "card" }, h("div", { class: "card-title" }, title),
-    h("div", { class: "card-value" }, String(value)), sub ? h("div", { class: "card-sub" }, sub) : null);
-}
-
-function section(title, obj) {
-  const rows = Array.isArray(obj) ? obj.map((v, i) => [String(i + 1), v]) : Object.entries(obj);
-  return h("section", { class: "kv" }, h("h3", {}, title),
-    h("table", { class: "kv-table" }, h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
-      h("td", {}, show(v)))))));
-}
-
-/** {"p50": 3.2, "p95": 9} -> "p50 3.2 · p95 9"; lists joined with commas. */
-function show(v) {
-  if (v === null || v === undefined) return "—";
-  if (Array.isArray(v)) return v.map(show).join(", ");
-  if (typeof v === "object") return Object.entries(v).map(([k, x]) => `${k} ${show(x)}`).join(" · ");
-  return String(v);
-}
-
-function words(key) {
-  const s = key.replace(/_/g, " ");
-  return s[0].toUpperCase() + s.slice(1);
 }
 
 // -- start -----------------------------------------------------------------------------

@@ -145,6 +145,9 @@ export function areaUrl(kind, area, path = "") {
   return `/api/${kind}/${areaPart}${encoded}`;
 }
 
+/** The course folder of a class: `course` (the default class) or `class/<id>`. */
+export const isCourse = (area) => area === "course" || area.startsWith("class/");
+
 export async function me() {
   try {
     return (await get("/api/me")).user;

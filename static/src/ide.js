@@ -4,7 +4,7 @@
 // run-errors.js where a run's error is, connection.js the link to the
 // server, shortcuts.js the keyboard, layout.js the panes.
 import { $, clear, toast } from "./dom.js";
-import { meWhenReachable } from "./api.js";
+import { get, meWhenReachable } from "./api.js";
 import { Saver, STATUS_TEXT } from "./autosave.js";
 import { Editor } from "./editor.js";
 import { Tabs } from "./tabs.js";
@@ -44,23 +44,30 @@ const editor = new Editor($("#editor"), {
   onChange: () => { if (tabs.current) saver.changed(tabs.current); },
 });
 const home = new FileTree({ area: "home", title: "My files", writable: true });
-const course = new FileTree({
-  area: "course", title: "Course", writable: staff,
+// One course folder per class (a teacher's: the classes they teach).
+const classes = (await get("/api/classes").catch(() => ({ classes: [] }))).classes;
+const courses = classes.map((c) => new FileTree({
+  area: c.area, title: classes.length > 1 ? `Course: ${c.name}` : "Course", writable: staff,
   extraItems: (entry) => [
-    staff ? { label: "Send to students…", action: () => import("./teacher.js").then((m) => m.pushDialog(entry.path)) } : null,
-    entry.kind === "file" ? { label: "Copy to my files", action: () => workspace.copyToHome("course", entry.path) } : null,
+    staff ? { label: "Send to students…", action: () => import("./teacher.js").then((m) => m.pushDialog(c.area, entry.path, classes)) } : null,
+    entry.kind === "file" ? { label: "Copy to my files", action: () => workspace.copyToHome(c.area, entry.path) } : null,
   ].filter(Boolean),
-});
-clear($("#files-panel"), home.el, course.el);
-const roster = teacherView ? (await import("./teacher.js")).classView() : null;
+}));
+clear($("#files-panel"), home.el, courses.map((tree) => tree.el));
+const roster = teacherView ? (await import("./teacher.js")).classView(classes) : null;
 
 const workspace = new Workspace({
   tabs, editor, saver, staff,
-  trees: () => [home, course, roster?.tree].filter(Boolean),
+  trees: () => [home, ...courses, roster?.tree].filter(Boolean),
 });
 workspace.follow(home);
-workspace.follow(course);
+for (const tree of courses) workspace.follow(tree);
 roster?.addEventListener("open", (e) => workspace.open(e.detail.area, e.detail.path));
+roster?.addEventListener("copy", (e) => workspace.copyToHome(e.detail.area, e.detail.path));
+// A student's file open here follows their saves.
+roster?.addEventListener("saved", (e) => {
+  for (const doc of tabs.docs) if (doc.area === `user/${e.detail.username}`) workspace.refresh(doc, false);
+});
 const tabMemory = new TabMemory(`${user.username}.${teacherView ? "teacher" : "ide"}`, workspace);
 const conflicts = new Conflicts({ saver, workspace });
 const saveStatus = new SaveStatus({ onConflict: (doc) => conflicts.resolve(doc) });
@@ -145,7 +152,7 @@ window.addEventListener("focus", () => workspace.refreshAll());
 // -- start ----------------------------------------------------------------------
 
 socket.connect();
-await Promise.all([home.load(), course.load()]);
+await Promise.all([home.load(), ...courses.map((tree) => tree.load())]);
 if (!(await tabMemory.restore(saver.keptKeys()))) {
   if (!teacherView && home.entries.some((e) => e.path === "hello.py")) await workspace.open("home", "hello.py");
   else workspace.show(null);

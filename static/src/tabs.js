@@ -2,6 +2,7 @@
 // file is saved.
 import { h, clear } from "./dom.js";
 import { icon } from "./icons.js";
+import { isCourse } from "./api.js";
 
 export class Tabs extends EventTarget {
   constructor(el) {
@@ -42,7 +43,7 @@ export class Tabs extends EventTarget {
 
   label(doc) {
     if (doc.area === "home") return doc.path;
-    if (doc.area === "course") return `course/${doc.path}`;
+    if (isCourse(doc.area)) return `course/${doc.path}`;
     return `${doc.area.slice(5)}: ${doc.path}`;
   }
 

@@ -1,116 +1,255 @@
-// The teacher's tools: the class roster with last-save times, a student's
-// files (read-only), and pushing a starter file from course/ to the class.
+// The teacher's tools: the live class view (who is online, running, stuck on
+// an error, when each last saved, pushed by the server over /ws/class), a
+// student's files (read-only, following their saves, with a copy into the
+// teacher's own files to run there), and pushing starter files from a
+// class's course folder to its students.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
+import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 
-class Roster extends EventTarget {
-  constructor(el) {
+const IDLE_MINUTES = 10;
+const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
+const FILTERS = [
+  { id: "all", label: "All", test: () => true },
+  { id: "online", label: "Online", test: (s) => s.online },
+  { id: "error", label: "Has an error now", test: (s) => !s.running && s.last_run?.outcome === "error" },
+  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`,
+    test: (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000 },
+];
+const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
+  output_limit: "printed too much", disk_limit: "filled their folder" };
+
+/** A time the server gave, as this browser's clock puts it (they may differ by `skew` ms). */
+const local = (when, skew) => new Date(Date.parse(when) - skew);
+
+/** What a student's program is doing, in words: [kind, text]. */
+function runState(s, skew) {
+  if (s.running) return ["running", `running, started ${ago(local(s.run_started_at, skew))}`];
+  const run = s.last_run;
+  if (!run) return ["none", "has not run a program"];
+  if (run.outcome === "error") return ["error", run.error ? `error: ${run.error}` : "stopped with an error"];
+  if (run.outcome === "limit") return ["limit", `stopped: ${LIMIT_WORDS[run.reason] || run.reason}`];
+  if (run.outcome === "ok") return ["ok", "last run finished"];
+  return ["stopped", "last run stopped"];
+}
+
+class ClassView extends EventTarget {
+  /**
+   * The Class panel. classes: the classes the teacher teaches (GET /api/classes).
+   * events: "open" {area, path}, "copy" {area, path}, "saved" {username}.
+   */
+  constructor(el, classes) {
     super();
     this.el = el;
-    this.students = [];
+    this.classes = classes;
+    this.socket = null;
+    this.filter = "all";
     this.chosen = null;
     this.tree = null;
+    this.rows = new Map(); // username -> its <li>
+    this.picker = h("select", { "aria-label": "Class", class: "class-pick", onchange: () => this.watch(Number(this.picker.value)) },
+      classes.map((c) => h("option", { value: String(c.id), text: c.name })));
+    this.liveState = h("span", { class: "live-state", role: "status" });
+    this.summary = h("p", { class: "class-summary", "aria-live": "polite" });
     this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
-      oninput: () => this.renderList() });
+      oninput: () => this.render() });
+    this.chips = h("div", { class: "chips", role: "group", "aria-label": "Show" },
+      FILTERS.map((f) => h("button", { type: "button", class: "chip", dataset: { filter: f.id }, "aria-pressed": String(f.id === this.filter),
+        onclick: () => { this.filter = f.id; this.render(); } }, f.label)));
     this.list = h("ul", { class: "roster", "aria-label": "Students" });
+    this.note = h("p", { class: "tree-note" });
     this.files = h("div", { class: "student-files" });
-    clear(el, h("div", { class: "roster-tools" }, this.search,
-      h("button", { class: "btn small", type: "button", onclick: () => this.load() }, "Refresh")), this.list, this.files);
+    clear(el,
+      h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
+        this.liveState),
+      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.files);
+    setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
+    if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
 
-  async load() {
-    try {
-      this.students = (await get("/api/roster")).students;
-      this.error = null;
-    } catch (e) {
-      this.error = e.message;
+  get current() {
+    return this.classes.find((c) => c.id === this.socket?.classId) || null;
+  }
+
+  /** Watch the class `id` (the last one watched, by default). */
+  watch(id = Number(localStorage.getItem("pyc.teacher.class")) || this.classes[0]?.id) {
+    if (!this.classes.some((c) => c.id === id)) id = this.classes[0]?.id;
+    if (id === undefined) return;
+    localStorage.setItem("pyc.teacher.class", String(id));
+    this.picker.value = String(id);
+    this.socket?.close();
+    for (const li of this.rows.values()) li.remove();
+    this.rows.clear();
+    this.choose(null);
+    this.socket = new ClassSocket(id);
+    this.socket.addEventListener("students", (e) => this.changed(e.detail.saved));
+    this.socket.addEventListener("state", (e) => this.showState(e.detail));
+    this.socket.connect();
+    this.render();
+  }
+
+  changed(saved) {
+    for (const username of saved) {
+      this.dispatchEvent(new CustomEvent("saved", { detail: { username } }));
+      if (username === this.chosen) this.tree?.load(); // a new file shows up in their tree
     }
-    this.renderList();
+    this.render();
   }
 
-  renderList() {
+  showState(code) {
+    const state = this.socket.state;
+    this.liveState.dataset.state = state;
+    this.liveState.textContent = { live: "Live", connecting: "Connecting…", waiting: "Reconnecting…", ended: "Stopped" }[state];
+    if (state === "ended" && code === NOT_YOUR_CLASS) {
+      alertDialog("Class view stopped", "You no longer teach this class. Reload the page to see your classes.");
+    } else if (state === "ended" && code === OTHER_TAB) {
+      this.liveState.textContent = "Stopped: open in another tab";
+    }
+  }
+
+  /** Show the students that match the search and the filter, as they are now. */
+  render() {
+    if (!this.socket) return;
+    const now = this.socket.now();
+    const students = [...this.socket.students.values()];
+    const filter = FILTERS.find((f) => f.id === this.filter);
+    for (const chip of this.chips.children) chip.setAttribute("aria-pressed", String(chip.dataset.filter === this.filter));
     const q = this.search.value.trim().toLowerCase();
-    const shown = this.students.filter((s) => !q || s.username.includes(q) || s.display_name.toLowerCase().includes(q));
-    clear(this.list,
-      this.error ? h("li", { class: "tree-note error" }, this.error) : null,
-      !this.error && !shown.length ? h("li", { class: "tree-note" }, this.students.length ? "No match." : "No students yet.") : null,
-      shown.map((s) => h("li", {},
-        h("button", {
-          type: "button", class: `student ${this.chosen === s.username ? "chosen" : ""}`,
-          "aria-pressed": String(this.chosen === s.username), dataset: { username: s.username },
-          onclick: () => this.choose(s.username),
-        },
-        h("span", { class: "student-name" }, s.display_name, s.active ? null : " (deactivated)"),
-        h("span", { class: "student-meta" }, `${s.username} · saved ${ago(s.last_save_at)}`,
-          s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " over quota") : null)))));
+    let shown = 0;
+    // Rows are kept and updated in place, so the one a keyboard is on keeps the focus.
+    for (const [username, li] of this.rows) {
+      if (!this.socket.students.has(username)) {
+        li.remove();
+        this.rows.delete(username);
+      }
+    }
+    students.sort((a, b) => a.username.localeCompare(b.username));
+    let previous = null;
+    for (const s of students) {
+      let li = this.rows.get(s.username);
+      if (!li) {
+        li = h("li", { dataset: { username: s.username } });
+        this.rows.set(s.username, li);
+        if (previous) previous.after(li);
+        else this.list.prepend(li);
+      }
+      previous = li;
+      const visible = filter.test(s, now) && (!q || s.username.includes(q) || s.display_name.toLowerCase().includes(q));
+      li.hidden = !visible;
+      shown += visible;
+      this.fill(li, s);
+    }
+    const count = (test) => students.filter((s) => test(s, now)).length;
+    this.summary.textContent = students.length
+      ? `${count((s) => s.online)} of ${students.length} online · ${count((s) => s.running)} running · `
+        + `${count(FILTERS[2].test)} with an error · ${count(FILTERS[3].test)} not saved for ${IDLE_MINUTES} min`
+      : "";
+    this.note.textContent = this.socket.state === "connecting" && !students.length ? "Loading the class…"
+      : !students.length ? "No students in this class yet." : !shown ? "No student matches." : "";
+    this.note.hidden = !this.note.textContent;
+  }
+
+  fill(li, s) {
+    const [kind, words] = runState(s, this.socket.skew);
+    const saved = s.last_save_at ? `saved ${ago(local(s.last_save_at, this.socket.skew))}` : "never saved";
+    const label = `${s.display_name}, ${s.online ? "online" : "offline"}, ${words}, ${saved}`;
+    let button = li.firstChild;
+    if (!button) {
+      button = h("button", { type: "button", class: "student", onclick: () => this.choose(s.username) });
+      li.append(button);
+    }
+    button.className = `student ${this.chosen === s.username ? "chosen" : ""}`;
+    button.dataset.username = s.username;
+    button.dataset.state = kind;
+    button.dataset.online = String(s.online);
+    button.setAttribute("aria-pressed", String(this.chosen === s.username));
+    button.setAttribute("aria-label", label);
+    clear(button,
+      h("span", { class: "student-line" },
+        h("span", { class: `presence ${s.online ? "on" : ""}`, title: s.online ? "Online: the IDE is open" : "Offline" }),
+        h("span", { class: "student-name" }, s.display_name, s.active ? null : " (deactivated)")),
+      h("span", { class: `run-line ${kind}`, title: words }, words),
+      h("span", { class: "student-meta" }, `${s.username} · ${saved}`,
+        s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
 
   choose(username) {
     this.chosen = username;
-    this.renderList();
-    this.tree = new FileTree({ area: `user/${username}`, title: `${username}'s files (read-only)`, writable: false });
+    this.render();
+    if (!username) {
+      this.tree = null;
+      clear(this.files);
+      return;
+    }
+    this.tree = new FileTree({
+      area: `user/${username}`, title: `${username}'s files (read-only)`, writable: false,
+      extraItems: (entry) => entry.kind === "file"
+        ? [{ label: "Copy to my files", action: () => this.dispatchEvent(new CustomEvent("copy", { detail: { area: `user/${username}`, path: entry.path } })) }]
+        : [],
+    });
     this.tree.addEventListener("open", (e) => this.dispatchEvent(new CustomEvent("open", { detail: e.detail })));
     clear(this.files, this.tree.el);
     this.tree.load();
   }
 }
 
-/** The teacher's sidebar: a Files tab and a Class tab (the roster, shown first). */
-export function classView() {
-  const roster = new Roster($("#class-panel"));
+/** The teacher's sidebar: a Files tab and a Class tab (the live class, shown first). */
+export function classView(classes) {
+  const view = new ClassView($("#class-panel"), classes.filter((c) => c.teachers !== undefined));
   $("#sidebar-tabs").hidden = false;
   const showPanel = (which) => {
     $("#tab-files").setAttribute("aria-selected", String(which === "files"));
     $("#tab-class").setAttribute("aria-selected", String(which === "class"));
     $("#files-panel").hidden = which !== "files";
     $("#class-panel").hidden = which !== "class";
-    if (which === "class") roster.load();
   };
   $("#tab-files").addEventListener("click", () => showPanel("files"));
   $("#tab-class").addEventListener("click", () => showPanel("class"));
   showPanel("class");
-  return roster;
+  view.watch();
+  return view;
 }
 
-/** Copy `path` of course/ into the homes of all (or chosen) students; show the report. */
-export async function pushDialog(path) {
+/** Push `path` of the course folder `area` to the class's students (all, or
+ * those picked); show what was copied, updated and left. */
+export async function pushDialog(area, path, classes) {
+  const found = classes.find((c) => c.area === area);
   let students = [];
   try {
-    students = (await get("/api/roster")).students.filter((s) => s.active);
+    students = (await get(`/api/roster?class=${found.id}`)).students.filter((s) => s.active);
   } catch (e) {
     return alertDialog("Send to students", e.message);
   }
   const everyone = h("input", { type: "radio", name: "push-who", value: "all", checked: true });
   const some = h("input", { type: "radio", name: "push-who", value: "some" });
-  const boxes = students.map((s) => h("label", { class: "check" },
-    h("input", { type: "checkbox", value: s.username }), `${s.display_name} (${s.username})`));
-  const picker = h("fieldset", { class: "push-pick", disabled: true }, h("legend", {}, "Students"), boxes);
-  for (const r of [everyone, some]) r.addEventListener("change", () => { picker.disabled = everyone.checked; });
+  const picker = new Picker(students);
+  for (const r of [everyone, some]) r.addEventListener("change", () => picker.enable(some.checked));
   const report = h("div", { class: "push-report", role: "status", "aria-live": "polite" });
   return openDialog({
-    title: `Send ${path} to students`,
+    title: `Send ${path} to ${found.name}`,
+    wide: true,
     body: h("div", { class: "form" },
-      h("p", {}, `A copy of course/${path} goes into each student's files, at the same place. `
-        + "A student who already has a file there keeps theirs: nothing is overwritten."),
-      h("label", { class: "check" }, everyone, `All active students (${students.length})`),
+      h("p", {}, `A copy of ${path} goes into each student's files, at the same place. `
+        + "A copy a student has not changed since the last send is replaced by this version; "
+        + "one they changed (or a file of their own there) is left as it is, and listed below."),
+      h("label", { class: "check" }, everyone, `All active students of ${found.name} (${students.length})`),
       h("label", { class: "check" }, some, "Only these:"),
-      picker, report),
+      picker.el, report),
     buttons: [
       { label: "Close", value: null },
       {
         label: "Send", kind: "primary", id: "push-send",
         action: async (close, button) => {
-          const body = { path };
-          if (some.checked) body.students = boxes.map((b) => b.querySelector("input")).filter((i) => i.checked).map((i) => i.value);
+          const body = { area, path };
+          if (some.checked) body.students = picker.chosen();
           if (body.students && !body.students.length) {
             clear(report, h("p", { class: "field-error" }, "Choose at least one student."));
             return;
           }
           try {
-            const r = await post("/api/course/push", body);
-            showReport(report, r);
+            showReport(report, await post("/api/course/push", body));
             button.textContent = "Send again";
           } catch (e) {
             clear(report, h("p", { class: "field-error" }, e.message));
@@ -121,15 +260,70 @@ export async function pushDialog(path) {
   });
 }
 
+/** Students to push to: a search, "select all shown", a checkbox each. */
+class Picker {
+  constructor(students) {
+    this.boxes = students.map((s) => {
+      const input = h("input", { type: "checkbox", value: s.username, onchange: () => this.count() });
+      return { s, input, label: h("label", { class: "check" }, input, `${s.display_name} (${s.username})`) };
+    });
+    this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student to send to",
+      oninput: () => this.filter() });
+    this.all = h("input", { type: "checkbox", onchange: () => this.selectShown(this.all.checked) });
+    this.counter = h("span", { class: "hint", "aria-live": "polite" });
+    this.el = h("fieldset", { class: "push-pick", disabled: true },
+      h("legend", {}, "Students"),
+      h("div", { class: "push-tools" }, this.search, h("label", { class: "check" }, this.all, "Select all shown"), this.counter),
+      h("div", { class: "push-list" }, this.boxes.map((b) => b.label)));
+    this.count();
+  }
+
+  enable(on) {
+    this.el.disabled = !on;
+    if (on) this.search.focus();
+  }
+
+  shown() {
+    return this.boxes.filter((b) => !b.label.hidden);
+  }
+
+  filter() {
+    const q = this.search.value.trim().toLowerCase();
+    for (const b of this.boxes) b.label.hidden = !!q && !b.s.username.includes(q) && !b.s.display_name.toLowerCase().includes(q);
+    this.count();
+  }
+
+  selectShown(on) {
+    for (const b of this.shown()) b.input.checked = on;
+    this.count();
+  }
+
+  chosen() {
+    return this.boxes.filter((b) => b.input.checked).map((b) => b.s.username);
+  }
+
+  count() {
+    const shown = this.shown();
+    this.all.checked = shown.length > 0 && shown.every((b) => b.input.checked);
+    this.counter.textContent = `${this.chosen().length} of ${this.boxes.length} chosen`;
+  }
+}
+
 function showReport(el, r) {
-  const copied = Object.entries(r.copied);
-  const skipped = Object.entries(r.skipped);
+  const users = (key) => Object.keys(r[key] || {});
+  const changed = (u) => (r.skipped[u] || []).filter((s) => s.reason === "changed");
+  const kept = Object.keys(r.skipped).filter((u) => changed(u).length);
+  const reason = (s) => (s.reason === "changed" ? "theirs, left as it is" : s.reason.replace(/_/g, " "));
   clear(el,
-    h("p", { class: "ok" }, `Copied to ${copied.length} of ${r.students} students; `
-      + `${skipped.length} skipped (they already had the file).`),
+    h("p", { class: "ok" }, `Copied to ${users("copied").length} of ${r.students} students; `
+      + `updated for ${users("updated").length} (they had not changed it); `
+      + `${users("up_to_date").length} already had this version; `
+      + `${kept.length} kept their own version.`),
+    Object.keys(r.failed).length ? h("p", { class: "field-error" }, `Could not write for ${Object.keys(r.failed).join(", ")}.`) : null,
     h("table", { class: "report" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Student"), h("th", {}, "Copied"), h("th", {}, "Skipped"))),
-      h("tbody", {}, [...new Set([...copied.map((c) => c[0]), ...skipped.map((s) => s[0])])].sort().map((u) =>
-        h("tr", {}, h("td", {}, u), h("td", {}, (r.copied[u] || []).join(", ") || "—"),
-          h("td", {}, (r.skipped[u] || []).map((s) => `${s.path} (${s.reason === "conflict" ? "already there" : s.reason})`).join(", ") || "—"))))));
+      h("thead", {}, h("tr", {}, ["Student", "Copied", "Updated", "Left or skipped"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, [...new Set([...users("copied"), ...users("updated"), ...users("skipped"), ...users("failed")])].sort().map((u) =>
+        h("tr", { dataset: { username: u } }, h("td", {}, u), h("td", {}, (r.copied[u] || []).join(", ") || "—"),
+          h("td", {}, (r.updated[u] || []).join(", ") || "—"),
+          h("td", {}, r.failed[u] || (r.skipped[u] || []).map((s) => `${s.path} (${reason(s)})`).join(", ") || "—"))))));
 }

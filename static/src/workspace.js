@@ -3,7 +3,7 @@
 // version saved elsewhere, and copies (into My files, or "mine" beside a
 // conflicted file). What a doc contains changes only through Doc and the Saver.
 import { h, $, clear, toast } from "./dom.js";
-import { get, request, areaUrl, ApiError } from "./api.js";
+import { get, request, areaUrl, isCourse, ApiError } from "./api.js";
 import { Doc, STATUS_TEXT } from "./autosave.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { icon } from "./icons.js";
@@ -37,7 +37,7 @@ export class Workspace extends EventTarget {
   }
 
   readOnly(area) {
-    return !(area === "home" || (area === "course" && this.staff));
+    return !(area === "home" || (isCourse(area) && this.staff));
   }
 
   tabsChanged() {
@@ -106,10 +106,12 @@ export class Workspace extends EventTarget {
       el.hidden = true;
       return;
     }
-    const whose = doc.area === "course" ? "the course folder" : `${doc.area.slice(5)}'s files`;
-    clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}.`),
-      doc.area === "course" && !this.staff ? h("button", { class: "btn small", type: "button",
-        onclick: () => this.copyToHome(doc.area, doc.path) }, "Copy to my files") : null,
+    const student = doc.area.startsWith("user/");
+    const whose = isCourse(doc.area) ? "the course folder" : `${doc.area.slice(5)}'s files`;
+    clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}`
+      + (student ? "; it follows their saves." : ".")),
+      (isCourse(doc.area) && !this.staff) || student ? h("button", { class: "btn small", type: "button",
+        onclick: () => this.copyToHome(doc.area, doc.path) }, student ? "Copy to my files to run it" : "Copy to my files") : null,
       h("button", { class: "btn small ghost", type: "button", onclick: () => this.refresh(doc, true) }, "Reload"));
     el.hidden = false;
   }
@@ -158,6 +160,8 @@ export class Workspace extends EventTarget {
     if (this.current) this.refresh(this.current, true);
   }
 
+  /** Copy a file into My files and open it: at the same path, or for a
+   * student's file under a folder named after them. */
   async copyToHome(area, path) {
     let data;
     try {
@@ -166,7 +170,8 @@ export class Workspace extends EventTarget {
       alertDialog("Cannot copy", e.message);
       return;
     }
-    const name = await this.saveCopy("home", path, data.content, "", { activate: true });
+    const target = area.startsWith("user/") ? `${area.slice(5)}/${path}` : path;
+    const name = await this.saveCopy("home", target, data.content, "", { activate: true });
     if (name) toast(`Copied to My files: ${name}`);
   }
 

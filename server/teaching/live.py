@@ -1,0 +1,202 @@
+"""The live class view on this worker: the teachers' sockets, each watching
+one class, and what they are sent.
+
+Every change to what the view shows is announced on the PostgreSQL channel
+'class_live' with the student's id, by whichever worker or instance made
+it (the tables' triggers, migration 007). Each worker listens; it gathers
+the ids announced over a moment, reads those students' rows in one
+statement (only when it has sockets of their classes) and queues them on
+each socket of their classes. A socket's queue holds the newest row per
+student, so a slow teacher's browser costs at most one class of rows.
+
+Each socket gets the whole class again (a snapshot) when notifications
+may have been missed (the listener's on_gap: its connection was lost, and
+again once it is back), and every RESYNC_SECONDS for what no announcement
+says (a worker that died and left its students online). The same pass ends
+the sockets of sessions that ended and of teachers who no longer teach the
+class.
+"""
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+from .. import db
+from ..accounts import sessions
+from ..config import Config
+from . import roster
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "class_live"
+GATHER_SECONDS = 0.1
+RESYNC_SECONDS = 10.0
+CLOSE_SESSION_ENDED = 4401  # as /ws/run's
+CLOSE_NOT_YOUR_CLASS = 4403
+CLOSE_OTHER_TAB = 4002  # as /ws/run's: a newer tab took this one's place
+SOCKETS_PER_USER = 8  # live sockets of one user on a worker; a new one closes the oldest
+
+
+def _now():
+    return datetime.now(timezone.utc).isoformat()
+
+
+class Watcher:
+    """One teacher's socket on one class: `send(message)` (awaitable,
+    waits for the client) and `close(code, reason)`."""
+
+    def __init__(self, user, token_hash, class_id, send, close):
+        self.user, self.token_hash, self.class_id = user, token_hash, class_id
+        self.send, self.close = send, close
+        self.pending = {}  # username -> the newest row not yet sent
+        self.snapshot = None  # a whole class waiting to be sent (replaces pending)
+        self.sending = None
+        self.opened = time.monotonic()
+
+    def queue(self, students, whole=False):
+        if whole:
+            self.snapshot, self.pending = students, {}
+        else:
+            self.pending.update((s["username"], s) for s in students)
+        if self.sending is None or self.sending.done():
+            self.sending = asyncio.ensure_future(self._send_queued())
+
+    async def _send_queued(self):
+        while self.snapshot is not None or self.pending:
+            if self.snapshot is not None:
+                message = {"type": "snapshot", "students": self.snapshot, "now": _now()}
+                self.snapshot = None
+            else:
+                message = {"type": "update", "students": list(self.pending.values()), "now": _now()}
+                self.pending = {}
+            await self.send(message)
+
+
+class LiveView:
+    def __init__(self, pool: db.Pool, cfg: Config, classes, listener=None):
+        self.pool = pool
+        self.cfg = cfg
+        self.classes = classes
+        self.watchers = defaultdict(set)  # class id -> {Watcher}
+        self.announced = set()  # student ids announced, not yet read
+        self.reading = None
+        self.task = None
+        self.resyncing = None  # a resync asked for by a gap in the notifications
+        self.gap_again = False  # a gap since that resync began
+        if listener is not None:  # a notify.Listener, not started yet
+            listener.listen(CHANNEL, self._announced)
+            listener.on_gap(self._gap)
+
+    def start(self) -> None:
+        self.task = asyncio.ensure_future(self._resync_forever())
+
+    async def close(self) -> None:
+        for task in (self.task, self.resyncing):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        for watcher in [w for ws in self.watchers.values() for w in ws]:
+            watcher.close(1012, "server restarting")
+
+    # -- sockets --------------------------------------------------------------
+
+    async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close) -> Watcher:
+        """A teacher's socket on a class (its rights checked by the caller):
+        sent the whole class at once, then every change."""
+        mine = sorted((w for ws in self.watchers.values() for w in ws if w.user["id"] == user["id"]),
+                      key=lambda w: w.opened)
+        for old in mine[:max(0, len(mine) - SOCKETS_PER_USER + 1)]:
+            self.unwatch(old)
+            old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
+        watcher = Watcher(user, token_hash, class_id, send, close)
+        self.watchers[class_id].add(watcher)
+        watcher.queue(await self._class(class_id), whole=True)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        found = self.watchers.get(watcher.class_id)
+        if found is not None:
+            found.discard(watcher)
+            if not found:
+                del self.watchers[watcher.class_id]
+
+    # -- announcements ---------------------------------------------------------
+
+    def _announced(self, payload: str) -> None:
+        if not self.watchers or not payload.isdigit():
+            return  # nobody here watches a class: nothing to read
+        self.announced.add(int(payload))
+        if self.reading is None:
+            self.reading = asyncio.ensure_future(self._read_announced())
+
+    async def _read_announced(self):
+        await asyncio.sleep(GATHER_SECONDS)
+        ids, self.announced = list(self.announced), set()
+        self.reading = None  # what is announced from now on is read by the next reader
+        if not self.watchers:
+            return
+        try:
+            changed = defaultdict(list)
+            for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers), ids):
+                changed[class_id].append(student)
+            for class_id, students in changed.items():
+                for watcher in self.watchers.get(class_id, ()):
+                    watcher.queue(students)
+        except Exception as e:
+            if not db.unavailable(e):  # the next resync sends them
+                log.exception("could not read the students announced for the live view")
+
+    async def _class(self, class_id):
+        return [s for _, s in await roster.students(self.pool, self.cfg, [class_id])]
+
+    # -- now and then ------------------------------------------------------------
+
+    def _gap(self) -> None:
+        """Notifications may have been missed: send every socket its whole
+        class. A gap during a resync may postdate what it read: one more
+        resync follows it."""
+        if not self.watchers:
+            return
+        self.gap_again = True
+        if self.resyncing is None or self.resyncing.done():
+            self.resyncing = asyncio.ensure_future(self._resync_after_gaps())
+
+    async def _resync_after_gaps(self):
+        while self.gap_again:
+            self.gap_again = False
+            await self._resync_logged()
+
+    async def _resync_forever(self):
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            await self._resync_logged()
+
+    async def _resync_logged(self):
+        try:
+            await self.resync()
+        except Exception as e:
+            if not db.unavailable(e):
+                log.exception("the live view's resync failed")
+
+    async def resync(self) -> None:
+        """End the sockets whose session ended or whose teacher no longer
+        teaches the class; send the others their whole class again."""
+        everyone = [w for ws in self.watchers.values() for w in ws]
+        if not everyone:
+            return
+        valid = await sessions.still_valid(self.pool, {w.token_hash for w in everyone})
+        teaching = await self.classes.teaching_pairs([w.user["id"] for w in everyone])
+        for w in everyone:
+            if w.token_hash not in valid:
+                self.unwatch(w)
+                w.close(CLOSE_SESSION_ENDED, "Your session has ended.")
+            elif w.user["role"] != "admin" and (w.class_id, w.user["id"]) not in teaching:
+                self.unwatch(w)
+                w.close(CLOSE_NOT_YOUR_CLASS, "You no longer teach this class.")
+        by_class = defaultdict(list)
+        for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers)):
+            by_class[class_id].append(student)
+        for class_id, watchers in list(self.watchers.items()):
+            for w in watchers:
+                w.queue(by_class.get(class_id, []), whole=True)

@@ -1,1 +1,0 @@
-import{a,b,c}from"./chunk.P5BVT42G.js";import"./chunk.H4TPO4MQ.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.YHJQRLHA.js";import"./chunk.F2FOL7Q2.js";export{b as Editor,a as commonExtensions,c as viewer};

@@ -1,0 +1,100 @@
+// The live class socket (/ws/class/<id>): the server sends the whole class
+// ("snapshot") and then each student that changed ("update"); this keeps
+// the class's students by username and says what changed. Reopened by
+// itself with backoff, except when the server ended it for good: the
+// session ended (4401), the teacher no longer teaches the class (4403), or
+// the view was opened in too many other tabs (4002).
+import { backoff, get } from "./api.js";
+
+export const SESSION_ENDED = 4401;
+export const NOT_YOUR_CLASS = 4403;
+export const OTHER_TAB = 4002;
+
+function parsed(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+export class ClassSocket extends EventTarget {
+  /**
+   * events: "students" (detail: {saved: usernames whose last save is new}),
+   * "state" (this.state: connecting | live | waiting | ended).
+   */
+  constructor(classId) {
+    super();
+    this.classId = classId;
+    this.students = new Map(); // username -> the server's row
+    this.skew = 0; // server clock minus this browser's, in ms
+    this.state = "connecting";
+    this.attempt = 0;
+    this.ws = null;
+    this.timer = null;
+  }
+
+  /** Now, by the server's clock (ms). */
+  now() {
+    return Date.now() + this.skew;
+  }
+
+  connect() {
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/class/${this.classId}`;
+    const ws = new WebSocket(url);
+    this.ws = ws;
+    this.setState("connecting");
+    ws.onopen = () => {
+      this.attempt = 0;
+    };
+    ws.onmessage = (e) => this.receive(parsed(e.data));
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if ([SESSION_ENDED, NOT_YOUR_CLASS, OTHER_TAB].includes(e.code) || this.state === "ended") {
+        if (e.code === SESSION_ENDED) get("/api/me").catch(() => {}); // its 401 says the session ended
+        this.setState("ended", e.code);
+        return;
+      }
+      // Refused again and again: perhaps the session ended (a request finds out).
+      if (this.attempt >= 2) get("/api/me").catch(() => {});
+      this.setState("waiting");
+      this.timer = setTimeout(() => this.connect(), backoff(this.attempt++));
+    };
+  }
+
+  close() {
+    clearTimeout(this.timer);
+    this.state = "ended";
+    if (this.ws) this.ws.close();
+    this.ws = null;
+  }
+
+  receive(msg) {
+    if (!Array.isArray(msg?.students)) return;
+    if (msg.now) this.skew = Date.parse(msg.now) - Date.now();
+    const saved = [];
+    if (msg.type === "snapshot") {
+      const before = this.students;
+      this.students = new Map();
+      for (const s of msg.students) {
+        if (before.has(s.username) && before.get(s.username).last_save_at !== s.last_save_at) saved.push(s.username);
+        this.students.set(s.username, s);
+      }
+    } else {
+      for (const s of msg.students) {
+        const old = this.students.get(s.username);
+        if (old && old.last_save_at !== s.last_save_at) saved.push(s.username);
+        this.students.set(s.username, s);
+      }
+    }
+    this.setState("live");
+    this.dispatchEvent(new CustomEvent("students", { detail: { saved } }));
+  }
+
+  setState(state, code = null) {
+    if (this.state === state) return;
+    this.state = state;
+    this.dispatchEvent(new CustomEvent("state", { detail: code }));
+  }
+}

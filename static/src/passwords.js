@@ -1,0 +1,82 @@
+// Passwords shown once (an imported class, a new account, a reset): a
+// table, a CSV download and slips to print and hand out. They exist only
+// in this page's memory (the server keeps none), so leaving the page
+// before they were downloaded or printed asks first.
+import { h, clear } from "./dom.js";
+
+const HEADER = ["username", "display_name", "class", "password"];
+let unsaved = 0; // sheets neither downloaded nor printed
+
+window.addEventListener("beforeunload", (e) => {
+  if (!unsaved) return;
+  e.preventDefault();
+  e.returnValue = "";
+});
+
+/** A CSV field, quoted; a leading = + - @ is kept as text, not a formula
+ * a spreadsheet would run (a display name comes from an imported file). */
+function field(value) {
+  let text = value === null || value === undefined ? "" : String(value);
+  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+export function passwordsCsv(rows) {
+  return [HEADER, ...rows.map((r) => HEADER.map((k) => r[k]))].map((cells) => cells.map(field).join(",")).join("\r\n") + "\r\n";
+}
+
+export class PasswordSheet {
+  /** rows: [{username, display_name, class, password}]; name: what they are (for the file name). */
+  constructor(rows, name) {
+    this.rows = rows;
+    this.name = name;
+    this.handed = false;
+    unsaved++;
+    this.state = h("span", { class: "hint", role: "status" });
+    this.el = h("div", { class: "password-sheet" },
+      h("p", { class: "warn-note" }, `${rows.length} new password${rows.length === 1 ? "" : "s"}: shown only now. `
+        + "Download them or print the slips before you leave this page."),
+      h("div", { class: "toolbar" },
+        h("button", { class: "btn primary", type: "button", id: "passwords-csv", onclick: () => this.download() }, "Download passwords (CSV)"),
+        h("button", { class: "btn", type: "button", id: "passwords-print", onclick: () => this.print() }, "Print slips"),
+        this.state));
+  }
+
+  done(how) {
+    if (!this.handed) unsaved--;
+    this.handed = true;
+    this.state.textContent = how;
+  }
+
+  download() {
+    const url = URL.createObjectURL(new Blob([passwordsCsv(this.rows)], { type: "text/csv;charset=utf-8" }));
+    const day = new Date().toISOString().slice(0, 10);
+    const a = h("a", { href: url, download: `passwords-${this.name.replace(/[^\w.-]+/g, "-")}-${day}.csv`, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    this.done("Downloaded.");
+  }
+
+  /** One slip per account, two columns to an A4 page; only they print. */
+  print() {
+    let slips = document.getElementById("slips");
+    if (!slips) {
+      slips = h("div", { id: "slips", class: "slips" });
+      document.body.append(slips);
+    }
+    clear(slips, this.rows.map((r) => h("div", { class: "slip" },
+      h("div", { class: "slip-head" }, "PyClassroom", r.class ? ` · ${r.class}` : ""),
+      h("div", { class: "slip-name" }, r.display_name),
+      h("dl", {},
+        h("dt", {}, "Sign in at"), h("dd", {}, location.origin),
+        h("dt", {}, "Username"), h("dd", {}, h("code", {}, r.username)),
+        h("dt", {}, "Password"), h("dd", {}, h("code", {}, r.password))),
+      h("div", { class: "slip-foot" }, "Keep this to yourself. You can change the password once signed in."))));
+    document.body.classList.add("printing-slips");
+    window.addEventListener("afterprint", () => document.body.classList.remove("printing-slips"), { once: true });
+    window.print();
+    this.done("Sent to the printer.");
+  }
+}
