@@ -81,7 +81,10 @@ def sandbox_group_seconds():
 
 class Snapshot:
     def __init__(self, server_procs, postgres_procs, launchers):
-        self.server = sum(cpu_seconds(p) for p in server_procs)
+        # The server's own time: its reaped children are sandboxes (bubblewrap),
+        # counted in their cgroup, or on their own where there is none.
+        self.server = sum(own_seconds(p) for p in server_procs)
+        self.server_children = sum(children_seconds(p) for p in server_procs)
         self.postgres = sum(cpu_seconds(p) for p in postgres_procs)
         self.launchers = (sum(own_seconds(p) for p in launchers), sum(children_seconds(p) for p in launchers))
         self.sandboxes = sandbox_group_seconds()
@@ -216,6 +219,9 @@ def report(args, before, after, hot):
                      ("sandbox: the rest (bubblewrap)", sandbox - launcher - programs)]
         else:
             rows.append(("sandbox: launchers, programs, bubblewrap, new sandboxes", sandbox))
+    else:  # no sandbox cgroup: the sandboxes the server reaped
+        rows.append(("sandboxes ended meanwhile (the server's reaped children)",
+                     per(before.server_children, after.server_children)))
     machine = per(before.machine, after.machine)
     owned = sum(v for _, v in rows)
     rows.append(("kernel threads and this client (rest of the machine)", machine - owned))
