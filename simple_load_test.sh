@@ -18,7 +18,11 @@
 #   ./simple_load_test.sh --help
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-make -s -C "$here" system-deps .venv/.installed
+# What the tools need (installed once); its progress is shown only if it fails.
+if ! setup=$(make -s -C "$here" system-deps .venv/.installed-test 2>&1); then
+  printf '%s\n' "$setup" >&2
+  exit 1
+fi
 # Run from the caller's folder, so that --out and --users paths mean what they say.
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}"
 export LOADTEST_ARGV0="$0"

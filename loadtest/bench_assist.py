@@ -239,8 +239,8 @@ def measure(args, deadline):
         admin_dsn = pg.start()
         credentials = make_credentials(max(args.students))
         for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_assist_{processes}p") as (server,
-                                                                                                      logins):
+            with fresh_server(admin_dsn, base, processes, credentials, f"bench_assist_{processes}p",
+                              ASSIST_PROCESSES=args.assist_processes) as (server, logins):
                 for count in args.students:
                     say(f"  {processes} process(es), {count} students typing for {args.duration:g} s ...")
                     summary = run_async(run_students(server.url, logins[:count], args.duration, args.keys_per_s,
@@ -286,6 +286,7 @@ def parse_args(argv):
     parser.add_argument("--students", type=int_list, default=[60], help="students typing at once (default 60)")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds of typing (default 30)")
     parser.add_argument("--keys-per-s", type=float, default=4.0, help="a student's typing speed (default 4)")
+    parser.add_argument("--assist-processes", type=int, default=2, help="ASSIST_PROCESSES per worker (default 2)")
     server_root_option(parser)
     bounds(parser, max_seconds=900)
     args = parser.parse_args(argv)
@@ -305,7 +306,7 @@ def main(argv=None):
     print(report(args, info, results))
     if args.json:
         write_json(args.json, {"settings": {k: getattr(args, k) for k in
-                                            ("processes", "students", "duration", "keys_per_s", "timeout",
+                                            ("processes", "students", "duration", "keys_per_s", "assist_processes", "timeout",
                                              "server_root")},
                                "machine": info, "results": results})
     return 0

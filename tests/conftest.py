@@ -9,7 +9,6 @@ never see each other's users or files. A test that changes settings, or
 stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
-import itertools
 import os
 import shutil
 import subprocess
@@ -28,6 +27,11 @@ from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_page
+# Editing help's processes warm up for seconds of CPU at every server start:
+# servers the tests start are without them unless a test asks, but the
+# shared ones, as users meet them, have them (SharedServers).
+os.environ.setdefault("ASSIST_PROCESSES", "0")
+EDITING_HELP = {"ASSIST_PROCESSES": "2"}
 
 
 def with_database(dsn, name):
@@ -83,12 +87,6 @@ def data_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-# A server of a test's own is about other things than editing help, whose
-# processes warm up for seconds of CPU at every start (the shared servers,
-# as users meet them, have it).
-OWN_SERVER_DEFAULTS = {"ASSIST_PROCESSES": "0"}
-
-
 @pytest.fixture
 def start_server(fresh_db, data_dir):
     """start_server(processes=1, **env) -> a running ServerProcess on the
@@ -96,7 +94,6 @@ def start_server(fresh_db, data_dir):
     started = []
 
     def start(processes=1, database_url=fresh_db, data_dir=data_dir, **env):
-        env = {**OWN_SERVER_DEFAULTS, **env}
         server = ServerProcess(processes=processes, database_url=database_url, data_dir=data_dir, env=env)
         started.append(server)
         server.start()
@@ -143,6 +140,7 @@ class SharedServers:
         self.cleanups = contextlib.ExitStack()
 
     def get(self, processes=1, **env):
+        env = {**EDITING_HELP, **env}
         key = (processes, tuple(sorted((k, str(v)) for k, v in env.items())))
         if key not in self.running:
             self.running[key] = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
@@ -182,13 +180,13 @@ def server2(shared_servers):
 
 PASSWORD = "a-test-password"
 _PASSWORD_HASH = None
-_names = itertools.count(1)
 
 
 class People:
     """Users of a server made for one test: unique usernames, so that tests
     sharing a server never meet (`people.student("ada").username` is e.g.
-    "ada-17"); each comes as a logged-in browser-like client."""
+    "ada-3f2a9c"; random, since a test module that imports this file gets a
+    copy of its own); each comes as a logged-in browser-like client."""
 
     def __init__(self, server):
         self.server = server
@@ -197,7 +195,7 @@ class People:
         global _PASSWORD_HASH
         if _PASSWORD_HASH is None:
             _PASSWORD_HASH = hash_password(PASSWORD)  # argon2 once per run, not per user
-        username = f"{name}-{next(_names)}"
+        username = f"{name}-{uuid.uuid4().hex[:6]}"
         with psycopg2.connect(self.server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO users (username, display_name, role, password_hash, active) "
                         "VALUES (%s, %s, %s, %s, %s)",

@@ -192,7 +192,12 @@ def test_restart_and_freeze_of_postgres_get_503s_never_500s_or_hangs(private_pos
     # and without tracebacks.
     log = server.output()
     assert "Traceback" not in log and " ERROR " not in log, log[-3000:]
+    # A worker that answered its requests from sessions it remembers may
+    # not meet the outage at all; one that meets it says so once.
+    met = 0
     for pid in server.pids:
         down = re.findall(rf"\[{pid}\] server\.db: database unavailable", log)
         back = re.findall(rf"\[{pid}\] server\.db: database answers again", log)
-        assert 1 <= len(down) <= 4 and len(back) == len(down), (pid, len(down), len(back))
+        assert len(down) <= 4 and len(back) == len(down), (pid, len(down), len(back))
+        met += bool(down)
+    assert met >= 1

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import new_database
+from tests.conftest import EDITING_HELP, new_database
 from tests.helpers import create_user
 from loadtest.harness import ADMIN_PASSWORD, ServerProcess
 
@@ -143,7 +143,7 @@ def fuzzed_server(postgres_url, world_class=World):
         # No new name is refused for the address before the fuzzing ends; the
         # generated X-Forwarded-For values are believed, so they reach the database.
         server = ServerProcess(processes=1, database_url=dsn, data_dir=data_dir,
-                               env={"LOGIN_FAILURES_PER_ADDRESS": "100000", "TRUST_PROXY": "1"}).start()
+                               env={"LOGIN_FAILURES_PER_ADDRESS": "100000", "TRUST_PROXY": "1", **EDITING_HELP}).start()
         try:
             for username, role in (("sam", "student"), ("vic", "student"), ("tess", "teacher")):
                 create_user(dsn, username, f"{username}-password", role=role)
