@@ -180,6 +180,22 @@ def test_input_reaches_the_program(sandbox, home):
     assert status["code"] == 0
 
 
+def test_input_sent_with_the_go_reaches_the_program(sandbox, home):
+    """A busy launcher (idle CPU priority) may read the run's start and the
+    first typed input at once: the input still reaches the program."""
+    async def scenario():
+        write(home, "prog.py", "print('Hi', input())\n")
+        prepared = await start(sandbox(), home)
+        go_frame = frame(b"g", json.dumps({"path": "prog.py", "args": []}).encode())
+        prepared.send(go_frame + frame(b"d", b"Ada\n"))  # one write: one read
+        text, _, _, status = await drain(prepared, timeout=30)
+        await finish(prepared)
+        return text, status
+
+    text, status = asyncio.run(scenario())
+    assert "Hi Ada" in text and status["code"] == 0
+
+
 def test_runs_as_the_students_uid_in_its_home(sandbox, home):
     source = ("import os\nprint(os.getcwd())\n"
               "open('made.txt', 'w').write('x')\nopen('/tmp/scratch', 'w').write('y')\n")

@@ -408,6 +408,9 @@ class Relay:
         self.interrupted = False
 
     def run(self):
+        # Frames read along with `go` (input typed at once) are in the
+        # buffer already; select would not report them.
+        self.act_on_frames()
         status = None
         while status is None:
             self.step(1.0)
