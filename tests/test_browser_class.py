@@ -65,6 +65,10 @@ def test_the_teacher_follows_the_class_live_and_runs_a_students_file(start_serve
     replace_text(page, 'print("my homework, corrected")\n')
     expect_saved(page)
     expect(editor(teacher)).to_contain_text("corrected", timeout=WAIT)
+    # The class, the student's file and the console side by side, all in view at 1366x768.
+    boxes = [teacher.locator(sel).bounding_box() for sel in ("#class-panel", ".main", ".console")]
+    assert all(b["width"] >= 200 and b["y"] < 100 for b in boxes), boxes
+    assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] and boxes[1]["x"] + boxes[1]["width"] <= boxes[2]["x"]
     shot(teacher, "30-teacher-live-class")
 
     # Copied into the teacher's own files, it runs there.

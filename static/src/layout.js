@@ -1,7 +1,8 @@
 // The IDE's panes: the file tree, the editor and the console side by side,
 // the two outer ones resizable with the splitters between them (pointer or
 // arrow keys) and the file tree hidden and shown with a button (Ctrl+B).
-// Sizes are remembered in this browser (settings.js).
+// Sizes are remembered in this browser (settings.js), apart for the
+// teacher's page, whose left pane holds the live class.
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 
@@ -14,8 +15,11 @@ export class Layout {
     this.workspace = $(".workspace");
     this.toggle = $("#files-toggle");
     this.toggle.addEventListener("click", () => this.toggleFiles());
-    this.splitter($("#split-files"), "filesWidth", (rect, x) => x - rect.left);
-    this.splitter($("#split-console"), "consoleWidth", (rect, x) => rect.right - x);
+    const teacher = document.body.dataset.view === "teacher";
+    this.keys = teacher ? { files: "teacherFilesWidth", console: "teacherConsoleWidth" }
+      : { files: "filesWidth", console: "consoleWidth" };
+    this.splitter($("#split-files"), "files", (rect, x) => x - rect.left);
+    this.splitter($("#split-console"), "console", (rect, x) => rect.right - x);
     new ResizeObserver(() => this.apply()).observe(this.workspace);
     this.apply();
   }
@@ -24,9 +28,9 @@ export class Layout {
   widths() {
     const total = this.workspace.clientWidth || window.innerWidth;
     const hidden = settings.get("filesHidden");
-    const files = hidden ? 0 : clamp(settings.get("filesWidth"), MIN.files, total / 3);
+    const files = hidden ? 0 : clamp(settings.get(this.keys.files), MIN.files, total / 3);
     const room = total - files - MIN.editor;
-    return { files, console: clamp(settings.get("consoleWidth"), MIN.console, Math.max(MIN.console, room)), hidden };
+    return { files, console: clamp(settings.get(this.keys.console), MIN.console, Math.max(MIN.console, room)), hidden };
   }
 
   apply(override = {}) {
@@ -46,9 +50,9 @@ export class Layout {
     this.apply();
   }
 
-  /** A splitter that sets `setting` to width(workspace rect, pointer x). */
-  splitter(el, setting, width) {
-    const key = setting === "filesWidth" ? "files" : "console";
+  /** A splitter that sets the pane `key` ("files" or "console") to width(workspace rect, pointer x). */
+  splitter(el, key, width) {
+    const setting = this.keys[key];
     el.addEventListener("pointerdown", (e) => {
       e.preventDefault();
       el.setPointerCapture(e.pointerId);

@@ -5,7 +5,7 @@ import { openDialog } from "./dialog.js";
 const KEY = "pyc.settings";
 // Also the panes' sizes (layout.js) and whether long lines wrap (editor.js).
 const DEFAULTS = { theme: "light", fontSize: 15, screenReader: false, wrap: false,
-  filesWidth: 230, consoleWidth: 440, filesHidden: false };
+  filesWidth: 230, consoleWidth: 440, teacherFilesWidth: 290, teacherConsoleWidth: 480, filesHidden: false };
 export const FONT_SIZES = [12, 13, 14, 15, 16, 18, 20, 22, 24];
 
 class Settings extends EventTarget {
