@@ -167,3 +167,26 @@ def test_closing_answers_everyone_and_ends_the_processes(gate):
         assert [await t for t in held] == [(503, "assist_busy")] * 3
         assert all(gone(pid) for pid in pids)
     run(story())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root takes a process back out of SCHED_IDLE")
+def test_a_process_warms_up_at_idle_priority_and_answers_at_the_normal_one():
+    async def story():
+        p = pool(start_delay=2)
+        p.start()
+        try:
+            warming = None
+            for _ in range(100):  # the stand-in, still warming up
+                warming = [c for c in psutil.Process().children() if FAKE in " ".join(c.cmdline())]
+                if warming:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)
+            during = os.sched_getscheduler(warming[0].pid)
+            answer = await p.ask(("ada", "complete"), {"echo": 1})
+            return during, os.sched_getscheduler(answer["result"]["pid"])
+        finally:
+            await p.close()
+    during, after = asyncio.run(story())
+    assert during == os.SCHED_IDLE and after == os.SCHED_OTHER
+
