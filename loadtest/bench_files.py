@@ -1,7 +1,7 @@
 """Benchmark of saving and loading files with 1 and 2 worker processes.
 
     python -m loadtest.bench_files [--processes 1,2] [--students 60,600]
-                                   [--duration 10] [--server-root DIR] [--json OUT]
+                                   [--duration 10] [--py-spy] [--server-root DIR] [--json OUT]
 
 Each simulated student is a real user with its own browser (cookie jar and
 keep-alive connection, `client.VirtualUser`). For --duration seconds every
@@ -15,6 +15,11 @@ an embedded PostgreSQL in a temporary folder, then per process count the
 server as a subprocess on a fresh database and DATA_DIR, with
 max(--students) real users (real argon2id hashes). Every request has a
 timeout and the whole run is bounded by --max-seconds.
+
+With --py-spy (pip install py-spy), the one-worker server is sampled
+during each loop and its CPU per operation (a save or a load) is split
+into the session check, PostgreSQL, the file system, JSON, Tornado and
+asyncio, and handing work to the file threads.
 
 --server-root measures the server of another checkout (say, a worktree
 of the commit before a change) with this client, for a before/after in
@@ -36,7 +41,7 @@ FIGURES = ("save_p50_ms", "save_p95_ms", "save_p99_ms", "load_p50_ms", "load_p95
            "ops_per_s")
 
 
-async def run_students(url, credentials, duration, path, timeout):
+async def run_students(url, credentials, duration, path, timeout, watch=None):
     """Log every student in, then `save_and_load` their files. Returns a summary dict."""
     # Here, not at the top: --help needs none of them (nor aiohttp, hdrh).
     import contextlib
@@ -44,16 +49,17 @@ async def run_students(url, credentials, duration, path, timeout):
     from .client import Student, VirtualUser, log_in_all
     async with contextlib.AsyncExitStack() as stack:
         users, setup_errors = await log_in_all(lambda: VirtualUser(url, timeout), credentials, stack)
-        summary = await save_and_load([Student(user, path) for user in users], duration)
+        summary = await save_and_load([Student(user, path) for user in users], duration, watch)
     summary["setup_errors"] = dict(setup_errors + Counter(summary["setup_errors"]))
     return {**summary, "students": len(credentials)}
 
 
-async def save_and_load(students, duration):
+async def save_and_load(students, duration, watch=None):
     """Each student creates its file (untimed; this also warms the
     connections up), then the timed closed loop: save, load and compare.
     `students` save(), load() and resync() as `client.Student` does (or
-    the peer's `jupyter.ContentsStudent`). Returns a summary dict."""
+    the peer's `jupyter.ContentsStudent`). `watch` (a `Profile`) looks at
+    the server during the loop. Returns a summary dict."""
     import asyncio
 
     from . import loadgen
@@ -76,9 +82,12 @@ async def save_and_load(students, duration):
             await student.resync()
 
     # The cycle recorder is not reported: saves and loads record themselves.
+    if watch:
+        watch.start()
     window = await loadgen.closed_loop(created, cycle, Recorder(), iterations=None, duration=duration)
     s, l = saves.summary(), loads.summary()
     ops = saves.count + loads.count
+    profile = watch.stop(ops) if watch else None
     both = Recorder().merge(saves).merge(loads)
     return {
         "students": len(students), "active_students": len(created), "setup_errors": dict(setup_errors),
@@ -91,7 +100,43 @@ async def save_and_load(students, duration):
         "wall_s": round(window.wall, 3), "ops_per_s": round(ops / window.wall, 1) if window.wall else 0.0,
         "loadgen_cpu": round(window.cpu_share, 3), "loadgen_cpu_warning": window.cpu_share > CPU_WARNING,
         "by_worker": dict(Counter(s["by_worker"]) + Counter(l["by_worker"])),
+        **({"profile": profile} if profile else {}),
     }
+
+
+# What a save + load costs the server, by part: each py-spy sample goes to
+# the part that names its innermost frame (loadtest/profile.py).
+PARTS = [("(waiting for events)", ("EpollSelector.select",)),
+         ("session check", ("server/accounts/sessions.py",)),
+         ("PostgreSQL (asyncpg, our pool)", ("asyncpg/", "server/db.py")),
+         ("file system (store, paths, history, quota)", ("server/files/store.py", "server/files/paths.py",
+                                                         "server/files/history.py", "server/files/quota.py",
+                                                         "server/files/records.py", "server/files/lock.py")),
+         ("JSON", ("json/",)),
+         ("Tornado and asyncio", ("tornado/", "asyncio/", "selectors.py")),
+         ("threads (handing work to the file threads)", ("concurrent/futures", "threading.py"))]
+
+
+class Profile:
+    """The server's CPU per operation over the loop, split into PARTS with py-spy."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def start(self):
+        from .machine import process_cpu
+        from .profile import Sampler
+        self.sampler, self.cpu = Sampler(self.pid), process_cpu([self.pid])
+
+    def stop(self, ops):
+        from .machine import process_cpu
+        from .profile import split
+        cpu = process_cpu([self.pid]) - self.cpu
+        shares = split(self.sampler.stop(), PARTS)
+        busy = 1 - shares.pop(PARTS[0][0], 0.0)
+        per_op = cpu * 1000 / ops if ops else 0.0
+        return {"cpu_ms_per_op": round(per_op, 3),
+                "ms_per_op": {part: round(per_op * share / busy, 3) for part, share in shares.items()} if busy else {}}
 
 
 def measure(args, deadline):
@@ -108,8 +153,9 @@ def measure(args, deadline):
                 for count in args.students:
                     say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
                     # A new file name per run: every run starts by creating its files.
+                    watch = Profile(server.pids[0]) if args.py_spy and processes == 1 else None
                     summary = run_async(run_students(server.url, logins[:count], args.duration,
-                                                     f"bench-{count}.py", args.timeout), deadline)
+                                                     f"bench-{count}.py", args.timeout, watch), deadline)
                     results.append({"processes": processes, "worker_pids": server.pids, **summary})
                     server.ensure_running()
     return results
@@ -151,6 +197,12 @@ def report(args, info, results, file_bytes):
         if r["processes"] > 1:
             lines.append(f"operations per worker, {where}: "
                          + ", ".join(f"pid {pid} {n}" for pid, n in sorted(r["by_worker"].items())))
+    for r in results:
+        if "profile" in r:
+            p = r["profile"]
+            lines.append(f"the server's CPU per operation, {r['students']} students, 1 process: "
+                         f"{p['cpu_ms_per_op']:.2f} ms, of which (py-spy)")
+            lines += [f"  {part:<45} {ms:6.3f} ms" for part, ms in sorted(p["ms_per_op"].items(), key=lambda i: -i[1])]
     for count, figures in ratios(results).items():
         lines.append(f"2 processes / 1 process, {count} students: "
                      + ", ".join(f"{f.removesuffix('_ms')} {v:.2f}" for f, v in figures.items()))
@@ -168,6 +220,8 @@ def parse_args(argv):
     parser.add_argument("--students", type=int_list, default=[60, 600],
                         help="students saving and loading at once (default 60,600)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")
+    parser.add_argument("--py-spy", action="store_true",
+                        help="split the one-worker server's CPU per operation into parts (needs py-spy)")
     server_root_option(parser)
     bounds(parser, max_seconds=1200)
     args = parser.parse_args(argv)

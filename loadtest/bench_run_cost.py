@@ -16,11 +16,8 @@ and its hottest functions are listed, inclusive share first.
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from collections import Counter
 
 from .cli import Aborted, bounds, clean_up_on_sigterm, say, write_json
 
@@ -130,33 +127,6 @@ async def run_loop(url, cookies, runs, timeout):
                 raise Aborted(f"a run ended with {exit_['reason']}: {exit_['message']}")
 
 
-def py_spy():
-    """py-spy beside this interpreter (a virtualenv's bin/), else on PATH."""
-    import shutil
-    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
-    found = beside if os.path.exists(beside) else shutil.which("py-spy")
-    if not found:
-        raise Aborted("--py-spy needs py-spy (pip install py-spy)")
-    return found
-
-
-def hottest(raw_path, limit=25):
-    """([(inclusive share, function)] of the server's own frames, [(self
-    share, function)] of all), from py-spy's raw stacks."""
-    inclusive, own, total = Counter(), Counter(), 0
-    with open(raw_path) as f:
-        for line in f:
-            stack, n = line.rsplit(" ", 1)
-            frames = stack.split(";")
-            total += int(n)
-            own[frames[-1]] += int(n)
-            for frame in set(frames):
-                inclusive[frame] += int(n)
-    ours = [(n / total, frame) for frame, n in inclusive.most_common()
-            if "server/" in frame and "__main__" not in frame and "worker.py" not in frame]
-    return ours[:limit], [(n / total, frame) for frame, n in own.most_common(limit)], total
-
-
 def measure(args):
     import asyncio
 
@@ -164,6 +134,7 @@ def measure(args):
 
     from .client import Client
     from .harness import fresh_server, make_credentials, scratch
+    from .profile import Sampler, hottest
     with scratch("pyclassroom-bench-cost-") as (base, pg):
         say("starting PostgreSQL and the server ...")
         admin_dsn = pg.start()
@@ -186,10 +157,7 @@ def measure(args):
                 launchers = launcher_processes(psutil, uid) if os.geteuid() == 0 else []
                 spy = None
                 if args.py_spy:
-                    raw = tempfile.mktemp(suffix=".raw")
-                    spy = subprocess.Popen([py_spy(), "record", "--pid", str(server.pids[0]), "--rate", "1000",
-                                            "--format", "raw", "--output", raw, "--nonblocking"],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    spy = Sampler(server.pids[0])
                     await asyncio.sleep(1.0)
                 before = Snapshot(server_procs, postgres_procs, launchers)
                 try:
@@ -197,11 +165,7 @@ def measure(args):
                 except StopAsyncIteration:
                     pass
                 after = Snapshot(server_procs, postgres_procs, launchers)
-                hot = None
-                if spy:
-                    spy.send_signal(2)  # SIGINT: py-spy writes what it has
-                    spy.wait(30)
-                    hot = hottest(raw)
+                hot = hottest(spy.stop()) if spy else None
                 return before, after, hot
             return asyncio.run(go())
 

@@ -64,6 +64,15 @@ def test_bench_peer_measures_both_servers_and_their_ratios(tmp_path):
     assert "PyClassroom / Jupyter" in report
 
 
+def test_bench_files_splits_the_servers_cpu_per_operation(tmp_path):
+    [result] = bench("bench_files", tmp_path, "--processes", "1", "--students", "2", "--duration", "2", "--py-spy")
+    assert result["errors"] == 0
+    profile = result["profile"]
+    assert profile["cpu_ms_per_op"] > 0
+    assert profile["ms_per_op"]["file system (store, paths, history, quota)"] > 0
+    assert abs(sum(profile["ms_per_op"].values()) - profile["cpu_ms_per_op"]) < 0.01 * profile["cpu_ms_per_op"] + 0.01
+
+
 def test_bench_login_logs_in_with_no_errors(tmp_path):
     [result] = bench("bench_login", tmp_path, "--processes", "1", "--concurrency", "2", "--rounds", "1",
                      "--warmup", "0")
