@@ -28,8 +28,8 @@ from tests.runs_support import LIMITS as RUN_LIMITS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_page
 # Editing help's processes warm up for seconds of CPU at every server start:
-# servers the tests start are without them unless a test asks, but the
-# shared ones, as users meet them, have them (SharedServers).
+# servers the tests start are without them unless a test asks (the shared
+# `server`, as users meet it, the editor's browser tests and the fuzzing).
 os.environ.setdefault("ASSIST_PROCESSES", "0")
 EDITING_HELP = {"ASSIST_PROCESSES": "2"}
 
@@ -140,7 +140,6 @@ class SharedServers:
         self.cleanups = contextlib.ExitStack()
 
     def get(self, processes=1, **env):
-        env = {**EDITING_HELP, **env}
         key = (processes, tuple(sorted((k, str(v)) for k, v in env.items())))
         if key not in self.running:
             self.running[key] = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
@@ -169,7 +168,7 @@ def _shared(servers, processes=1, **env):
 @pytest.fixture
 def server(shared_servers):
     """The real server (one worker), shared by the tests of the run."""
-    yield from _shared(shared_servers)
+    yield from _shared(shared_servers, **EDITING_HELP)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import (LIMITS, editor, editor_text, expect, login, new_file, open_file, replace_text,
                            shot, student, terminal_text, wait_ready, wait_terminal, write_program)
-from tests.conftest import _shared
+from tests.conftest import EDITING_HELP, _shared
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -30,7 +30,7 @@ POPUP = ".cm-tooltip-autocomplete"
 @pytest.fixture
 def ide_server(shared_servers):
     """One server for this module's stories (programs in the local sandbox)."""
-    yield from _shared(shared_servers, **LIMITS)
+    yield from _shared(shared_servers, **LIMITS, **EDITING_HELP)
 
 
 @pytest.fixture
