@@ -16,6 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from loadtest import jupyter
+from loadtest.bench_files import PARTS
 from loadtest.harness import ROOT
 
 
@@ -64,8 +65,11 @@ def test_bench_files_saves_loads_and_splits_the_servers_cpu_per_operation(tmp_pa
     assert result["saves"] > 0 and result["loads"] > 0 and result["active_students"] == 2
     profile = result["profile"]
     assert profile["cpu_ms_per_op"] > 0
+    # Every sample went to a named part; waiting for events is not the server's work.
+    named = {part for part, _ in PARTS[1:]} | {"other"}
+    assert set(profile["ms_per_op"]) <= named, profile["ms_per_op"]
     assert profile["ms_per_op"]["file system (store, paths, history, quota)"] > 0
-    assert abs(sum(profile["ms_per_op"].values()) - profile["cpu_ms_per_op"]) < 0.01 * profile["cpu_ms_per_op"] + 0.01
+    assert profile["ms_per_op"]["Tornado and asyncio"] > 0
 
 
 def test_bench_login_logs_in_with_no_errors(tmp_path):

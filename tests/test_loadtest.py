@@ -163,7 +163,7 @@ def test_open_loop_latency_includes_a_one_second_stall(start_server):
 
     started = time.monotonic()
     outcome, stall_ms = asyncio.run(scenario())
-    assert time.monotonic() - started < 60  # a hang guard
+    assert time.monotonic() - started < 60  # hang guard
     rec = outcome["recorders"]["request"]
     assert rec.errors == {}
     # The two requests due first after the loop blocked could be answered only

@@ -56,7 +56,7 @@ def refused_everywhere(connections, url, cookies, guard=GUARD):
                 assert r.json()["error"] == "session_invalid", r.text
                 took[pid] = round(time.monotonic() - started, 3)
         elapsed = time.monotonic() - started
-        assert elapsed < guard, f"still served by {set(connections) - set(took)} after {elapsed:.1f} s"
+        assert elapsed < guard, f"still served by {set(connections) - set(took)} after {elapsed:.1f} s"  # hang guard
         time.sleep(0.02)
     print("refused after (s):", took)
     return took
