@@ -232,22 +232,13 @@ async def run_students(url, credentials, duration, keys_per_s, timeout, pids):
 
 
 def measure(args, deadline):
-    from .harness import fresh_server, make_credentials, run_async, scratch
-    results = []
-    with scratch("pyclassroom-bench-assist-") as (base, pg):
-        say("starting PostgreSQL and hashing passwords ...")
-        admin_dsn = pg.start()
-        credentials = make_credentials(max(args.students))
-        for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_assist_{processes}p",
-                              ASSIST_PROCESSES=args.assist_processes) as (server, logins):
-                for count in args.students:
-                    say(f"  {processes} process(es), {count} students typing for {args.duration:g} s ...")
-                    summary = run_async(run_students(server.url, logins[:count], args.duration, args.keys_per_s,
-                                                     args.timeout, server.pids), deadline)
-                    results.append({"processes": processes, **summary})
-                    server.ensure_running()
-    return results
+    from .harness import each_load, run_async
+
+    def one(server, logins, processes, count):
+        say(f"  {processes} process(es), {count} students typing for {args.duration:g} s ...")
+        return run_async(run_students(server.url, logins, args.duration, args.keys_per_s, args.timeout,
+                                      server.pids), deadline)
+    return each_load("bench-assist", args.processes, args.students, one, ASSIST_PROCESSES=args.assist_processes)
 
 
 def report(args, info, results):

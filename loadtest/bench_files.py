@@ -142,23 +142,16 @@ class Profile:
 def measure(args, deadline):
     """Per process count one server on a fresh database and DATA_DIR, every
     student count in turn. Returns the results."""
-    from .harness import fresh_server, make_credentials, run_async, scratch
-    results = []
-    with scratch("pyclassroom-bench-files-") as (base, pg):
-        say("starting PostgreSQL and hashing passwords ...")
-        admin_dsn = pg.start()
-        credentials = make_credentials(max(args.students))
-        for processes in args.processes:
-            with fresh_server(admin_dsn, base, processes, credentials, f"bench_files_{processes}p") as (server, logins):
-                for count in args.students:
-                    say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
-                    # A new file name per run: every run starts by creating its files.
-                    watch = Profile(server.pids[0]) if args.py_spy and processes == 1 else None
-                    summary = run_async(run_students(server.url, logins[:count], args.duration,
-                                                     f"bench-{count}.py", args.timeout, watch), deadline)
-                    results.append({"processes": processes, "worker_pids": server.pids, **summary})
-                    server.ensure_running()
-    return results
+    from .harness import each_load, run_async
+
+    def one(server, logins, processes, count):
+        say(f"  {processes} process(es), {count} students for {args.duration:g} s ...")
+        watch = Profile(server.pids[0]) if args.py_spy and processes == 1 else None
+        # A new file name per run: every run starts by creating its files.
+        summary = run_async(run_students(server.url, logins, args.duration, f"bench-{count}.py", args.timeout,
+                                         watch), deadline)
+        return {"worker_pids": server.pids, **summary}
+    return each_load("bench-files", args.processes, args.students, one)
 
 
 # -- report ------------------------------------------------------------------------

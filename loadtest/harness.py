@@ -27,7 +27,7 @@ import psycopg2
 from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 
-from .cli import SERVER_ROOT_VARIABLE, Aborted, uninterrupted
+from .cli import SERVER_ROOT_VARIABLE, Aborted, say, uninterrupted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_PASSWORD = "admin-test-password"
@@ -257,3 +257,24 @@ def run_async(coro, deadline):
         return asyncio.run(asyncio.wait_for(coro, remaining))
     except asyncio.TimeoutError:
         raise Aborted("--max-seconds reached during a measurement") from None
+
+
+def each_load(name, process_counts, loads, measure_one, **settings):
+    """The grid a closed-loop benchmark walks: one scratch PostgreSQL, then
+    per process count a fresh server (`settings` on top of server_env) with
+    max(loads) users, and every load in turn on it. `measure_one(server,
+    logins, processes, count)` measures one cell and returns its figures;
+    returns [{"processes": ..., **figures}] in order."""
+    results = []
+    with scratch(f"pyclassroom-{name}-") as (base, pg):
+        say("starting PostgreSQL and hashing passwords ...")
+        admin_dsn = pg.start()
+        credentials = make_credentials(max(loads))
+        for processes in process_counts:
+            with fresh_server(admin_dsn, base, processes, credentials, f"{name.replace('-', '_')}_{processes}p",
+                              **settings) as (server, logins):
+                for count in loads:
+                    results.append({"processes": processes, **measure_one(server, logins[:count], processes, count)})
+                    server.ensure_running()
+    return results
+
