@@ -23,7 +23,7 @@ def student(server, name):
 
 
 def save(client, path, code):
-    r = client.request("PUT", "/api/files/home/" + path, data=code.encode(), headers={"If-Match": "*"})
+    r = client.request("PUT", "/api/files/home/" + path, data=code if isinstance(code, bytes) else code.encode(), headers={"If-Match": "*"})
     assert r.status_code == 200, r.text
 
 

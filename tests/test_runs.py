@@ -46,6 +46,27 @@ def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
     assert rc.output("stdout") == "before\r\n"
 
 
+def test_the_program_is_the_module_main_as_under_python3(sandbox_server):
+    """What `python3 main.py` gives a script: __name__, __file__, the module
+    in sys.modules (pickle and dataclasses look classes up there), its
+    coding cookie, a SyntaxError shown without the launcher's frames."""
+    ada = student(sandbox_server, "ada")
+    code = ("# -*- coding: latin-1 -*-\nimport dataclasses, pickle, sys, __main__\n"
+            "@dataclasses.dataclass\nclass P:\n    x: int\n"
+            "print(__name__, __file__, sys.argv[0], __main__.P is P, pickle.loads(pickle.dumps(P(3))))\n"
+            "print('caf\xe9')\n").encode("latin-1")
+    exit_, rc = run(sandbox_server, ada, code)
+    assert exit_["reason"] == "ok", rc.messages
+    first, second = rc.output("stdout").split("\r\n")[:2]
+    name, file, argv0, same, obj = first.split(" ", 4)
+    assert (name, argv0, same, obj, second) == ("__main__", "main.py", "True", "P(x=3)", "caf\u00e9"), first
+    assert file.startswith("/") and file.endswith("/main.py"), file
+    exit_, rc = run(sandbox_server, ada, "print('a'\n")
+    assert exit_["reason"] == "error"
+    err = rc.output("stderr")
+    assert 'main.py", line 1' in err and "SyntaxError" in err and "launcher" not in err, err
+
+
 def test_ctrl_c_raises_keyboard_interrupt(sandbox_server):
     ada = student(sandbox_server, "ada")
 

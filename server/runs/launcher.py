@@ -39,9 +39,7 @@ import fcntl
 import io
 import json
 import os
-import pkgutil  # noqa: F401 (runpy.run_path imports it: ~5 ms of CPU in every run's fork otherwise)
 import resource
-import runpy  # imported before `ready`, so the run does not wait for them
 import select
 import signal
 import struct
@@ -49,6 +47,7 @@ import sys
 import termios
 import time
 import traceback
+import types
 
 READ_SIZE = 65536  # also the largest frame the launcher sends
 INPUT_BUFFER = 64 << 10  # typed input waiting for a program that does not read it
@@ -205,7 +204,7 @@ def run_program(go, slave, err_w, limits, own_session):
     sys.path[0:0] = [os.path.dirname(script)]
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        run_script(script)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -217,7 +216,7 @@ def run_program(go, slave, err_w, limits, own_session):
     except BaseException as e:
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != script:
-            tb = tb.tb_next  # hide the launcher's and runpy's frames
+            tb = tb.tb_next  # hide the launcher's frames
         traceback.print_exception(type(e), e, tb)
         if isinstance(e, KeyboardInterrupt):
             code = 130
@@ -231,6 +230,18 @@ def run_program(go, slave, err_w, limits, own_session):
     except Exception:
         pass
     os._exit(code)
+
+
+def run_script(script):
+    """Run a file as `python3 script` would: as the module __main__ (so
+    pickle and dataclasses find what it defines), its coding cookie
+    honoured by compile()."""
+    with open(script, "rb") as f:
+        source = f.read()
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    sys.modules["__main__"] = main
+    exec(compile(source, script, "exec"), main.__dict__)
 
 
 def _input(prompt=""):
@@ -302,6 +313,14 @@ def lower_priority(nice, lower_group, patience=3.0):
             time.sleep(0.02 + 0.1 * os.urandom(1)[0] / 255)  # apart from the others
 
 
+def warm_up():
+    """Compile and run an empty program once, so that what an interpreter's
+    first compile() pays (the AST types CPython builds lazily: about 2 ms
+    of CPU) is paid here, once per sandbox, and every run's fork inherits
+    it."""
+    exec(compile(b"", "<warm>", "exec"), {})
+
+
 def main():
     settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     protect(settings.get("seccomp"))
@@ -312,6 +331,7 @@ def main():
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # each run's terminal hangs up as it ends
     lower_priority(settings.get("nice", 10), settings.get("lower_group", True))
     seed_matplotlib_cache(settings.get("mpl_cache"))
+    warm_up()
     limits = settings.get("limits", {})
     # Only the first process of a PID namespace can clear what a run leaves
     # behind (kill(-1) there reaches the namespace only): elsewhere, one run.
