@@ -294,8 +294,8 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m loadtest.bench_peer", description=__doc__.split("\n\n")[0])
     parser.add_argument("--processes", type=int_list, default=[1, 2],
                         help="PyClassroom worker process counts (default 1,2)")
-    parser.add_argument("--files", type=int_list, default=[60, 600],
-                        help="students saving and loading at once (default 60,600)")
+    parser.add_argument("--files", type=lambda t: [] if t in ("", "0") else int_list(t), default=[60, 600],
+                        help="students saving and loading at once (default 60,600; 0: no files)")
     parser.add_argument("--runs", type=lambda t: [] if t in ("", "0") else int_list(t), default=[10, 30],
                         help="students running programs at once (default 10,30; 0: no runs)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")

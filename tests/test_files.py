@@ -51,6 +51,16 @@ def test_save_then_load_round_trip(ada):
     assert put(ada, "lesson1/sum.py", "print(2)\n", etag).status_code == 200
 
 
+def test_a_small_file_comes_as_it_is_and_a_large_one_gzipped(ada):
+    """Gzipping a few KB of JSON costs the worker more than it saves on a
+    class's network; a large file's answer is still compressed."""
+    for size, gzipped in ((3000, False), (40000, True)):
+        assert put(ada, f"g{size}.py", "x = 1\n" * (size // 6)).status_code == 200
+        r = ada.get(f"/api/files/home/g{size}.py", headers={"Accept-Encoding": "gzip"})
+        assert r.status_code == 200 and r.json()["content"] == "x = 1\n" * (size // 6)
+        assert (r.headers.get("Content-Encoding") == "gzip") is gzipped, (size, r.headers)
+
+
 def test_two_tabs_editing_one_file_never_lose_an_edit_silently(server, ada):
     etag = put(ada, "essay.py", "# v1\n").json()["etag"]
     other_tab = server.client()

@@ -113,7 +113,9 @@ class Run:
     async def execute(self, path, args, cols, rows):
         """Start the program and stream it to the client; return the exit message."""
         started = self.last_activity = time.monotonic()
-        oom_before, cpu_before = self.sandbox.oom_kills(), self.sandbox.cpu_seconds()
+        # The kernel's counts as the sandbox's last run ended are this run's
+        # start (its launcher did nothing since): two cgroup reads saved.
+        oom_before, cpu_before = self.sandbox.counts or (self.sandbox.oom_kills(), self.sandbox.cpu_seconds())
         self.sandbox.send(frame(b"g", json.dumps({"path": path, "args": args, "cols": cols,
                                                   "rows": rows}).encode()))
         self._reading = asyncio.ensure_future(self._relay())
@@ -139,8 +141,9 @@ class Run:
         for stream, decoder in self._decoders.items():
             self._queue(stream, decoder.decode(b"", final=True))
         await self._flush()
-        oom = self.sandbox.oom_kills() > oom_before or exit_.oom_killed
-        cpu_after = self.sandbox.cpu_seconds()
+        oom_after, cpu_after = self.sandbox.oom_kills(), self.sandbox.cpu_seconds()
+        self.sandbox.counts = (oom_after, cpu_after)
+        oom = oom_after > oom_before or exit_.oom_killed
         cpu_used = cpu_after - cpu_before if cpu_after is not None and cpu_before is not None else None
         return self._exit_message(exit_, oom, cpu_used, time.monotonic() - started)
 

@@ -8,7 +8,8 @@ sandbox (`ChildSandbox` here, `DockerPrepared` for containers) that
 - reports the launcher's exit as the kernel gave it (`wait`);
 - kills everything the sandbox ever started, and returns only once the
   kernel says it is gone (`kill`), whatever the program did to its pipes;
-- tells what the kernel counted for it (`oom_kills`, `cpu_seconds`).
+- tells what the kernel counted for it (`oom_kills`, `cpu_seconds`), and
+  keeps the counts as its last run ended (`counts`, set by run.py).
 
 The kinds are in sandbox_local.py (`local`: bubblewrap; `process`: no
 isolation, for development) and sandbox_docker.py; sandboxes.py picks one.
@@ -117,6 +118,7 @@ class ChildSandbox:
         self._stderr = collections.deque(maxlen=STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         self._killed = None
+        self.counts = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
 
     async def _drain_stderr(self):
         """Keep what the launcher or bubblewrap say (the tail of it): read

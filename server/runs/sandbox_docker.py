@@ -270,6 +270,7 @@ class DockerPrepared:
         self._pump_task = asyncio.ensure_future(self._pump())
         self._kill_task = None
         self._exit = None
+        self.counts = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
 
     def on_ready(self):
         """Nothing to do: the container's cgroup sets its CPU weight."""
