@@ -56,7 +56,10 @@ def postgres_url():
 
 @contextlib.contextmanager
 def new_database(postgres_url):
-    """DSN of a new, empty database on the tests' PostgreSQL, dropped on leaving."""
+    """DSN of a new, empty database on the tests' PostgreSQL, dropped on
+    leaving when that PostgreSQL is DATABASE_URL's. The suite's own is
+    deleted whole at the end, and a drop costs a checkpoint (about 0.25 s,
+    some 30 s over the suite)."""
     name = "t_" + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(postgres_url)
     admin.autocommit = True
@@ -65,8 +68,9 @@ def new_database(postgres_url):
     try:
         yield with_database(postgres_url, name)
     finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if os.environ.get("DATABASE_URL"):
+            with admin.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
 
 

@@ -79,7 +79,7 @@ def test_bench_login_logs_in_with_no_errors(tmp_path):
 
 
 def test_bench_assist_types_asks_and_counts_every_answer(tmp_path):
-    [result] = bench("bench_assist", tmp_path, "--students", "2", "--duration", "3")
+    [result] = bench("bench_assist", tmp_path, "--students", "2", "--duration", "2")
     assert result["typing"] == 2 and result["setup_errors"] == {}
     assert all(result[op]["errors"] == 0 for op in ("complete", "signatures", "check"))
     assert result["complete"]["count"] > 0 and result["server_cpu_typing"] > 0

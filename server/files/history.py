@@ -37,11 +37,11 @@ def _is_version(name):
 
 
 class History:
-    def __init__(self, root_fd, limits):
-        self.root_fd, self.limits = root_fd, limits
+    def __init__(self, history_fd, limits):
+        self.base_fd, self.limits = history_fd, limits  # .system/history, open for the worker's life
 
     def _area_parts(self, area):
-        return (".system", "history", area.slug)
+        return (area.slug,)
 
     def parts(self, area, parts):
         digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
@@ -51,7 +51,7 @@ class History:
         """Keep the regular file `name` in `dir_fd` (at `parts`) as a version;
         returns its name and (bytes, files) freed by dropping versions past
         the limit."""
-        hfd = paths.open_dir(self.root_fd, self.parts(area, parts), create=True)
+        hfd = paths.open_dir(self.base_fd, self.parts(area, parts), create=True)
         try:
             version = f"{time.time_ns()}-{etag}"
             try:
@@ -79,7 +79,7 @@ class History:
     def list(self, area, parts):
         """Earlier versions of a file, newest first."""
         try:
-            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+            hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
         except FileNotFoundError:
             return []
         try:
@@ -100,21 +100,21 @@ class History:
         if not version or "/" in version or not _is_version(version) or paths.name_problem(version):
             raise Refused(404, "no_such_version", "There is no such version.")
         try:
-            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+            hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
             try:
-                with os.fdopen(paths.open_regular(hfd, version), "rb") as f:
-                    if os.fstat(f.fileno()).st_size > limit:
-                        raise Refused(413, "file_too_large", "This version is too large to open here.")
-                    return f.read()
+                data, _ = paths.read_regular(hfd, version, limit)
             finally:
                 os.close(hfd)
+            if data is None:
+                raise Refused(413, "file_too_large", "This version is too large to open here.")
+            return data
         except FileNotFoundError:
             raise Refused(404, "no_such_version", "This version is no longer kept.") from None
 
     def kept(self, area, parts, version):
         """Is `version` of the file at `parts` still kept?"""
         try:
-            hfd = paths.open_dir(self.root_fd, self.parts(area, parts))
+            hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
         except FileNotFoundError:
             return False
         try:
@@ -127,7 +127,7 @@ class History:
         under the old paths: they stay readable there)."""
         old, new = self.parts(area, src), self.parts(area, dst)
         try:
-            hfd = paths.open_dir(self.root_fd, old[:-1])
+            hfd = paths.open_dir(self.base_fd, old[:-1])
         except FileNotFoundError:
             return
         try:
@@ -144,7 +144,7 @@ class History:
         counted in the home) are not counted twice, and are added to it."""
         total = count = 0
         try:
-            afd = paths.open_dir(self.root_fd, self._area_parts(area))
+            afd = paths.open_dir(self.base_fd, self._area_parts(area))
         except FileNotFoundError:
             return 0, 0
         try:
@@ -161,7 +161,7 @@ class History:
         """Drop the area's oldest versions until (bytes, files) as large as
         asked are freed, or none are left; returns what was freed."""
         try:
-            afd = paths.open_dir(self.root_fd, self._area_parts(area))
+            afd = paths.open_dir(self.base_fd, self._area_parts(area))
         except FileNotFoundError:
             return 0, 0
         try:

@@ -37,17 +37,21 @@ def size_text(n):
 
 
 class Quota:
-    def __init__(self, root_fd, limits, history):
-        self.root_fd, self.limits, self.history = root_fd, limits, history
+    def __init__(self, root_fd, usage_fd, limits, history):
+        self.root_fd, self.usage_fd, self.limits, self.history = root_fd, usage_fd, limits, history
 
     # -- the record ----------------------------------------------------------------
 
     def usage(self, area, fresh=False, max_age=USAGE_TTL):
         """(bytes, files) of the area; the caller holds its lock."""
+        record = self._record(area, fresh, max_age)
+        return record["bytes"], record["files"]
+
+    def _record(self, area, fresh=False, max_age=USAGE_TTL):
         record = None if fresh else self._read(area)
         if record is None or time.time() - record["measured"] > max_age:
             record = self.measure(area)
-        return record["bytes"], record["files"]
+        return record
 
     def measure(self, area):
         """Walk the home and its history now, and rewrite the record."""
@@ -78,13 +82,15 @@ class Quota:
             self._write(area, record)
         return record
 
-    def add(self, area, added_bytes, added_files):
-        """Count a change already made (and checked) into the record."""
-        record = (added_bytes or added_files) and self._read(area)
+    def add(self, area, added_bytes, added_files, record=None):
+        """Count a change already made (and checked) into the record
+        (`record`: as the caller, holding the lock, has just read it)."""
+        if not (added_bytes or added_files):
+            return
+        record = record or self._read(area)
         if record:
-            record["bytes"] = max(0, record["bytes"] + added_bytes)
-            record["files"] = max(0, record["files"] + added_files)
-            self._write(area, record)
+            self._write(area, dict(record, bytes=max(0, record["bytes"] + added_bytes),
+                                   files=max(0, record["files"] + added_files)))
 
     def walk_cap(self):
         """Entries a measurement counts at most: far past any files quota,
@@ -100,14 +106,16 @@ class Quota:
         over quota can still cut a file down."""
         if not area.quota:
             return
-        used, files = self.usage(area)
-        if self._near(used + added_bytes, files + added_files):
-            used, files = self.usage(area, max_age=NEAR_TTL)
+        record = self._record(area)
+        if self._near(record["bytes"] + added_bytes, record["files"] + added_files):
+            record = self._record(area, max_age=NEAR_TTL)
+        used, files = record["bytes"], record["files"]
         if not self._fits(used + added_bytes, files + added_files):
             used, files = self._make_room(area, used, files, added_bytes, added_files)
             if not self._fits(used + added_bytes, files + added_files) and not shrinks:
                 raise Refused(507, "quota_exceeded", self._sentence(used, files, added_bytes, added_files))
-        self.add(area, added_bytes, added_files)
+            record = None  # making room rewrote it
+        self.add(area, added_bytes, added_files, record)
 
     def problem(self, area, fresh=False):
         """None when the home is within its quota (after making room), else
@@ -160,16 +168,11 @@ class Quota:
         return area.slug
 
     def _read(self, area):
-        try:
-            with paths.opened(self.root_fd, (".system", "usage")) as fd:
-                record = records.read(fd, self._name(area))
-        except FileNotFoundError:
-            return None
+        record = records.read(self.usage_fd, self._name(area))
         if isinstance(record, dict) and all(isinstance(record.get(k), (int, float))
                                             for k in ("bytes", "files", "measured")):
             return record
         return None
 
     def _write(self, area, record):
-        with paths.opened(self.root_fd, (".system", "usage"), create=True) as fd:
-            records.write(fd, self._name(area), record)
+        records.write(self.usage_fd, self._name(area), record)

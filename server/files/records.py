@@ -10,14 +10,16 @@ from . import paths
 def read(dir_fd, name):
     """The record `name` in `dir_fd`, or None if missing or unreadable."""
     try:
-        with os.fdopen(paths.open_regular(dir_fd, name), "rb") as f:
-            return json.loads(f.read())
+        return json.loads(paths.read_regular(dir_fd, name)[0])
     except (FileNotFoundError, ValueError):
         return None
 
 
 def write(dir_fd, name, value):
     temp = f"{paths.RESERVED_PREFIX}-{secrets.token_hex(6)}"
-    with os.fdopen(paths.open_file(dir_fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
-        json.dump(value, f)
+    fd = paths.open_file(dir_fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        paths.write_all(fd, json.dumps(value).encode())
+    finally:
+        os.close(fd)
     os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

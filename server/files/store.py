@@ -103,15 +103,21 @@ class Store:
         for sub in _SYSTEM:
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self._root_fd = paths.open_root(self.root)
-        self.versions = History(self._root_fd, limits)
-        self.quota = Quota(self._root_fd, limits, self.versions)
+        # The folders of the store's own records stay open for the worker's
+        # life: a save would otherwise open each again, name by name.
+        self._locks_fd = paths.open_dir(self._root_fd, (".system", "locks"))
+        self._usage_fd = paths.open_dir(self._root_fd, (".system", "usage"))
+        self._history_fd = paths.open_dir(self._root_fd, (".system", "history"))
+        self.versions = History(self._history_fd, limits)
+        self.quota = Quota(self._root_fd, self._usage_fd, limits, self.versions)
         self.trash = Trash(self._root_fd)
 
     def close(self):
         """Release the open STORAGE_ROOT (tools that make a Store, then
         remove its folder, call this)."""
         if self._root_fd is not None:
-            os.close(self._root_fd)
+            for fd in (self._root_fd, self._locks_fd, self._usage_fd, self._history_fd):
+                os.close(fd)
             self._root_fd = None
 
     # -- opening ----------------------------------------------------------
@@ -131,9 +137,8 @@ class Store:
     @contextmanager
     def _locked(self, area):
         name = area.slug + ".lock"
-        with paths.opened(self._root_fd, (".system", "locks")) as locks:
-            with lock.area_lock(locks, name, os.path.join(self.root, ".system", "locks", name)):
-                yield
+        with lock.area_lock(self._locks_fd, name, os.path.join(self.root, ".system", "locks", name)):
+            yield
 
     def _owner(self, area):
         """(uid, gid) new files of a home get: its owner's, so that the
@@ -308,12 +313,8 @@ class Store:
         try:
             if not stat.S_ISREG(st.st_mode):
                 raise NotAFile(name)
-            with os.fdopen(paths.open_regular(fd, name), "rb") as f:
-                st = os.fstat(f.fileno())
-                if limit is not None and st.st_size > limit:
-                    return None, None, _meta("/".join(parts), st, key="path")
-                data = f.read()
-            return data, etag_of(data), _meta("/".join(parts), st, key="path")
+            data, st = paths.read_regular(fd, name, limit)
+            return data, None if data is None else etag_of(data), _meta("/".join(parts), st, key="path")
         finally:
             os.close(fd)
 
@@ -387,8 +388,7 @@ class Store:
             return None
         if st.st_size > TEXT_LIMIT:
             return {"etag": etag_of_file(fd, name), "size": st.st_size, "modified": round(st.st_mtime, 3)}
-        with os.fdopen(paths.open_regular(fd, name), "rb") as f:
-            data = f.read()
+        data = paths.read_regular(fd, name)[0]
         current = {"etag": etag_of(data), "size": len(data), "modified": round(st.st_mtime, 3)}
         text = as_text(data)
         if text is not None:
@@ -408,9 +408,7 @@ class Store:
                 owner = self._owner(area)
                 if owner:
                     os.fchown(tfd, *owner)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(tfd, view):]
+                paths.write_all(tfd, data)
                 os.fsync(tfd)
             finally:
                 os.close(tfd)
