@@ -28,6 +28,8 @@ from ..errors import Refused
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 120.0  # seconds a new process may take to start and warm up
+IDLE_GROUP_NICE = 19  # the scheduling group of an assist process warming up
+ANSWER_GROUP_NICE = 0  # ... and of one that answers: as any session's (its own nice ranks it inside)
 ANSWER_BYTES = 4 << 20  # the longest answer line read from a process
 RESTART_DELAYS = (0.5, 1, 2, 5, 10, 30)  # after processes that fail in a row
 
@@ -100,8 +102,12 @@ class Process:
 def _schedule(pid, policy):
     """Warming up costs a process seconds of CPU (jedi loads numpy and
     matplotlib), right when a restarted server's class logs in again: it
-    warms at SCHED_IDLE and answers at the normal policy (still niced). Only
-    root may take a process back out of SCHED_IDLE, so elsewhere it is left
+    warms at SCHED_IDLE and answers at the normal policy (still niced). Its
+    session is a scheduling group of its own (autogroup), which the kernel
+    weighs against the server's by the group's nice alone: without lowering
+    the group too, SCHED_IDLE inside it took a full group's share and the
+    warm-up slowed a class's logins and saves. Only root may take a process
+    back out of SCHED_IDLE or raise a group again, so elsewhere it is left
     alone."""
     if os.geteuid() != 0:
         return
@@ -115,6 +121,11 @@ def _schedule(pid, policy):
             os.sched_setscheduler(proc.pid, policy, os.sched_param(0))
         except OSError:
             pass  # gone meanwhile
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(IDLE_GROUP_NICE if policy == os.SCHED_IDLE else ANSWER_GROUP_NICE))
+    except OSError:
+        pass  # no autogroup scheduling here (or the process is gone)
 
 
 class Pool:
