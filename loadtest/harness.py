@@ -35,6 +35,8 @@ COOKIE_SECRET = "test-cookie-secret-" + "x" * 32
 SERVING_RE = re.compile(r"serving (http://\S+) with (\d+) (?:worker )?process(?:es)? \(pids? ([\d, ]+)\)")
 START_TIMEOUT = 120.0  # the server prints its serving line within this (a hang guard)
 STOP_TIMEOUT = 30.0
+SETTLE_TIMEOUT = 60.0  # a fresh server goes quiet within this, or is measured anyway
+SETTLE_STEP = 0.5
 
 
 # -- the server under test -----------------------------------------------------------
@@ -209,10 +211,42 @@ def fresh_server(admin_dsn, base, processes, credentials, label, log=None, **set
         server = ServerProcess(processes, dsn, data_dir, env, tail() if log is None else log)
         try:
             server.start()  # it applies the migrations: the users table exists after
-            yield server, insert_users(dsn, credentials)
+            logins = insert_users(dsn, credentials)
+            settle(server)
+            yield server, logins
         finally:
             with uninterrupted():
                 server.stop()
+
+
+def settle(server, timeout=SETTLE_TIMEOUT):
+    """Wait until the server's processes and their children have gone quiet
+    (under a tenth of a core): a fresh server's editing-help processes
+    warm up for seconds, and a measurement started at once counted that as
+    its load's."""
+    import psutil
+
+    def cpu():
+        total = 0.0
+        try:
+            top = psutil.Process(server.proc.pid)
+            for proc in (top, *top.children(recursive=True)):
+                try:
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+                except psutil.Error:
+                    pass  # gone meanwhile
+        except psutil.Error:
+            pass
+        return total
+    deadline = time.monotonic() + timeout
+    last = cpu()
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_STEP)
+        now = cpu()
+        if now - last < 0.1 * SETTLE_STEP:
+            return
+        last = now
 
 
 # -- users ---------------------------------------------------------------------------
