@@ -72,6 +72,14 @@ def test_bench_files_saves_loads_and_splits_the_servers_cpu_per_operation(tmp_pa
     assert profile["ms_per_op"]["Tornado and asyncio"] > 0
 
 
+def test_bench_run_cost_refuses_more_runs_than_one_sandbox_serves():
+    """Past them the sandbox would be replaced mid-measurement, and the
+    launcher measured would no longer be the one serving."""
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_run_cost", "--one-sandbox", "--runs", "2000"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--one-sandbox measures at most 780 runs" in done.stderr, done.stderr
+
+
 def test_bench_login_logs_in_with_no_errors(tmp_path):
     [result] = bench("bench_login", tmp_path, "--processes", "1", "--concurrency", "2", "--rounds", "1",
                      "--warmup", "0")
