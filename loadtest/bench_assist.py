@@ -33,7 +33,7 @@ import sys
 import time
 
 from .cli import bounds, int_list, measured, say, server_root_option, write_json
-from .machine import describe, machine, raise_file_limit
+from .machine import describe, machine, raise_file_limit, tree_cpu
 from .recording import error_lines, fmt
 
 LESSON = '''import random
@@ -170,22 +170,6 @@ class Typist:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-
-
-def tree_cpu(pids):
-    """CPU seconds of `pids` and every process below them (the assist
-    processes are the workers' children)."""
-    import psutil
-    total = 0.0
-    for pid in pids:
-        try:
-            root = psutil.Process(pid)
-            for proc in [root, *root.children(recursive=True)]:
-                t = proc.cpu_times()
-                total += t.user + t.system
-        except psutil.Error:
-            continue
-    return total
 
 
 async def run_students(url, credentials, duration, keys_per_s, timeout, pids):

@@ -20,41 +20,29 @@ import sys
 import time
 
 from .cli import Aborted, bounds, clean_up_on_sigterm, say, write_json
+from .machine import machine_busy
 
 PROGRAM = "print(1)\n"
 ONE_SANDBOX_MAX_RUNS = 780  # the warm-up runs and these within 800, a sandbox's fewest runs
 
 
-def cpu_seconds(proc):
-    try:
-        t = proc.cpu_times()
-        return t.user + t.system + t.children_user + t.children_system
-    except Exception:  # the process is gone: its time was counted till then
-        return 0.0
+def cpu_of(procs):
+    """(their own, their reaped children's) CPU seconds, summed over `procs`;
+    a process that is gone adds nothing (its time was counted till then)."""
+    own = children = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except Exception:
+            continue
+        own += t.user + t.system
+        children += t.children_user + t.children_system
+    return own, children
 
 
-def own_seconds(proc):
-    try:
-        t = proc.cpu_times()
-        return t.user + t.system
-    except Exception:
-        return 0.0
-
-
-def children_seconds(proc):
-    """What the process's reaped children used (a launcher's programs)."""
-    try:
-        t = proc.cpu_times()
-        return t.children_user + t.children_system
-    except Exception:
-        return 0.0
-
-
-def machine_busy():
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+def machine_seconds():
+    """Busy CPU seconds of the whole machine so far."""
+    return machine_busy()[0] / os.sysconf("SC_CLK_TCK")
 
 
 def sandbox_group_seconds():
@@ -81,12 +69,11 @@ class Snapshot:
     def __init__(self, server_procs, postgres_procs, launchers):
         # The server's own time: its reaped children are sandboxes (bubblewrap),
         # counted in their cgroup, or on their own where there is none.
-        self.server = sum(own_seconds(p) for p in server_procs)
-        self.server_children = sum(children_seconds(p) for p in server_procs)
-        self.postgres = sum(cpu_seconds(p) for p in postgres_procs)
-        self.launchers = (sum(own_seconds(p) for p in launchers), sum(children_seconds(p) for p in launchers))
+        self.server, self.server_children = cpu_of(server_procs)
+        self.postgres = sum(cpu_of(postgres_procs))
+        self.launchers = cpu_of(launchers)
         self.sandboxes = sandbox_group_seconds()
-        self.machine = machine_busy()
+        self.machine = machine_seconds()
         self.at = time.monotonic()
 
 

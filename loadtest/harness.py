@@ -28,6 +28,7 @@ from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 
 from .cli import SERVER_ROOT_VARIABLE, Aborted, say, uninterrupted
+from .machine import tree_cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_PASSWORD = "admin-test-password"
@@ -224,26 +225,11 @@ def settle(server, timeout=SETTLE_TIMEOUT):
     (under a tenth of a core): a fresh server's editing-help processes
     warm up for seconds, and a measurement started at once counted that as
     its load's."""
-    import psutil
-
-    def cpu():
-        total = 0.0
-        try:
-            top = psutil.Process(server.proc.pid)
-            for proc in (top, *top.children(recursive=True)):
-                try:
-                    times = proc.cpu_times()
-                    total += times.user + times.system
-                except psutil.Error:
-                    pass  # gone meanwhile
-        except psutil.Error:
-            pass
-        return total
     deadline = time.monotonic() + timeout
-    last = cpu()
+    last = tree_cpu([server.proc.pid])
     while time.monotonic() < deadline:
         time.sleep(SETTLE_STEP)
-        now = cpu()
+        now = tree_cpu([server.proc.pid])
         if now - last < 0.1 * SETTLE_STEP:
             return
         last = now

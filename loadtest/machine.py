@@ -58,6 +58,27 @@ def process_cpu(pids):
     return total
 
 
+def tree_cpu(pids):
+    """CPU seconds (user + system) of `pids` and every process below them
+    (a server's workers and their editing-help processes), as far as they
+    still exist."""
+    import psutil
+    total = 0.0
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            family = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+        for proc in family:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass  # gone meanwhile
+    return total
+
+
 def machine_busy():
     """(busy, total) CPU ticks of the whole machine so far, from /proc/stat."""
     with open("/proc/stat") as f:
