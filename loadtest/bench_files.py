@@ -17,9 +17,10 @@ max(--students) real users (real argon2id hashes). Every request has a
 timeout and the whole run is bounded by --max-seconds.
 
 With --py-spy (pip install py-spy), the one-worker server is sampled
-during each loop and its CPU per operation (a save or a load) is split
-into the session check, PostgreSQL, the file system, JSON, Tornado and
-asyncio, and handing work to the file threads.
+during each loop and its CPU per operation (a save or a load) is given
+for the worker and for its file processes; the worker's is split into
+the session check, PostgreSQL, JSON, Tornado and asyncio, and handing
+calls to the file processes.
 
 --server-root measures the server of another checkout (say, a worktree
 of the commit before a change) with this client, for a before/after in
@@ -109,34 +110,36 @@ async def save_and_load(students, duration, watch=None):
 PARTS = [("(waiting for events)", ("EpollSelector.select",)),
          ("session check", ("server/accounts/sessions.py",)),
          ("PostgreSQL (asyncpg, our pool)", ("asyncpg/", "server/db.py")),
-         ("file system (store, paths, history, quota)", ("server/files/store.py", "server/files/paths.py",
-                                                         "server/files/history.py", "server/files/quota.py",
-                                                         "server/files/records.py", "server/files/lock.py")),
          ("JSON", ("json/",)),
-         ("Tornado and asyncio", ("tornado/", "asyncio/", "selectors.py")),
-         ("threads (handing work to the file threads)", ("concurrent/futures", "threading.py"))]
+         ("handing calls to the file processes", ("server/files/processes.py", "server/files/child.py")),
+         ("Tornado and asyncio", ("tornado/", "asyncio/", "selectors.py"))]
 
 
 class Profile:
-    """The server's CPU per operation over the loop, split into PARTS with py-spy."""
+    """The server's CPU per operation over the loop: the worker's, split
+    into PARTS with py-spy, and its file processes'."""
 
     def __init__(self, pid):
         self.pid = pid
 
     def start(self):
-        from .machine import process_cpu
+        from .machine import file_processes, process_cpu
         from .profile import Sampler
-        self.sampler, self.cpu = Sampler(self.pid), process_cpu([self.pid])
+        self.children = file_processes([self.pid])
+        self.sampler = Sampler(self.pid)
+        self.cpu = process_cpu([self.pid]), process_cpu(self.children)
 
     def stop(self, ops):
         from .machine import process_cpu
         from .profile import split
-        cpu = process_cpu([self.pid]) - self.cpu
+        worker, children = process_cpu([self.pid]) - self.cpu[0], process_cpu(self.children) - self.cpu[1]
         shares = split(self.sampler.stop(), PARTS)
         busy = 1 - shares.pop(PARTS[0][0], 0.0)
-        per_op = cpu * 1000 / ops if ops else 0.0
-        return {"cpu_ms_per_op": round(per_op, 3),
-                "ms_per_op": {part: round(per_op * share / busy, 3) for part, share in shares.items()} if busy else {}}
+        per_op = worker * 1000 / ops if ops else 0.0
+        parts = {part: round(per_op * share / busy, 3) for part, share in shares.items()} if busy else {}
+        parts["file processes (the store's calls)"] = round(children * 1000 / ops, 3) if ops else 0.0
+        return {"cpu_ms_per_op": round(per_op + parts["file processes (the store's calls)"], 3),
+                "ms_per_op": parts}
 
 
 def measure(args, deadline):

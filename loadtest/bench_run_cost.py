@@ -20,7 +20,7 @@ import sys
 import time
 
 from .cli import Aborted, bounds, clean_up_on_sigterm, say, write_json
-from .machine import machine_busy
+from .machine import file_processes, machine_busy
 
 PROGRAM = "print(1)\n"
 ONE_SANDBOX_MAX_RUNS = 780  # the warm-up runs and these within 800, a sandbox's fewest runs
@@ -134,7 +134,8 @@ def measure(args):
             client = Client(server.url)
             client.login_ok(username, password)
             client.request("PUT", "/api/files/home/cost.py", data=PROGRAM.encode(), headers={"If-Match": "*"})
-            server_procs = [psutil.Process(pid) for pid in server.pids] + [psutil.Process(server.proc.pid)]
+            server_procs = [psutil.Process(pid) for pid in [*server.pids, *file_processes(server.pids),
+                                                            server.proc.pid]]
             postgres_procs = postgres_processes(psutil, base)
             uid = 200000 + user_id(server.env["DATABASE_URL"], username)  # its sandbox's uid, as root
             cookies = client.http.cookies.get_dict()
@@ -160,7 +161,7 @@ def measure(args):
 
 def report(args, before, after, hot):
     n, per = args.runs, lambda a, b: (b - a) * 1000 / args.runs
-    rows = [("server (Tornado workers)", per(before.server, after.server)),
+    rows = [("server (Tornado workers, file processes)", per(before.server, after.server)),
             ("PostgreSQL", per(before.postgres, after.postgres))]
     if before.sandboxes is not None and after.sandboxes is not None:
         sandbox = per(before.sandboxes, after.sandboxes)

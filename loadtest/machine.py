@@ -58,6 +58,25 @@ def process_cpu(pids):
     return total
 
 
+def file_processes(worker_pids):
+    """Pids of the file processes (server/files/child.py) of the workers
+    `worker_pids`: the server's own work, like the workers'."""
+    import psutil
+    found = []
+    for pid in worker_pids:
+        try:
+            children = psutil.Process(pid).children()
+        except psutil.Error:
+            continue
+        for child in children:
+            try:
+                if "server.files.child" in child.cmdline():
+                    found.append(child.pid)
+            except psutil.Error:
+                pass
+    return found
+
+
 def tree_cpu(pids):
     """CPU seconds (user + system) of `pids` and every process below them
     (a server's workers and their editing-help processes), as far as they
@@ -108,11 +127,12 @@ def daemon_pids():
 
 
 class CpuWatch:
-    """CPU used over a stretch by the server, the Docker daemon and the
-    whole machine (shares: of one core, of one core, of all cores)."""
+    """CPU used over a stretch by the server (its workers and their file
+    processes), the Docker daemon and the whole machine (shares: of one
+    core, of one core, of all cores)."""
 
     def __init__(self, server_pids):
-        self.server_pids = list(server_pids)
+        self.server_pids = list(server_pids) + file_processes(server_pids)
         self.daemon_pids = daemon_pids()
 
     def start(self):

@@ -26,7 +26,7 @@ from .recording import fmt
 from .scenarios import Budget, Cell, SetupFailed
 
 # Server settings recorded with the results (as the servers see them).
-RECORDED_SETTINGS = ("HASH_THREADS", "FILE_THREADS", "DB_POOL_MAX", "FS_DELAY_MS", "SANDBOX", "RUN_MAX_CONCURRENT",
+RECORDED_SETTINGS = ("HASH_THREADS", "FILE_PROCESSES", "FILE_THREADS", "DB_POOL_MAX", "FS_DELAY_MS", "SANDBOX", "RUN_MAX_CONCURRENT",
                      "RUN_QUEUE_MAX", "LOG_LEVEL")
 
 

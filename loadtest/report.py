@@ -20,7 +20,7 @@ MEANING = {
     "wait": "requests wait for their turn in a worker's line (REQUESTS_AT_ONCE): the worker is saturated",
     "hash_wait": "logins wait for a password-hashing thread (HASH_THREADS, CPUs)",
     "hash": "each password hash itself takes longer: the CPUs are shared by more at once",
-    "fs_wait": "requests wait for a file thread (FILE_THREADS) because file calls are slow or many",
+    "fs_wait": "requests wait for a file process (FILE_PROCESSES) because file calls are slow or many",
     "fs": "the file system itself answers more slowly",
     "db": "PostgreSQL queries, or waiting for a pool connection (DB_POOL_MAX), take longer",
     "app": "the handlers' own work and their wait for a busy IOLoop: the workers' CPU",

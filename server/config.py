@@ -165,8 +165,11 @@ SETTINGS = [
             "seconds after which failed logins are forgotten; also the longest back-off"),
     Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
             "password-hashing threads per worker (each hash uses 19 MiB)"),
-    Setting("FILE_THREADS", _int(1, 256), "32",
-            "file system threads per worker (on EFS each call waits milliseconds, so many run at once)"),
+    Setting("FILE_PROCESSES", _int(1, 128), "8",
+            "file processes per worker, each making one file call at a time (on EFS each call waits "
+            "milliseconds: raise it so that more run at once)"),
+    Setting("FILE_THREADS", _int(1, 256), "8",
+            "file threads per worker, for downloads, zips and pushes (a file read on in blocks)"),
     Setting("MAX_FILE_BYTES", _int(1024, 1 << 30), str(10 << 20), "largest file a user may save or upload"),
     Setting("QUOTA_BYTES", _int(1024, 1 << 40), str(200 << 20), "bytes of files one user's home may hold"),
     Setting("QUOTA_FILES", _int(1, 10 ** 7), "5000", "files and folders one user's home may hold"),

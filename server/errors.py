@@ -11,3 +11,15 @@ class Refused(Exception):
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
         self.retry_after, self.extra = retry_after, extra
+
+    def __reduce__(self):
+        # Pickled whole (a file process raises it in the worker): the
+        # subclasses' constructors take other arguments.
+        return _rebuilt, (type(self), self.__dict__)
+
+
+def _rebuilt(cls, state):
+    refusal = Exception.__new__(cls)
+    Exception.__init__(refusal, state["message"])
+    refusal.__dict__.update(state)
+    return refusal

@@ -22,6 +22,7 @@ from .accounts.service import Accounts
 from .assist.service import Assist
 from .executor import BoundedExecutor
 from .fifo import FifoGate
+from .files.processes import FileProcesses
 from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandboxes
@@ -57,6 +58,7 @@ class Context:
             quota_bytes=cfg.QUOTA_BYTES, quota_files=cfg.QUOTA_FILES,
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
             delay_ms=cfg.FS_DELAY_MS))
+        self.file_processes = FileProcesses(self.store, cfg.FILE_PROCESSES, max_pending=4096)
         self.sandbox = sandboxes.create(cfg)
         self.admission = Admission.share(cfg, processes)
         self.runs = manager.RunManager(self)
@@ -73,7 +75,7 @@ async def open_database(ctx, dsn):
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
     ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
     classes = Classes(ctx.pool)
-    ctx.files = Files(ctx.store, ctx.file_threads, ctx.pool, ctx.cfg, classes)
+    ctx.files = Files(ctx.store, ctx.file_processes, ctx.file_threads, ctx.pool, ctx.cfg, classes)
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
@@ -155,6 +157,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
             log.info("removed %d sandboxes left by a stopped worker", removed)
     except Exception:
         log.exception("could not remove sandboxes left by a previous worker")
+    await ctx.file_processes.start()
     await open_database(ctx, dsn)
     ctx.assist = Assist.start(cfg, ctx.files)
     app = make_app(ctx)
@@ -212,6 +215,7 @@ async def drain(ctx, server):
     except asyncio.TimeoutError:
         ctx.pool.terminate()
     await ctx.assist.close()
+    await ctx.file_processes.close()
     ctx.hasher.shutdown()
     ctx.file_threads.shutdown()
 

@@ -13,6 +13,7 @@ import threading
 import time
 import zipfile
 
+import psutil
 import pytest
 import requests
 
@@ -72,10 +73,14 @@ def check_self_consistent(text):
 
 
 def kill_everything(server):
-    """SIGKILL the workers and the parent at once, as a power cut or the OOM
-    killer would: no handler, no cleanup. Workers first: a worker outliving
-    its parent would get SIGTERM (PDEATHSIG) and could finish gracefully."""
-    victims = [pid for pid in server.pids if pid != server.proc.pid] + [server.proc.pid]
+    """SIGKILL every process of the server at once, as a power cut would: no
+    handler, no cleanup. Workers first: a worker outliving its parent would
+    get SIGTERM (PDEATHSIG) and could finish gracefully. Their file
+    processes last: one that outlived its worker's answer would be refused
+    as lost (a 503), which a power cut never shows."""
+    below = [p.pid for p in psutil.Process(server.proc.pid).children(recursive=True)]
+    workers = [pid for pid in server.pids if pid != server.proc.pid]
+    victims = workers + [server.proc.pid] + [pid for pid in below if pid not in workers]
     for pid in victims:
         try:
             os.kill(pid, signal.SIGKILL)

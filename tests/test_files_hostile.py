@@ -70,7 +70,7 @@ def zip_names(response):
 
 
 def test_a_fifo_in_one_home_freezes_no_one(start_server):
-    server = start_server(FILE_THREADS=8)
+    server = start_server(FILE_PROCESSES=8)
     mallory, bob = signed_in(server, "mallory"), signed_in(server, "bob")
     teacher = signed_in(server, "mrs-t", role="teacher")
     put(mallory, "notes.py", b"print('mine')\n")
@@ -126,11 +126,11 @@ def test_a_fifo_in_one_home_freezes_no_one(start_server):
     assert server.stop(timeout=TIMEOUT) == 0
 
 
-def test_one_student_flooding_the_file_threads_does_not_hold_up_another(start_server):
+def test_one_student_flooding_the_file_processes_does_not_hold_up_another(start_server):
     """Forty saves of one student at once, on a slow file system: another
     student's save is answered long before they are, because one user's
-    requests hold at most a few of the file threads."""
-    server = start_server(FILE_THREADS=8, FS_DELAY_MS=300)
+    requests hold at most a few of the file processes."""
+    server = start_server(FILE_PROCESSES=8, FS_DELAY_MS=300)
     mallory, bob = signed_in(server, "mallory"), signed_in(server, "bob")
     answered = []
 

@@ -4,7 +4,8 @@ names the same version (If-Match); exactly one may win, every time, or an
 edit is silently lost. The quota holds under the same races: concurrent
 big saves and a flood of small new files never store more than it allows.
 These run against the real server (real HTTP, real PostgreSQL); the last
-drives the Store alone from many threads, as a worker's file threads do."""
+drives the Store alone from many threads at once (its lock must exclude
+threads, not only processes)."""
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +53,7 @@ def at_once(fns):
 
 @pytest.mark.parametrize("processes", [1, 2], ids=["1proc", "2proc"])
 def test_many_tabs_with_the_same_if_match_exactly_one_wins_every_round(start_server, fresh_db, processes):
-    server = start_server(processes=processes, FILE_THREADS=32)
+    server = start_server(processes=processes, FILE_PROCESSES=16)
     create_user(fresh_db, "ada", "ada-password")
     ada = server.client()
     ada.login_ok("ada", "ada-password")
@@ -137,7 +138,7 @@ def test_a_save_refused_for_the_quota_says_how_much_to_delete(start_server, fres
 
 
 def test_threads_of_one_process_exclude_each_other_and_leave_no_lock_behind(tmp_path):
-    """The Store alone, as a worker's file threads use it: 32 threads race
+    """The Store alone, from many threads (as a worker's file threads reach it): 32 threads race
     one If-Match on one area, 100 times; others save in their own areas.
     Exactly one wins each race, and the in-memory lock table is empty after."""
     store = Store(str(tmp_path), Limits(1 << 30, 100_000, 1 << 20, 3))

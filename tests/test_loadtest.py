@@ -200,10 +200,10 @@ def test_open_loop_counts_what_it_could_not_send():
 
 def test_sweep_names_a_slow_file_system_as_the_bottleneck(tmp_path):
     out = tmp_path / "sweep"
-    # Every file read and save waits 30 ms in one of only 2 file threads: more
+    # Every file read and save waits 30 ms in one of only 2 file processes: more
     # users queue for them, and fs_wait is what grows.
     result = run_script("--processes", "1", "--sweep", "2:8:3", "--scenario", "files", "--duration", "1",
-                        "--warmup", "0.2", "--out", str(out), env={"FS_DELAY_MS": "30", "FILE_THREADS": "2"})
+                        "--warmup", "0.2", "--out", str(out), env={"FS_DELAY_MS": "30", "FILE_PROCESSES": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     document = json.loads((out / "results.json").read_text())
     assert document["settings"]["server"]["FS_DELAY_MS"] == "30"

@@ -1,10 +1,10 @@
-"""How many file threads one user's requests may hold at once, per worker.
+"""How many file calls one user's requests may run at once, per worker.
 
-The file executor is shared by the whole class. Without a bound, one
-student's forty tabs (or a script) fill every file thread, their changes
-waiting on their own area's lock, and everyone else's loads and saves
-queue behind them. Here a user's calls take a place first: at most
-PER_USER of them run (or wait for a thread) at a time; the rest wait on the
+The file processes and threads are shared by the whole class. Without a
+bound, one student's forty tabs (or a script) take every file process,
+their changes waiting on their own area's lock, and everyone else's loads
+and saves queue behind them. Here a user's calls take a place first: at most
+PER_USER of them run (or wait for a process) at a time; the rest wait on the
 IOLoop, where waiting costs nothing, and past MAX_WAITING they are refused
 with a 503 the client retries. An entry lives only while it is in use.
 """

@@ -1,5 +1,5 @@
 """HTTP endpoints of files: parse, authorize and call the files service
-(service.py), which runs the store's blocking work in the file threads;
+(service.py), which runs the store's blocking work in the file processes;
 answer. Areas in URLs: `home`, `course`, `class/<id>`, `user/<username>`
 (service.py).
 """
@@ -23,7 +23,7 @@ class FilesBase(ApiHandler):
         return self.ctx.store
 
     async def fs(self, op, fn, *args):
-        """A blocking store call, in the current user's place in the file threads."""
+        """A blocking store call, in the current user's place (service.Files.run)."""
         return await self.ctx.files.run(self.current_user["username"], op, fn, *args)
 
     async def area(self, spec, write):

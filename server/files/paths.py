@@ -165,8 +165,7 @@ def open_regular(dir_fd, name):
 def read_regular(dir_fd, name, limit=None):
     """(content, stat) of the regular file `name`, refused as open_regular
     refuses; content is None when the file is larger than `limit`. Read
-    with os.read: a buffered file object costs five more system calls, each
-    a hand-over of the interpreter lock between the file threads."""
+    with os.read: a buffered file object costs five more system calls."""
     fd, st = _open_regular(dir_fd, name)
     try:
         if limit is not None and st.st_size > limit:

@@ -1,5 +1,5 @@
 """The files service: which areas a user may read and write, and the store's
-blocking work done in the file threads with one user's calls bounded.
+blocking work done in the file processes with one user's calls bounded.
 
 The store (store.py) knows nothing of users or roles; this knows who may
 reach what:
@@ -12,9 +12,9 @@ reach what:
                     classes and admins (an admin may also read a teacher's
                     or admin's home)
 
-Handlers, the run service and the teaching service call it; each call runs
-in the file executor, in one of the places its user has there (gate.py),
-so no student can fill the threads the class shares.
+Handlers, the run service and the teaching service call it; each call
+takes one of the places its user has (gate.py), so no student can fill the
+file processes or threads the class shares.
 """
 import errno
 import logging
@@ -31,6 +31,7 @@ from ..executor import BoundedExecutor
 from ..runs.sandbox import run_uid
 from . import gate, paths
 from .area import Area
+from .processes import FileProcesses
 from .store import Store
 
 if TYPE_CHECKING:
@@ -39,12 +40,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAFF = ("teacher", "admin")
+_IN_THREADS = {"open_download"}  # its answer is an open file, read on in the worker
 
 
 class Files:
-    def __init__(self, store: Store, threads: BoundedExecutor, pool: Pool, cfg: Config, classes: "Classes"):
+    def __init__(self, store: Store, processes: FileProcesses, threads: BoundedExecutor, pool: Pool, cfg: Config,
+                 classes: "Classes"):
         self.store = store
-        self.threads = threads  # the file executor (executor.BoundedExecutor)
+        self.processes = processes  # where the store's calls run (processes.py)
+        self.threads = threads  # the file threads, for the rest (executor.BoundedExecutor)
         self.pool = pool
         self.cfg = cfg
         self.classes = classes  # who is in which class (teaching/classes.py)
@@ -52,11 +56,15 @@ class Files:
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
 
     async def run(self, username: str, op: str, fn: Callable, *args):
-        """fn(*args) in the file executor, in `username`'s place there; timed
-        as `op`. A full disk becomes a 507 that says nothing changed."""
+        """fn(*args) in `username`'s place, timed as `op`: a method of the
+        store in a file process, anything else (a stream's next block, work
+        over many homes) in a file thread. A full disk becomes a 507 that
+        says nothing changed."""
         started = time.perf_counter()
         try:
             async with gate.place(username):
+                if getattr(fn, "__self__", None) is self.store and fn.__name__ not in _IN_THREADS:
+                    return await self.processes.run(fn.__name__, *args)
                 return await self.threads.run(fn, *args)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):

@@ -1,0 +1,63 @@
+"""One file process (processes.py): it makes the store's calls the worker
+sends over its socket, one at a time, and answers each. It imports only
+the store, so that each process stays small.
+
+    python -m server.files.child FD SETTINGS
+"""
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import sys
+
+from ..errors import Refused
+from .store import Limits, Store
+
+log = logging.getLogger(__name__)
+
+NICE = 5  # below the worker's IOLoop, above students' programs (10)
+
+
+def frame(obj):
+    """A message: its pickle's length (4 bytes), then the pickle."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(4, "big") + data
+
+
+def _read_exactly(sock, size):
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if not n:
+            return None
+        got += n
+    return buf
+
+
+def main(fd, settings):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl+C reaches the worker, which closes us
+    os.nice(NICE)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s file process %(process)d %(levelname)s %(message)s")
+    settings = json.loads(settings)
+    store = Store(settings["root"], Limits(**settings["limits"]))
+    sock = socket.socket(fileno=fd)
+    while True:
+        head = _read_exactly(sock, 4)
+        body = head and _read_exactly(sock, int.from_bytes(head, "big"))
+        if body is None:
+            return  # the worker closed the socket
+        method, args = pickle.loads(body)
+        try:
+            answer = frame((True, getattr(store, method)(*args)))
+        except Exception as e:  # raised in the worker as the call's own
+            if not isinstance(e, (Refused, OSError)):
+                log.exception("store.%s failed", method)  # its traceback stays here
+            answer = frame((False, e))
+        sock.sendall(answer)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
