@@ -233,6 +233,11 @@ class RunManager:
         job.state = "running"
         job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area))
         job.sandboxed.runs_left -= 1
+        if job.sandboxed.runs_left == 0 and ctx.sandbox.reusable:
+            # A sandbox's last run: its successor starts now, ready for the
+            # next run. (One that serves one run only is replaced after it,
+            # not during it: that would double the sandboxes of a class.)
+            self._warm_up(conn.student)
         metrics.RUNS_ACTIVE.inc()
         self._tell_teaching("run_started", user)
         if conn.closed.is_set():
