@@ -127,3 +127,16 @@ def test_closing_ends_every_process(tmp_path):
         seen.update(processes._watching)
     with_processes(store, 3, check)
     assert len(seen) == 3 and all(p.popen.returncode is not None for p in seen)
+
+
+def test_a_call_that_fails_unexpectedly_is_answered_and_keeps_the_process(tmp_path):
+    store = store_at(tmp_path)
+
+    async def check(processes):
+        [pid] = pids(processes)
+        with pytest.raises(AttributeError) as failed:  # not a refusal: the worker logs it as a bug
+            await processes.run("no_such_method")
+        assert "no_such_method" in str(failed.value)
+        assert await processes.run("list", HOME, ()) == []
+        assert pids(processes) == {pid}  # the same process answered both
+    with_processes(store, 1, check)

@@ -55,7 +55,10 @@ def main(fd, settings):
         except Exception as e:  # raised in the worker as the call's own
             if not isinstance(e, (Refused, OSError)):
                 log.exception("store.%s failed", method)  # its traceback stays here
-            answer = frame((False, e))
+            try:
+                answer = frame((False, e))
+            except Exception:  # it does not pickle: the worker still gets an answer
+                answer = frame((False, RuntimeError(f"store.{method} failed: {e!r}")))
         sock.sendall(answer)
 
 
