@@ -32,6 +32,10 @@ pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_
 # `server`, as users meet it, the editor's browser tests and the fuzzing).
 os.environ.setdefault("ASSIST_PROCESSES", "0")
 EDITING_HELP = {"ASSIST_PROCESSES": "2"}
+# Each file process costs about 0.1 s of CPU to start, and the suite starts
+# a server a hundred times: two per worker run calls side by side; the
+# tests about concurrency ask for more.
+os.environ.setdefault("FILE_PROCESSES", "2")
 
 
 def with_database(dsn, name):
