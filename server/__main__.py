@@ -96,6 +96,12 @@ def main(argv=None):
     instance.create()
     pg = None
     try:
+        try:
+            # Before any fork: every worker inherits the same, complete secret.
+            instance.prepare_cookie_secret()
+        except OSError as e:
+            print(f"error: cannot keep the cookie secret under {cfg.DATA_DIR}/secrets: {e}", file=sys.stderr)
+            return 1
         dsn = cfg.DATABASE_URL
         if not dsn:
             pg = EmbeddedPostgres(cfg.DATA_DIR)
