@@ -212,6 +212,8 @@ SETTINGS = [
             "editing-help requests that may wait for a process, per worker (one per student and kind)"),
     Setting("ASSIST_TIMEOUT", _int(1, 120), "5",
             "seconds an editing-help request may wait and then compute; a process still computing is replaced"),
+    Setting("ASSIST_MEMORY_MB", _int(128, 64 * 1024), "512",
+            "memory one editing-help process (with jedi's subprocess) may hold; the kernel enforces it as root"),
     Setting("SHUTDOWN_TIMEOUT", _int(1, 300), "10",
             "seconds a worker may spend finishing requests after SIGTERM"),
 ]

@@ -159,7 +159,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
         log.exception("could not remove sandboxes left by a previous worker")
     await ctx.file_processes.start()
     await open_database(ctx, dsn)
-    ctx.assist = Assist.start(cfg, ctx.files)
+    ctx.assist = await Assist.start(cfg, ctx.files)
     app = make_app(ctx)
     # xheaders stays off: Tornado would also believe X-Real-Ip and X-Scheme,
     # which load balancers pass through from the client (see web.client_address).

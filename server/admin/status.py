@@ -37,6 +37,7 @@ async def status(ctx):
         "counts": dict(counts),
         "sandbox": ctx.sandbox.name,
         "defences": ctx.sandbox.defences(),
+        "editing_help": ctx.assist.describe(),
         "runs": {k: live[k] for k in ("active_runs", "queued_runs", "connected_ides")},
         "requests": {"count": live["requests"], "latency_ms": live["latency_ms"]},
         "settings": dict(ctx.cfg.masked()),

@@ -9,8 +9,10 @@ library (`load_unsafe_extensions=False`), in a subprocess of that
 interpreter, so it knows the numpy and matplotlib the programs will use.
 It never sees a student's home: the service reads the modules through the
 store (no links followed, nothing that blocks) and they are written here
-into a folder of this process's own (`Projects`); `sys.path` changes in
-the text are ignored, so no import reaches outside it.
+into a folder of this process's own (`Projects`), which holds only the
+modules of the student being answered; `sys.path` changes in the text are
+ignored. The process runs walled in (jail.py), so what a relative import
+can walk up to is the jail's read-only system folders and nothing else.
 
 Positions are a 1-based line and a 0-based column counted in characters
 (code points), as jedi counts them; lines are split on "\\n" only.
@@ -18,9 +20,10 @@ Positions are a 1-based line and a 0-based column counted in characters
 import os
 import re
 import shutil
-from collections import OrderedDict
 
 import jedi
+import jedi.inference.base_value
+import jedi.inference.compiled.value
 import jedi.inference.sys_path
 import pyflakes.api
 import pyflakes.messages
@@ -29,7 +32,7 @@ MAX_COMPLETIONS = 400
 EXACT_TYPES = 40  # completions whose exact type is worked out (see complete)
 MAX_SIGNATURES = 3
 DOC_CHARS = 2000
-PROJECTS_KEPT = 64  # students' module folders this process keeps (least recently used go)
+LITERAL_CHARS = 10_000  # a longer sum of string literals is just "a str" to jedi (see _bounded_operation)
 MODULE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.pyw?")
 WORD_BEFORE = re.compile(r"\w*$")
 # Only mistakes that stop a program are underlined while typing: an unused
@@ -49,40 +52,59 @@ def _no_sys_path_changes(module_context):
 jedi.inference.sys_path.check_sys_path_modifications = _no_sys_path_changes
 
 
+_execute_operation = jedi.inference.compiled.value.CompiledValue.execute_operation
+
+
+def _bounded_operation(self, other, operator):
+    """jedi works out `a + b` of two string literals by really adding them:
+    `s = "abcdefgh"` then forty lines of `s = s + s` made it build a
+    terabyte-long string. Past LITERAL_CHARS the sum is the left side's
+    type, as jedi already answers for `s * n`."""
+    if operator == "+":
+        left, right = self.get_safe_value(default=None), other.get_safe_value(default=None)
+        if isinstance(left, (str, bytes)) and isinstance(right, (str, bytes)) \
+                and len(left) + len(right) > LITERAL_CHARS:
+            return jedi.inference.base_value.ValueSet([self])
+    return _execute_operation(self, other, operator)
+
+
+jedi.inference.compiled.value.CompiledValue.execute_operation = _bounded_operation
+
+
 class BadRequest(ValueError):
     """A request this process cannot answer as asked (the service checks first)."""
 
 
 class Projects:
-    """Folders holding copies of students' modules, one per project key (a
-    student's folder), written only when their text changed; the least
-    recently used go beyond PROJECTS_KEPT."""
+    """The one folder that holds copies of a student's modules: only the
+    modules of the student being answered are on disk, so that no relative
+    import reaches another student's. Files are written only when their
+    text changed (a student typing keeps the folder as it is)."""
 
     def __init__(self, root):
         self.root = root
-        self.known = OrderedDict()  # key -> {file name: text}
+        self.key = None
+        self.known = {}  # file name -> text, of the folder on disk
 
     def folder(self, key, files):
         if not re.fullmatch(r"[0-9a-f]{8,64}", key):
             raise BadRequest("bad project key")
         path = os.path.join(self.root, key)
-        had = self.known.pop(key, None)
-        if had is None:
-            shutil.rmtree(path, ignore_errors=True)
-            os.mkdir(path, 0o700)
-            had = {}
-        for name in set(had) - set(files):
+        if key != self.key:
+            for name in os.listdir(self.root):  # the last student's folder, and anything left
+                shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+            os.makedirs(path, 0o700, exist_ok=True)
+            self.key, self.known = key, {}
+        for name in set(self.known) - set(files):
             os.unlink(os.path.join(path, name))
+            del self.known[name]
         for name, text in files.items():
             if not MODULE_FILE.fullmatch(name):
                 raise BadRequest(f"bad module name {name!r}")
-            if had.get(name) != text:
+            if self.known.get(name) != text:
                 with open(os.path.join(path, name), "w", encoding="utf-8", errors="surrogatepass") as f:
                     f.write(text)
-        self.known[key] = dict(files)
-        while len(self.known) > PROJECTS_KEPT:
-            old, _ = self.known.popitem(last=False)
-            shutil.rmtree(os.path.join(self.root, old), ignore_errors=True)
+                self.known[name] = text
         return path
 
 
@@ -91,9 +113,8 @@ class Engine:
         self.python = python
         self.environment = jedi.create_environment(python, safe=False)
         self.base_path = [p for p in self.environment.get_sys_path() if p]
-        self.projects = Projects(root)
-        self.scratch = os.path.join(root, "scratch")
-        os.makedirs(self.scratch, mode=0o700, exist_ok=True)
+        self.projects = Projects(os.path.join(root, "projects"))
+        os.makedirs(self.projects.root, mode=0o700, exist_ok=True)
 
     def warm(self):
         """Parse and infer what a class uses first (numpy and matplotlib take seconds cold)."""

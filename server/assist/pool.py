@@ -4,13 +4,18 @@ waiting for one.
 Each request has a key (a student and what they ask for). A student has at
 most one request per key waiting: a newer one takes the older one's place
 in the line, and the older one is answered `superseded` at once, so a
-student typing fast costs one computation, not one per keystroke. The line
+student typing fast costs one computation, not one per keystroke. A
+student has at most one request computed at a time: the next process takes
+the oldest request of a student it is not already working for, so one
+student's slow texts hold one process, never the class's. The line
 holds at most `queue_max` requests; a request that waited longer than
 `timeout` is answered `busy` without being computed (its student has long
 typed on), and one that takes longer than `timeout` in a process gets that
 process killed (its process group: jedi's subprocess too) and replaced.
 Nothing here blocks the IOLoop: the processes are asyncio subprocesses
-spoken to in JSON lines.
+spoken to in JSON lines. With a jail (jail.py) each process and its
+children go into a cgroup of their own once warm, before any student's
+text reaches them, and the cgroup goes with the process.
 """
 import asyncio
 import json
@@ -56,9 +61,10 @@ class Process:
     def __init__(self, proc):
         self.proc = proc
         self.asked = 0
+        self.group = None  # its cgroup, given by the jail
 
     @classmethod
-    async def start(cls, command, env, user):
+    async def start(cls, command, env, user, jail=None):
         proc = await asyncio.create_subprocess_exec(
             *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
             user=user, group=user, extra_groups=[] if user is not None else None,
@@ -70,8 +76,10 @@ class Process:
             if json.loads(ready or b"null") != {"ready": True}:
                 raise RuntimeError(f"it said {ready[:200]!r} instead of being ready")
             _schedule(proc.pid, os.SCHED_OTHER)
+            if jail is not None:
+                process.group = await asyncio.to_thread(jail.contain, _family(proc.pid))
         except BaseException:
-            await process.kill()
+            await process.kill(jail)
             raise
         return process
 
@@ -87,16 +95,27 @@ class Process:
             raise ConnectionError("the assist process answered out of turn")
         return answer
 
-    async def kill(self):
+    async def kill(self, jail=None):
         """Kill it and everything it started, and reap it (once: a reaped
-        pid may be another process's by now)."""
-        if self.proc.returncode is not None:
-            return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        await self.proc.wait()
+        pid may be another process's by now); its cgroup too."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            await self.proc.wait()
+        if self.group is not None:
+            group, self.group = self.group, None
+            await asyncio.to_thread(jail.release, group)
+
+
+def _family(pid):
+    """A process and all its descendants now."""
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(p.pid for p in root.children(recursive=True))}
+    except psutil.Error:
+        return {pid}
 
 
 def _schedule(pid, policy):
@@ -111,14 +130,9 @@ def _schedule(pid, policy):
     alone."""
     if os.geteuid() != 0:
         return
-    try:
-        root = psutil.Process(pid)
-        family = [root, *root.children(recursive=True)]  # jedi's own subprocess too
-    except psutil.Error:
-        return
-    for proc in family:
+    for member in _family(pid):  # jedi's own subprocess too
         try:
-            os.sched_setscheduler(proc.pid, policy, os.sched_param(0))
+            os.sched_setscheduler(member, policy, os.sched_param(0))
         except OSError:
             pass  # gone meanwhile
     try:
@@ -129,11 +143,13 @@ def _schedule(pid, policy):
 
 
 class Pool:
-    def __init__(self, size, queue_max, timeout, command, env=None, user=None):
-        """command(n): the command line of the n-th process."""
+    def __init__(self, size, queue_max, timeout, command, env=None, user=None, jail=None):
+        """command(n): the command line of the n-th process; keys are
+        (student, what they ask)."""
         self.size, self.queue_max, self.timeout = size, queue_max, timeout
-        self.command, self.env, self.user = command, env, user
+        self.command, self.env, self.user, self.jail = command, env, user, jail
         self.waiting = OrderedDict()  # key -> Job, in the order they came
+        self.working_for = set()  # students whose request a process is computing
         self.work = asyncio.Event()
         self.ready = 0  # processes started and warm
         self.tasks = []
@@ -155,15 +171,17 @@ class Pool:
         return await job.future
 
     async def _next(self):
+        """The oldest waiting job of a student no process works for; stale
+        and settled jobs leave the line on the way."""
         while True:
-            while self.waiting:
-                _, job = self.waiting.popitem(last=False)
-                if job.future.done():
-                    continue
-                if time.monotonic() - job.queued > self.timeout:
-                    job.future.set_exception(busy())
-                    continue
-                return job
+            now = time.monotonic()
+            for key, job in list(self.waiting.items()):
+                if job.future.done() or now - job.queued > self.timeout:
+                    del self.waiting[key]
+                    _settle(job, busy())
+                elif key[0] not in self.working_for:
+                    del self.waiting[key]
+                    return key, job
             self.work.clear()
             await self.work.wait()
 
@@ -172,7 +190,7 @@ class Pool:
         failures = 0
         while True:
             try:
-                process = await Process.start(self.command(n), self.env, self.user)
+                process = await Process.start(self.command(n), self.env, self.user, self.jail)
             except Exception as e:
                 delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS) - 1)]
                 failures += 1
@@ -184,12 +202,13 @@ class Pool:
                 failures = 0 if await self._answer(process) else failures + 1
             finally:
                 self.ready -= 1
-                await process.kill()
+                await process.kill(self.jail)
 
     async def _answer(self, process):
         """Answer jobs until the process must go; whether it served well."""
         while True:
-            job = await self._next()
+            (student, _), job = await self._next()
+            self.working_for.add(student)
             try:
                 answer = await asyncio.wait_for(process.ask(job.request), self.timeout)
             except asyncio.CancelledError:  # the server stops
@@ -197,13 +216,16 @@ class Pool:
                 raise
             except asyncio.TimeoutError:
                 log.warning("an assist request took over %s s: its process is replaced", self.timeout)
-                await process.kill()
+                await process.kill(self.jail)
                 _settle(job, Refused(503, "assist_timeout", "Editing help took too long on this text."))
                 return True
             except (ConnectionError, ValueError) as e:
                 log.error("assist process failed (%s): it is replaced", e)
                 _settle(job, busy())
                 return False
+            finally:
+                self.working_for.discard(student)
+                self.work.set()  # the student's next request may go now
             _settle(job, answer)
 
     async def close(self):

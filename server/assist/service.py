@@ -12,19 +12,14 @@ replaces it (pool.py).
 import asyncio
 import hashlib
 import logging
-import os
-import pwd
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 
 from ..config import Config
 from ..errors import Refused
 from ..files import paths
 from ..files.service import Files
 from ..files.store import as_text
+from .jail import Jail, JailError
 from .pool import Pool
 
 log = logging.getLogger(__name__)
@@ -39,7 +34,6 @@ IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([^#;\
 EDITED = "__main__.py"  # what the edited file is called in the process: it runs as __main__
 EMPTY = {"complete": {"completions": [], "prefix": 0}, "signatures": {"signatures": []},
          "describe": {"name": "", "signature": "", "doc": ""}, "check": {"diagnostics": []}}
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def imported(text):
@@ -85,37 +79,44 @@ def modules(store, area, folder, edited, source):
 
 
 class Assist:
-    def __init__(self, pool: Pool | None, files: Files, folder: str | None = None):
+    def __init__(self, pool: Pool | None, files: Files, jail: Jail | None = None, off: str = ""):
         self.pool = pool
         self.files = files
-        self.folder = folder  # the processes' own, removed at close
+        self.jail = jail  # the processes' walls; its folder is removed at close
+        self.off = off  # why editing help is off, in words ("" when on or turned off)
 
     @classmethod
-    def start(cls, cfg: Config, files: Files) -> "Assist":
-        """The service with its pool of ASSIST_PROCESSES processes started
-        (none when 0). As root, the processes run as nobody."""
+    async def start(cls, cfg: Config, files: Files) -> "Assist":
+        """The service with its pool of ASSIST_PROCESSES processes started,
+        each walled in (jail.py); none when 0, or when the walls cannot be
+        built here (then editing help is off, and says why)."""
         if not cfg.ASSIST_PROCESSES:
             return cls(None, files)
-        python = cfg.SANDBOX_PYTHON if os.access(cfg.SANDBOX_PYTHON, os.X_OK) else sys.executable
-        folder = tempfile.mkdtemp(prefix="pyclassroom-assist-")
-        user = _unprivileged()
-        if user is not None:
-            os.chown(folder, user, user)
-        env = {"PATH": "/usr/bin:/bin", "HOME": folder, "LANG": "C.UTF-8", "PYTHONPATH": ROOT,
-               "PYTHONDONTWRITEBYTECODE": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        jail = Jail(cfg.SANDBOX_PYTHON, cfg.ASSIST_MEMORY_MB)
+        try:
+            await asyncio.to_thread(jail.prepare)
+        except (JailError, OSError) as e:
+            await asyncio.to_thread(jail.close)
+            log.error("editing help is off: it cannot be walled in here (%s)", e)
+            return cls(None, files, off=f"Editing help is off: it cannot be walled in on this server ({e}).")
 
         def command(n):
-            return [sys.executable, "-m", "server.assist.worker", "--python", python,
-                    "--folder", os.path.join(folder, str(n))]
+            return jail.worker(cfg.SANDBOX_PYTHON)
 
-        pool = Pool(cfg.ASSIST_PROCESSES, cfg.ASSIST_QUEUE_MAX, cfg.ASSIST_TIMEOUT, command, env, user)
+        pool = Pool(cfg.ASSIST_PROCESSES, cfg.ASSIST_QUEUE_MAX, cfg.ASSIST_TIMEOUT, command, {}, jail.uid, jail)
         pool.start()
-        return cls(pool, files, folder)
+        return cls(pool, files, jail)
+
+    def describe(self) -> dict:
+        """For /api/status: on or off (and why), and the processes' walls."""
+        if self.pool is None:
+            return {"on": False, "why": self.off or "Editing help is turned off (ASSIST_PROCESSES=0)."}
+        return {"on": True, "processes": self.pool.size, "ready": self.pool.ready, **self.jail.describe()}
 
     async def help(self, user: dict, op: str, area_spec: str, path: str, source: str,
                    line: int | None = None, column: int | None = None, name: str | None = None) -> dict:
         if self.pool is None:
-            raise Refused(503, "assist_off", "Editing help is turned off on this server.")
+            raise Refused(503, "assist_off", self.off or "Editing help is turned off on this server.")
         parts = paths.parse(path, allow_root=False)
         if not parts[-1].lower().endswith((".py", ".pyw")):
             raise Refused(400, "not_python", "Editing help is for Python files (.py).")
@@ -141,21 +142,5 @@ class Assist:
     async def close(self):
         if self.pool is not None:
             await self.pool.close()
-        if self.folder:
-            await asyncio.to_thread(shutil.rmtree, self.folder, ignore_errors=True)
-
-
-def _unprivileged():
-    """nobody's uid, when the server is root and nobody can run this Python
-    with jedi (its interpreter may sit in a folder closed to others); else
-    None: the processes run as the server's user."""
-    if os.geteuid() != 0:
-        return None
-    uid = pwd.getpwnam("nobody").pw_uid
-    try:
-        subprocess.run([sys.executable, "-c", "import jedi, pyflakes"], user=uid, group=uid, extra_groups=[],
-                       cwd="/", env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=60, check=True)
-    except (OSError, subprocess.SubprocessError) as e:
-        log.warning("editing help runs as root: nobody cannot run %s (%s)", sys.executable, e)
-        return None
-    return uid
+        if self.jail is not None:
+            await asyncio.to_thread(self.jail.close)

@@ -2,9 +2,9 @@
 
 It is started by the pool (pool.py), warms up, says `{"ready": true}` and
 then answers one JSON request per line on stdin with one JSON line on
-stdout, in order, until stdin closes. It runs at a lower CPU priority than
-the server, with a memory limit, and as `nobody` when the server is root;
-the pool kills it (its whole process group: jedi's subprocess too) when a
+stdout, in order, until stdin closes. It runs walled in (jail.py), never as
+root, at a lower CPU priority than the server, with an address-space limit
+(and a cgroup's, as root); the pool kills it (its whole process group: jedi's subprocess too) when a
 request outlives its deadline.
 """
 import argparse
@@ -14,7 +14,7 @@ import os
 import resource
 import sys
 
-MEMORY_BYTES = 2 << 30
+MEMORY_BYTES = 2 << 30  # address space: a warm process maps ~150 MB
 NICE = 10
 
 log = logging.getLogger("server.assist.worker")

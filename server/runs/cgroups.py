@@ -36,6 +36,7 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 PARENT = "pyclassroom-sandboxes"
+ASSIST_PARENT = "pyclassroom-assist"  # editing help's processes (server/assist/jail.py): not idle
 ENDING = "pyclassroom-ending"  # v1: where a killed run's processes exit at normal CPU priority
 SERVER_LEAF = "pyclassroom-server"
 V1_REQUIRED = ("memory", "pids", "freezer")
@@ -234,18 +235,19 @@ class RunGroup:
 class Groups:
     """The sandboxes' parent group on this host, and the groups under it."""
 
-    def __init__(self, version, parents, limits_active):
+    def __init__(self, version, parents, limits_active, idle=True):
         self.version = version
-        self.parents = parents  # {controller: path of PARENT} (v2: {"": path})
+        self.parents = parents  # {controller: path of the parent} (v2: {"": path})
         self.limits_active = limits_active  # names of the limits the kernel enforces here
-        self.idle = self._make_idle()
+        self.idle = self._make_idle() if idle else False
         self.ending = self._make_ending()
         self._count = 0
         self.tag = worker_tag()
 
     @classmethod
-    def detect(cls):
-        """The host's groups, or None (not root, or no usable cgroups)."""
+    def detect(cls, parent=PARENT, idle=True):
+        """The host's groups under `parent` (at idle CPU priority if `idle`),
+        or None (not root, or no usable cgroups)."""
         if os.geteuid() != 0:
             return None
         try:
@@ -257,31 +259,31 @@ class Groups:
                         if name in V1_REQUIRED + V1_OPTIONAL and name in own:
                             v1.setdefault(name, os.path.join(point, own[name].lstrip("/")))
             if all(name in v1 for name in V1_REQUIRED):
-                return cls._v1(v1)
+                return cls._v1(v1, parent, idle)
             v2 = [point for point, fstype, _ in mounts if fstype == "cgroup2"]
             if v2 and "" in own:
                 path = own[""]
                 if os.path.basename(path) == SERVER_LEAF:  # moved there by at_v2 before the fork
                     path = os.path.dirname(path)
-                return cls.at_v2(os.path.join(v2[0], path.lstrip("/")))
+                return cls.at_v2(os.path.join(v2[0], path.lstrip("/")), parent, idle)
         except OSError as e:
             log.warning("no per-run cgroups: %s", e)
         return None
 
     @classmethod
-    def _v1(cls, own_dirs):
+    def _v1(cls, own_dirs, parent=PARENT, idle=True):
         parents = {}
         for name, path in own_dirs.items():
-            parents[name] = os.path.join(path, PARENT)
+            parents[name] = os.path.join(path, parent)
             os.makedirs(parents[name], exist_ok=True)
         active = ["memory", "processes"] + (["cpu"] if "cpu" in parents else [])
-        return cls(1, parents, active)
+        return cls(1, parents, active, idle)
 
     @classmethod
-    def at_v2(cls, own_dir):
+    def at_v2(cls, own_dir, parent=PARENT, idle=True):
         """v2 with `own_dir` as the server's group: the server moves into a
         leaf below it, so `own_dir` may hand its controllers down."""
-        parent = os.path.join(own_dir, PARENT)
+        parent = os.path.join(own_dir, parent)
         available = _read(os.path.join(own_dir, "cgroup.controllers")).split()
         wanted = [c for c in V2_CONTROLLERS if c in available]
         if wanted and _read(os.path.join(own_dir, "cgroup.procs")).split():
@@ -300,7 +302,7 @@ class Groups:
                 log.warning("cgroup v2: cannot hand %s down in %s (%s)", wanted, where, e)
                 wanted = []
         active = [{"memory": "memory", "pids": "processes", "cpu": "cpu"}[c] for c in wanted]
-        return cls(2, {"": parent}, active)
+        return cls(2, {"": parent}, active, idle)
 
     def _make_idle(self):
         path = self.parents.get("cpu" if self.version == 1 else "")
