@@ -54,6 +54,23 @@ def test_completions_know_the_libraries_a_class_uses(server, people):
     assert "total" in names(ada, "def f(count):\n    total = count * 2\n    return to")
 
 
+def test_completions_are_ranked_for_beginners(server, people):
+    ada = people.student("ada")
+    # What Tab takes is what a beginner means: randint, not randbytes (jedi's first).
+    assert names(ada, "import random\nrandom.ra")[0] == "randint"
+    assert names(ada, "import matplotlib.pyplot as plt\nplt.ti")[0] == "title"
+    # Private names only once a _ is typed.
+    offered = names(ada, "import random\nrandom.")
+    assert offered[0] == "randint" and not [n for n in offered if n.startswith("_")]
+    private = names(ada, "import random\nrandom._")
+    assert private and all(n.startswith("_") for n in private)
+    # The student's own names first; constants after everything else.
+    assert names(ada, "printer_count = 3\npri")[:2] == ["printer_count", "print"]
+    offered = names(ada, "import os\nos.")
+    constants = [i for i, n in enumerate(offered) if n.isupper() and len(n) > 1]
+    assert constants and min(constants) > offered.index("getcwd")
+
+
 def test_signatures_and_documentation(server, people):
     ada = people.student("ada")
     r = ask(ada, "signatures", "import random\nrandom.randint(3, ")

@@ -28,6 +28,8 @@ import jedi.inference.sys_path
 import pyflakes.api
 import pyflakes.messages
 
+from . import ranking
+
 MAX_COMPLETIONS = 400
 EXACT_TYPES = 40  # completions whose exact type is worked out (see complete)
 MAX_SIGNATURES = 3
@@ -131,7 +133,7 @@ class Engine:
             raise BadRequest(f"unknown op {op!r}")
         script, line, column = self._script(request)
         if op == "complete":
-            return complete(script, line, column)
+            return complete(script, line, column, request["source"])
         if op == "signatures":
             return signatures(script, line, column)
         return describe(self, request, line, column)
@@ -154,16 +156,24 @@ class Engine:
         return script, line, column
 
 
-def complete(script, line, column):
+def complete(script, line, column, source):
     found = [c for c in script.complete(line, column)[:MAX_COMPLETIONS]
              # file names inside strings: the project folder is ours, not the student's
              if c._name.api_type != "path"]
+    typed = WORD_BEFORE.search(source.split("\n")[line - 1][:column]).group()
+    if not typed.startswith("_"):
+        found = [c for c in found if not c.name.startswith("_")]
     # A name's exact type may need the inference of what it was imported
     # from: seconds for numpy's hundreds of names. Short lists get it; long
     # ones what the name itself says (nothing, for an imported name).
     exact = len(found) <= EXACT_TYPES
     items = [{"name": c.name, "type": c.type if exact else _plain_type(c)} for c in found]
-    return {"completions": items, "prefix": found[0].get_completion_prefix_length() if found else 0}
+    folder = os.path.dirname(script.path)
+    order = ranking.rank([(item["name"], item["type"]) for item in items], typed,
+                         lambda i: found[i].module_path is not None
+                         and os.path.dirname(found[i].module_path) == folder)
+    return {"completions": [items[i] for i in order],
+            "prefix": found[0].get_completion_prefix_length() if found else 0}
 
 
 def _plain_type(completion):

@@ -31,7 +31,7 @@ import tempfile
 from ..runs import cgroups
 
 PACKAGES = ("jedi", "parso", "pyflakes")
-CODE = ("__init__.py", "assist/__init__.py", "assist/engine.py", "assist/worker.py")
+CODE = ("__init__.py", "assist/__init__.py", "assist/engine.py", "assist/ranking.py", "assist/worker.py")
 LIB = "/opt/assist"  # where the copy is seen in the jail
 FOLDER = "/tmp/assist"  # the process's own folder in the jail (its /tmp is private)
 TMP_BYTES = 64 << 20

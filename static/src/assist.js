@@ -114,10 +114,12 @@ function completionSource(where) {
     const from = context.pos - prefix.length;
     return {
       from,
-      options: answer.completions.map((c) => ({
+      // The server ranks what a beginner most likely means first
+      // (server/assist/ranking.py): the boost keeps its order.
+      options: answer.completions.map((c, i) => ({
         label: c.name,
         type: TYPES[c.type],
-        boost: c.name.startsWith("_") ? -1 : 0,
+        boost: Math.max(-99, 99 - i),
         info: describer(where, context.state, context.pos, c.name),
       })),
       // Typing on within the word filters this list; going back past what
