@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -44,6 +45,22 @@ def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
     assert "ZeroDivisionError: division by zero" in err and 'main.py", line 2' in err
     assert "launcher" not in err and "runpy" not in err
     assert rc.output("stdout") == "before\r\n"
+
+
+def test_tracebacks_are_what_python3_prints_suggestions_included(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = 'message = "hi"\nprnt(mesage)\n'
+    exit_, rc = run(sandbox_server, ada, code)
+    assert exit_["reason"] == "error"
+    err = rc.output("stderr").replace("\r\n", "\n")
+    assert "NameError: name 'prnt' is not defined. Did you mean: 'print'?" in err
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "main.py"), "w") as f:
+            f.write(code)
+        python3 = subprocess.run(["/usr/bin/python3", "main.py"], capture_output=True, text=True, cwd=folder).stderr
+    # The same lines as python3's own, but for where the file is.
+    assert [re.sub(r'File ".*main.py"', "main.py", line) for line in err.strip().splitlines()] == \
+        [re.sub(r'File ".*main.py"', "main.py", line) for line in python3.strip().splitlines()], (err, python3)
 
 
 def test_the_program_is_the_module_main_as_under_python3(sandbox_server):

@@ -46,7 +46,6 @@ import struct
 import sys
 import termios
 import time
-import traceback
 import types
 
 READ_SIZE = 65536  # also the largest frame the launcher sends
@@ -217,7 +216,9 @@ def run_program(go, slave, err_w, limits, own_session):
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != script:
             tb = tb.tb_next  # hide the launcher's frames
-        traceback.print_exception(type(e), e, tb)
+        # The interpreter's own printing, as `python3 script` does: on 3.11
+        # only it adds "Did you mean: 'print'?" (traceback.print_exception does not).
+        sys.__excepthook__(type(e), e.with_traceback(tb), tb)
         if isinstance(e, KeyboardInterrupt):
             code = 130
         elif isinstance(e, MemoryError):
