@@ -72,7 +72,7 @@ async def open_database(ctx, dsn):
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
     ctx.pool = await db.create_pool(dsn, pool_size, ctx.cfg.DB_ACQUIRE_TIMEOUT, ctx.cfg.DB_QUERY_TIMEOUT)
     ctx.notify = notify.Listener(dsn)
-    ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg)
+    ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg, ctx.cookie_secret)
     ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
     classes = Classes(ctx.pool)
     ctx.files = Files(ctx.store, ctx.file_processes, ctx.file_threads, ctx.pool, ctx.cfg, classes)

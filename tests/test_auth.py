@@ -114,8 +114,10 @@ def test_failed_logins_are_throttled_across_workers(start_server, fresh_db):
     assert server.client().login("ada", "ada-password-1").status_code == 200
 
 
-def test_throttle_per_address_covers_many_usernames(start_server):
+def test_throttle_per_address_covers_many_usernames(start_server, fresh_db):
     server = start_server(LOGIN_FAILURES_PER_ADDRESS=4, LOGIN_FAILURES_PER_USER=100)
+    for i in range(6):
+        create_user(fresh_db, f"user{i}", f"user-password-{i}")
     codes = [server.client().login(f"user{i}", "guess-guess").status_code for i in range(6)]
     assert codes[:4] == [401] * 4 and codes[4:] == [429, 429]
 
@@ -277,8 +279,10 @@ def test_perf_check_is_off_unless_enabled(start_server):
     assert on.client().get("/sys_perf_check?ms=x").status_code == 400
 
 
-def test_behind_a_proxy_only_the_last_forwarded_address_counts(start_server):
+def test_behind_a_proxy_only_the_last_forwarded_address_counts(start_server, fresh_db):
     server = start_server(TRUST_PROXY=1, LOGIN_FAILURES_PER_ADDRESS=2, LOGIN_FAILURES_PER_USER=100)
+    for i in (0, 1, 2, 3, 9):  # real accounts: names that do not exist bar no address
+        create_user(fresh_db, f"u{i}", f"u{i}-password-x")
     # A client rotating spoofed X-Real-Ip / leading X-Forwarded-For values is
     # still counted under the address the proxy appended.
     codes = []

@@ -3,7 +3,8 @@ and the admin's account administration. Each parses, authorizes, calls
 the Accounts service (service.py) and answers."""
 from .. import metrics
 from ..errors import Refused
-from ..web import SESSION_COOKIE, ApiError, ApiHandler, set_session_cookie
+from ..web import SESSION_COOKIE, ApiError, ApiHandler, is_https, set_session_cookie
+from . import devices
 from .rules import MAX_DISPLAY_NAME, MAX_PASSWORD, ROLES
 from .service import LIST_LIMIT
 
@@ -16,15 +17,18 @@ class LoginHandler(ApiHandler):
     async def post(self):
         body = self.json_body()
         try:
-            user, token, expires = await self.ctx.accounts.login(
+            user, token, expires, device = await self.ctx.accounts.login(
                 self.field(body, "username", str, max_len=64), self.field(body, "password", str, max_len=MAX_PASSWORD),
-                self.client_address())
+                self.client_address(), self.get_cookie(devices.COOKIE))
         except Refused as e:
             metrics.LOGINS.labels(e.code).inc()
             raise
         metrics.LOGINS.labels("ok").inc()
         await self.ctx.files.ensure_home(user)  # a student's first sign-in makes their home
         set_session_cookie(self, token, expires)
+        # Sent back only to this URL: nothing else needs it.
+        self.set_cookie(devices.COOKIE, device, path="/api/login", expires_days=devices.DAYS,
+                        httponly=True, samesite="Lax", secure=is_https(self))
         self.finish_json({"user": public_user(user), "expires": expires.isoformat()})
 
 

@@ -7,6 +7,8 @@ Password hashes are made and checked in the bounded `hasher` executor,
 never on the IOLoop; every change is written to the audit log in the same
 transaction as the change itself.
 """
+import asyncio
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,6 +19,7 @@ from ..executor import BoundedExecutor
 from ..teaching import classes
 from . import class_list, passwords, rules, sessions, throttle
 from .audit import audit
+from .devices import Devices
 
 DEMO_ACCOUNTS = [
     ("teacher", "Demo Teacher", "teacher"),
@@ -26,6 +29,25 @@ DEMO_ACCOUNTS = [
 ]
 WRONG_CREDENTIALS = (401, "invalid_credentials", "Wrong username or password.")
 LIST_LIMIT = 500
+KNOWN_COMPUTER = "You can still sign in on a computer you have signed in on before."
+
+
+def throttled_message(claim):
+    """What a refused sign-in is told: what happened, and what to do now."""
+    wait = _duration(claim.wait)
+    if claim.why == "device":
+        return f"Too many failed sign-ins on this browser. Try again in {wait}."
+    if claim.why == "network":
+        return (f"Too many failed sign-ins from your network. Try again in {wait}. "
+                f"{KNOWN_COMPUTER}")
+    return (f"Too many failed sign-ins for this account. Try again in {wait}. {KNOWN_COMPUTER} "
+            "If you forgot your password, ask your teacher to reset it.")
+
+
+def _duration(seconds):
+    if seconds < 120:
+        return "1 second" if seconds == 1 else f"{seconds} seconds"
+    return f"{-(-seconds // 60)} minutes"
 
 
 @dataclass
@@ -47,47 +69,65 @@ def _public(row):
 
 
 class Accounts:
-    def __init__(self, pool: "db.Pool", hasher: BoundedExecutor, cfg: Config):
+    def __init__(self, pool: "db.Pool", hasher: BoundedExecutor, cfg: Config, cookie_secret: str | None = None):
         self.pool = pool  # db.Pool
         self.hasher = hasher  # a BoundedExecutor for argon2
         self.cfg = cfg
+        # Device cookies for the web's sign-ins; the CLI signs no one in.
+        self.devices = Devices(cookie_secret) if cookie_secret else None
+        self._check_seconds = 0.05  # a password check's usual time, until one is measured
 
     async def _hash(self, password):
         return await self.hasher.run(passwords.hash_password, password)
 
     # -- signing in -------------------------------------------------------
 
-    async def login(self, username: str, password: str, address: str) -> tuple[dict, str, datetime]:
-        """Check the credentials and open a session: (user, token, expires)."""
+    async def login(self, username: str, password: str, address: str,
+                    device_cookie: str | None = None) -> tuple[dict, str, datetime, str]:
+        """Check the credentials and open a session: (user, token, expires,
+        the browser's new device cookie). `device_cookie`: the one it sent."""
         cfg, pool = self.cfg, self.pool
         username = rules.normalize_username(username)
         if rules.username_problem(username):
             raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to check or count
-        wait = await throttle.claim(pool, username, address, cfg)
-        if wait:
-            raise Refused(429, "too_many_attempts",
-                          f"Too many failed logins. Try again in {wait} seconds.", retry_after=wait)
+        device = self.devices.trusted(device_cookie, username) if self.devices else None
         row = await pool.fetchrow(
             "SELECT id, username, display_name, role, active, password_hash FROM users WHERE username = $1",
             username)
+        claim = await throttle.claim(pool, username, address, cfg, exists=row is not None, device=device)
+        if claim.wait:
+            raise Refused(429, "too_many_attempts", throttled_message(claim), retry_after=claim.wait,
+                          throttled=claim.why)
         if row is None:
-            await self.hasher.run(passwords.verify_unknown_user, password)
+            if claim.check:
+                await self._timed_check(passwords.verify_unknown_user, password)
+            else:  # as long as a check takes, so the answer looks like any other
+                await asyncio.sleep(self._check_seconds)
             ok = False
         else:
-            ok = await self.hasher.run(passwords.verify_password, row["password_hash"], password)
+            ok = await self._timed_check(passwords.verify_password, row["password_hash"], password)
         if not ok:  # already counted by the claim
             raise Refused(*WRONG_CREDENTIALS)
         if not row["active"]:
             # Said only to someone who knows the password.
             raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
         async with pool.transaction() as conn:
-            await throttle.succeeded(conn, username, address)
+            await throttle.succeeded(conn, username, address, device)
             token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
             await audit(conn, username, "login", address=address)
         if passwords.needs_rehash(row["password_hash"]):
             await pool.execute("UPDATE users SET password_hash = $2 WHERE id = $1", row["id"],
                                await self._hash(password))
-        return {k: row[k] for k in ("id", "username", "display_name", "role")}, token, expires
+        user = {k: row[k] for k in ("id", "username", "display_name", "role")}
+        return user, token, expires, self.devices.issue(device_cookie, username) if self.devices else None
+
+    async def _timed_check(self, check, *args):
+        """A password check in the hasher; how long checks take is kept (a
+        moving average) for the answers that skip one."""
+        started = time.monotonic()
+        result = await self.hasher.run(check, *args)
+        self._check_seconds += (time.monotonic() - started - self._check_seconds) / 8
+        return result
 
     async def logout(self, token: str) -> None:
         async with self.pool.transaction() as conn:
