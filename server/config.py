@@ -159,8 +159,9 @@ SETTINGS = [
             "failed logins in a row one username gets before each further attempt waits twice as long "
             "as the last (2, 4, 8 ... s, at most LOGIN_THROTTLE_WINDOW)"),
     Setting("LOGIN_FAILURES_PER_ADDRESS", _int(1, 100000), "200",
-            "distinct usernames one client address may fail to log in as within the window before it "
-            "may try no new ones (a class of 60 behind one school address, typos and all, stays far below)"),
+            "distinct real accounts one client address may fail to log in to within the window before "
+            "it may try no new names without a device cookie (a class of 60 behind one school address, "
+            "typos and all, stays far below; made-up names never count)"),
     Setting("LOGIN_THROTTLE_WINDOW", _int(1, 24 * HOUR), "300",
             "seconds after which failed logins are forgotten; also the longest back-off"),
     Setting("HASH_THREADS", _int(0, 64, ", 0 = one per CPU"), "0",
