@@ -447,12 +447,16 @@ class Store:
 
     def check_runnable(self, area, parts):
         """Refused unless `parts` is a file its student may run now: a file,
-        in a home within its quota."""
+        in a home within its quota. Returns the bytes the home holds (the
+        run's write budget is what the quota leaves)."""
         if not self.is_file(area, parts):
             raise Refused(400, "not_a_file", "Only a file can be run.")
-        problem = self.quota_problem(area)
+        with self._locked(area):
+            problem = self.quota.problem(area)
+            used = self.quota.usage(area)[0]
         if problem:
             raise Refused(507, "quota_exceeded", problem)
+        return used
 
     def quota_problem(self, area, fresh=False):
         """None when the area is within its quota, else the sentence for the

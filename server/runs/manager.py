@@ -36,6 +36,7 @@ from ..files.store import Area
 from ..teaching.activity import error_line
 from . import runlock
 from .admission import QueueFull
+from .disk_guard import DiskGuard
 from .protocol import BadFrame, read_frame
 from .run import Run
 from .sandbox import ProgramLimits, run_uid
@@ -189,7 +190,8 @@ class RunManager:
         if message:
             await job.conn.send(message)
         if job.run is not None:
-            await self._measure_after_run(job.conn)
+            guard = job.run.disk_guard
+            await self._measure_after_run(job.conn, now=guard is not None and guard.wrote() > 0)
         job.done.set()
         if job.conn.closed.is_set():
             self._forget(job.conn)  # the last job of a student who left: their sandbox goes now
@@ -202,7 +204,7 @@ class RunManager:
         user = conn.student.user
         area = Area.home(user["username"])
         # A file, in a home within its quota:
-        await ctx.files.run(user["username"], "run", ctx.store.check_runnable, area, job.parts)
+        used = await ctx.files.run(user["username"], "run", ctx.store.check_runnable, area, job.parts)
         claim = f"{id(job):x}-{time.monotonic_ns():x}"
         claimed = await runlock.claim(ctx.pool, user["username"], claim, conn.token_hash)
         if claimed == "session_ended":
@@ -231,7 +233,8 @@ class RunManager:
             return refusal("server_restart", "The server is restarting. Run it again in a moment.")
 
         job.state = "running"
-        job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area))
+        job.run = Run(ctx.cfg, job.sandboxed.sandbox, conn.send, disk_check=lambda: self._over_quota(area),
+                      disk_guard=self._disk_guard(job.sandboxed.sandbox, area, used))
         job.sandboxed.runs_left -= 1
         if job.sandboxed.runs_left == 0 and ctx.sandbox.reusable:
             # A sandbox's last run: its successor starts now, ready for the
@@ -299,19 +302,33 @@ class RunManager:
         username = area.key.split("/", 1)[1]
         return await self.ctx.files.run(username, "quota", self.ctx.store.quota_problem, area, True) is not None
 
-    async def _measure_after_run(self, conn):
+    def _disk_guard(self, sandbox, area, used):
+        """The run's write budget (disk_guard.py): what the quota leaves of
+        `used`; None where the sandbox has no cgroup to count its writes."""
+        writes = getattr(sandbox, "writes", None)
+        if writes is None or not isinstance(used, int):
+            return None
+        cfg, username = self.ctx.cfg, area.key.split("/", 1)[1]
+
+        async def room_left():
+            used, _, problem = await self.ctx.files.run(username, "quota", self.ctx.store.measure, area)
+            return None if problem else cfg.QUOTA_BYTES - used
+        return DiskGuard(writes, room_left, cfg.QUOTA_BYTES - used, cfg.RUN_FILE_MB << 20)
+
+    async def _measure_after_run(self, conn, now=False):
         """After a run: what the home holds now (the program may have written
         anything), for the student's next save or run and the teacher's
         roster; the student is told at once when it is over its quota. A
         student running again and again has it walked at most every
         MEASURE_EVERY seconds: the walk after the last of those runs is put
         off until then (what a run writes meanwhile is bounded by its limits
-        and its own disk watchdog)."""
+        and its own disk watchdog). A run that wrote to files has it walked
+        `now`: the next run's write budget starts from the record."""
         student = conn.student
-        if student.measuring is not None:
+        if student.measuring is not None and not now:
             return  # a walk is due, and will see what this run wrote
         wait = student.measured_at + MEASURE_EVERY - time.monotonic()
-        if wait <= 0:
+        if wait <= 0 or now:
             await self._measure_home(conn)
             return
 

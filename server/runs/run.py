@@ -4,7 +4,8 @@ It turns the launcher's frames into protocol messages (see PROTOCOL.md):
 text is decoded and coalesced into `output` messages every few tens of
 milliseconds, images are cut out of stdout, and every limit the server
 enforces itself (wall time, idle time, output, CPU time of the whole run,
-disk) ends the run with its reason. Sends are awaited, so a slow client
+disk) ends the run with its reason. What the run writes is watched as it
+writes it (disk_guard.py), and its home walked every few seconds besides. Sends are awaited, so a slow client
 slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
@@ -18,12 +19,15 @@ import asyncio
 import base64
 import codecs
 import json
+import logging
 import signal
 import time
 import uuid
 
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
+
+log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.025
 FLUSH_BYTES = 16 << 10
@@ -43,7 +47,8 @@ MESSAGES = {
     "cpu_limit": "stopped: used more than {cpu} seconds of CPU time",
     "memory_limit": "stopped: used more than {memory} MB of memory",
     "output_limit": "stopped: printed more than {output} KB",
-    "disk_limit": "stopped: your folder went over its quota",
+    "disk_limit": "your program wrote more than your folder can hold ({quota}), so it was stopped. "
+                  "Delete files you do not need, then run it again",
     "killed": "stopped",
     "logged_out": "stopped: you were logged out",
     "server_restart": "stopped: the server is restarting; run it again in a moment",
@@ -52,11 +57,12 @@ MESSAGES = {
 
 
 class Run:
-    def __init__(self, cfg, sandbox, send, disk_check=None):
+    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None):
         self.cfg = cfg
         self.sandbox = sandbox  # a ready sandbox (sandbox.ChildSandbox or sandbox_docker.DockerPrepared)
         self.send = send  # async callable taking a message dict
         self.disk_check = disk_check  # async () -> True when the home is over its quota
+        self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
         self.stop_reason = None
         self.status = None  # the launcher's exit frame
@@ -121,6 +127,7 @@ class Run:
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
+        guarding = asyncio.ensure_future(self._guard()) if self.disk_guard else None
         try:
             await asyncio.wait([self._reading])
             try:
@@ -130,6 +137,9 @@ class Run:
         finally:
             watchdog.cancel()
             flusher.cancel()
+            if guarding:  # it thaws the sandbox if it froze it: waited for, as the sandbox may serve again
+                guarding.cancel()
+                await asyncio.gather(guarding, return_exceptions=True)
         self.reusable = self.status is not None and self.stop_reason is None
         if self.reusable:
             exit_ = Exit()
@@ -248,6 +258,23 @@ class Run:
                     return await self.stop("disk_limit")
                 next_disk_check, cpu_at_disk_check = time.monotonic() + DISK_CHECK_SECONDS, cpu
 
+    async def _guard(self):
+        """Stop the run once it has written its home past its quota."""
+        guard = self.disk_guard
+        try:
+            if not await guard.over_quota():
+                return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the home's walk failed: the periodic one still watches
+            log.warning("the disk guard of run %s stopped watching: %r", self.id, e)
+            return
+        log.info("run %s stopped: its home went over its quota (measured %d times)", self.id, guard.walks)
+        if self.stop_reason is None:
+            self.stop_reason = "disk_limit"
+        guard.writes.kill()  # still frozen: killed before any of its processes writes again
+        await self.stop()
+
     def _exit_message(self, exit_, oom, cpu_used, duration):
         status = self.status or {}
         code = status.get("code") if self.status else exit_.code
@@ -268,13 +295,17 @@ class Run:
             reason = "ok" if code == 0 else "error"
         words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
                                         cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
-                                        output=cfg.RUN_OUTPUT_KB)
+                                        output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES))
         if reason == "idle":  # reported as a timeout, with its own words
             reason = "timeout"
         if reason == "error" and code is not None:
             words += f" (exit code {code})"
         return {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
                 "message": words, "duration": round(duration, 3)}
+
+
+def _megabytes(n):
+    return f"{n / (1 << 20):.3g} MB" if n >= 1 << 20 else f"{n >> 10} KB"
 
 
 def _status(payload):

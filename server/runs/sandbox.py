@@ -9,7 +9,9 @@ sandbox (`ChildSandbox` here, `DockerPrepared` for containers) that
 - kills everything the sandbox ever started, and returns only once the
   kernel says it is gone (`kill`), whatever the program did to its pipes;
 - tells what the kernel counted for it (`oom_kills`, `cpu_seconds`), and
-  keeps the counts as its last run ended (`counts`, set by run.py).
+  keeps the counts as its last run ended (`counts`, set by run.py);
+- offers its cgroup's write count and freezer (`writes`, a
+  disk_guard.GroupWrites, or None).
 
 The kinds are in sandbox_local.py (`local`: bubblewrap; `process`: no
 isolation, for development) and sandbox_docker.py; sandboxes.py picks one.
@@ -25,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 
 from . import cgroups
+from .disk_guard import GroupWrites
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,7 @@ class ChildSandbox:
         self.stdout = proc.stdout
         self.group = group
         self._pool = pool  # the sandbox's threads: cgroup writes may wait for the kernel
+        self.writes = GroupWrites.of(group)  # what the run wrote to files, for its disk guard
         self._lower_at_ready = lower_at_ready  # the launcher's pid, if its autogroup is lowered
         self._stderr = collections.deque(maxlen=STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())

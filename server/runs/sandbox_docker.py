@@ -34,6 +34,7 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .disk_guard import GroupWrites
 from .sandbox import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
                       group_limits, launcher_argv, seccomp_program)
 
@@ -264,6 +265,7 @@ class DockerPrepared:
         self._conn = conn_reader
         self._writer = conn_writer
         self._cgroup = cgroup_dirs  # {controller: the container's cgroup folder}, as far as found
+        self.writes = _group_writes(cgroup_dirs)  # what the run wrote to files, for its disk guard
         self._gate = _Gate()
         self.stdout = self._gate.reader()
         self._stderr = collections.deque(maxlen=STDERR_TAIL)
@@ -419,11 +421,21 @@ def _cgroup_dirs(pid):
                 if not controllers:
                     dirs[""] = os.path.join("/sys/fs/cgroup", path.lstrip("/"))
                 for name in controllers.split(","):
-                    if name in ("memory", "cpuacct"):
+                    if name in ("memory", "cpuacct", "freezer"):
                         dirs[name] = os.path.join("/sys/fs/cgroup", name, path.lstrip("/"))
     except OSError:
         pass
     return {k: v for k, v in dirs.items() if os.path.isdir(v)}
+
+
+def _group_writes(dirs):
+    """The container's write count and freezer, where its cgroup was found
+    (the server reads and freezes it as root, beside the engine)."""
+    if "" in dirs:
+        return GroupWrites(2, {"": dirs[""]})
+    if "freezer" in dirs and "memory" in dirs:
+        return GroupWrites(1, {"freezer": dirs["freezer"], "memory": dirs["memory"]})
+    return None
 
 
 def _cgroup_counter(folder, name, key):

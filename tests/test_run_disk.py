@@ -1,0 +1,96 @@
+"""A program that fills the disk, in every sandbox kind that promises
+isolation: what one run writes past its home's quota is bounded (about one
+RUN_FILE_MB, disk_guard.py), the student is told in plain words, and the
+log says it once.
+
+Each test starts a server with a small quota, so the writer is quick; the
+overshoot of each run is printed (`pytest -s`) for the release notes.
+"""
+import os
+
+import pytest
+
+from tests.runs_support import LIMITS, assert_all_released, run, student
+
+QUOTA_MB = 32
+FILE_MB = 8
+SLACK_MB = 8  # what a few milliseconds of freezing let through (disk_guard.py)
+SETTINGS = dict(LIMITS, QUOTA_BYTES=QUOTA_MB << 20, RUN_FILE_MB=FILE_MB, RUN_CPU_SECONDS=60)
+
+# The attack: 100 files of the largest size a run may write, as fast as it can.
+MANY_FILES = '''
+import sys
+block = b"x" * (int(sys.argv[1]) << 20)
+for n in range(100):
+    with open(f"fill{n}.bin", "wb") as f:
+        f.write(block)
+print("wrote all 100", flush=True)
+'''
+
+# Legitimate: the same file rewritten again and again, ten times the quota in all.
+REWRITE = '''
+import sys
+block = b"y" * (int(sys.argv[1]) << 20)
+for n in range(int(sys.argv[2])):
+    with open("again.bin", "wb") as f:
+        f.write(block)
+print("rewrote it", n + 1, "times", flush=True)
+'''
+
+
+@pytest.fixture(params=["local", "docker"])
+def disk_server(request, start_server):
+    """A server of the test's own with a small quota, per sandbox kind."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")
+    return start_server(SANDBOX=request.param, **SETTINGS)
+
+
+def used_bytes(server, username):
+    """What the quota counts: the home and the versions kept of its files."""
+    storage = os.path.join(server.env["DATA_DIR"], "storage")
+    total = 0
+    for top in (os.path.join(storage, "home", username), os.path.join(storage, ".system", "history", "home--" + username)):
+        for folder, _, names in os.walk(top):
+            total += sum(os.lstat(os.path.join(folder, name)).st_size for name in names)
+    return total
+
+
+def test_a_program_writing_many_files_stops_about_one_file_past_the_quota(disk_server):
+    server = disk_server
+    ada = student(server, "ada")
+    overshoots = []
+    for _ in range(3):
+        exit_, rc = run(server, ada, MANY_FILES, path="fill.py", args=[str(FILE_MB)], timeout=120)
+        assert exit_["reason"] == "disk_limit", rc.messages
+        assert "wrote all 100" not in rc.output()
+        assert exit_["message"] == (f"your program wrote more than your folder can hold ({QUOTA_MB} MB), "
+                                    "so it was stopped. Delete files you do not need, then run it again")
+        used = used_bytes(server, ada.username)
+        overshoots.append(used - (QUOTA_MB << 20))
+        # One write in flight may be a whole file's worth (the freezer stops
+        # a process between system calls), and a little more gets through
+        # while the kernel freezes the run.
+        assert used <= (QUOTA_MB + FILE_MB + SLACK_MB) << 20, f"{used} bytes in a home of {QUOTA_MB} MB"
+        # The student deletes what the program wrote, and runs again (the
+        # versions the deletes kept make room for it).
+        for entry in ada.get("/api/files/home/").json()["entries"]:
+            if entry["name"].startswith("fill") and entry["name"].endswith(".bin"):
+                assert ada.request("DELETE", "/api/files/home/" + entry["name"]).status_code == 200
+    print(f"{server.env['SANDBOX']}: bytes past the {QUOTA_MB} MB quota after each run: {overshoots}")
+    # One line in the log per run stopped, at INFO; no error.
+    stopped = [line for line in server.lines if "went over its quota" in line]
+    assert len(stopped) == 3, stopped
+    assert not [line for line in server.lines if " ERROR " in line and ("507" in line or "quota" in line)]
+    assert_all_released(server, ada)
+
+
+def test_rewriting_one_file_many_times_is_not_stopped(disk_server):
+    """The budget counts bytes written, and the home is measured before a
+    run is stopped: rewriting a file ten times the quota over is fine."""
+    server = disk_server
+    ada = student(server, "ada")
+    times = 10 * QUOTA_MB // FILE_MB
+    exit_, rc = run(server, ada, REWRITE, path="again.py", args=[str(FILE_MB), str(times)], timeout=120)
+    assert exit_["reason"] == "ok", rc.messages
+    assert f"rewrote it {times} times" in rc.output()
