@@ -7,7 +7,9 @@ needs nothing but a Python interpreter. The launcher
 1. makes itself a principal the program cannot touch: not dumpable (so no
    process of the same uid may ptrace it, read its memory or take its
    descriptors), with the server's seccomp filter (no ptrace, no new user
-   namespaces...) loaded before any student code exists;
+   namespaces...) loaded before any student code exists; where the server
+   asks (Docker, which always mounts /proc), no file under /proc can be
+   read (Landlock), as its mountinfo names the home's path on the host;
 2. says it is ready, then waits for the `go` frame naming the program:
    this lets the server start sandboxes ahead of time, so Run starts at once;
 3. forks the student's program onto a pseudo-terminal (so prompts, echo and
@@ -115,11 +117,12 @@ PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
 
 
-def protect(seccomp_b64):
+def protect(seccomp_b64, hide_proc=False):
     """Not dumpable (the program, same uid, cannot ptrace us, read our memory
-    or take our descriptors), no new privileges, and the seccomp filter: all
-    before any student code runs. Raises if any of it fails, so a sandbox
-    never runs without the defences the server asked for."""
+    or take our descriptors), no new privileges, /proc unreadable if asked,
+    and the seccomp filter: all before any student code runs. Raises if any
+    of it fails, so a sandbox never runs without the defences the server
+    asked for."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -130,6 +133,8 @@ def protect(seccomp_b64):
             raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
     prctl(PR_SET_DUMPABLE, 0)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
+    if hide_proc:
+        landlock_hide_proc(libc)
     if seccomp_b64:
         program = base64.b64decode(seccomp_b64)
 
@@ -137,6 +142,42 @@ def protect(seccomp_b64):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
         fprog = SockFprog(len(program) // 8, program)
         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # one number on every arch
+LANDLOCK_RULE_PATH_BENEATH = 1
+LANDLOCK_READ_FILE, LANDLOCK_READ_DIR = 1 << 2, 1 << 3
+
+
+def landlock_hide_proc(libc):
+    """Landlock (an unprivileged process restricting itself and all it
+    starts): files are read only beneath the top folders other than /proc.
+    Folders, /proc's too, can still be listed, and writing is as before:
+    only reading a file of /proc is refused (EACCES)."""
+    import ctypes
+
+    def call(nr, *args):
+        result = libc.syscall(ctypes.c_long(nr), *[a if isinstance(a, bytes) else ctypes.c_long(a) for a in args])
+        if result < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, "landlock call %d: %s" % (nr, os.strerror(err)))
+        return result
+    ruleset = call(LANDLOCK_CREATE_RULESET, struct.pack("<Q", LANDLOCK_READ_FILE | LANDLOCK_READ_DIR), 8, 0)
+    try:
+        def allow(path, access):
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                call(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, struct.pack("<Qi", access, fd), 0)
+            finally:
+                os.close(fd)
+        allow("/", LANDLOCK_READ_DIR)
+        for name in os.listdir("/"):
+            if name != "proc":
+                path = "/" + name
+                allow(path, LANDLOCK_READ_FILE | LANDLOCK_READ_DIR if os.path.isdir(path) else LANDLOCK_READ_FILE)
+        call(LANDLOCK_RESTRICT_SELF, ruleset, 0)
+    finally:
+        os.close(ruleset)
 
 
 def apply_limits(limits):
@@ -324,7 +365,7 @@ def warm_up():
 
 def main():
     settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    protect(settings.get("seccomp"))
+    protect(settings.get("seccomp"), settings.get("hide_proc", False))
     try:
         os.setsid()  # a session of our own: its own scheduling group, and the program's terminal
     except OSError:

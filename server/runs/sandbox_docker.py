@@ -4,6 +4,10 @@ The container runs the same launcher as the other sandboxes, with the
 image's own python3, as the student's uid, with no network, a read-only
 root, a small /tmp, no capabilities and cgroup limits on memory, CPU and
 processes. Only the student's home is mounted, read-write, at SANDBOX_HOME.
+Docker always mounts /proc, whose mountinfo names the home's path on the
+host (runc refuses mounts over it): where the kernel has Landlock, the
+launcher makes every file under /proc unreadable to itself and the
+program before any student code runs.
 
 Streams go through one attach connection to the daemon, opened before the
 container starts so that nothing it prints is lost: Docker multiplexes
@@ -68,6 +72,7 @@ class DockerSandbox:
         # Built by the host's libseccomp for the host's kernel; the launcher
         # loads it under Docker's default profile.
         self.seccomp = seccomp_program(cfg.SANDBOX_PYTHON)
+        self.hides_host_paths = landlock_works()  # the containers share this kernel
         self.owner = _owner_id(os.getpid())
         self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="docker")
         self._client = None  # made on first use, in the pool: it talks to the daemon
@@ -96,7 +101,8 @@ class DockerSandbox:
             settings = json.loads(settings)
         # lower_group: autogroups do not apply inside a container's cgroup,
         # whose weight (cpu_shares) ranks it instead.
-        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False, seccomp=self.seccomp))
+        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False, seccomp=self.seccomp,
+                                        hide_proc=self.hides_host_paths))
         user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
         starting = asyncio.ensure_future(self._call(self._create_and_start, home, user, settings_json))
         try:
@@ -124,7 +130,7 @@ class DockerSandbox:
         return {"seccomp": self.seccomp is not None,
                 "cgroup": "the container's: memory, processes, cpu per run, removed as a whole",
                 "own_uid": True, "namespaces": True, "user_namespaces": "disabled",
-                "host_paths_hidden": False}
+                "host_paths_hidden": self.hides_host_paths}
 
     @staticmethod
     def works(cfg):
@@ -409,6 +415,14 @@ def _exit_from(state):
     if code is not None and code > 128:
         return Exit(signal=code - 128, oom_killed=oom)
     return Exit(code=code, oom_killed=oom)
+
+
+def landlock_works():
+    """Has this kernel Landlock (which the launcher hides /proc with)?"""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): its ABI version, or -1
+    return libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)) >= 1
 
 
 def _cgroup_dirs(pid):

@@ -10,7 +10,11 @@ Everything is allowed but what gives a program power over other processes
 (its launcher included) or over the kernel: tracing and reading other
 processes' memory, taking their descriptors, new user namespaces and
 mounts, kernel keyrings, BPF, perf events, userfaultfd, io_uring, and
-typing into a terminal's input (TIOCSTI). Docker's default profile stays
+typing into a terminal's input (TIOCSTI), and reading the mount table with
+listmount/statmount (like /proc's mountinfo, it names the host's paths of
+the sandbox's mounts: its home's). fallocate answers "not supported", so
+a file's space is taken by writing it, which each run's write budget
+counts (disk_guard.py); the C library's posix_fallocate then writes. Docker's default profile stays
 in force under it in the docker sandbox. Calls from another architecture
 (i386 via int 0x80) kill the process: libseccomp's default for a filter.
 """
@@ -31,6 +35,9 @@ DENIED = (
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "acct",
     "swapon", "swapoff", "reboot", "quotactl", "iopl", "ioperm", "vhangup", "fanotify_init",
 )
+# Newer than the libseccomp of Debian bookworm, which knows them by number
+# only; new system calls have the same number on every architecture.
+BY_NUMBER = {"statmount": 457, "listmount": 458}
 CLONE_NEWUSER = 0x10000000
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
@@ -43,6 +50,12 @@ def build():
             f.add_rule(seccomp.ERRNO(errno.EPERM), name)
         except (RuntimeError, ValueError):
             pass  # not a call on this architecture or libseccomp version
+    for name, number in BY_NUMBER.items():
+        try:
+            f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+        except (RuntimeError, ValueError):
+            f.add_rule(seccomp.ERRNO(errno.EPERM), number)
+    f.add_rule(seccomp.ERRNO(errno.EOPNOTSUPP), "fallocate")
     # A new user namespace would give the program every capability inside it.
     f.add_rule(seccomp.ERRNO(errno.EPERM), "clone",
                seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
