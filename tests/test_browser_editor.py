@@ -161,12 +161,37 @@ def test_a_runs_error_is_marked_and_its_lines_lead_to_it(ide):
     expect(page.locator(".tab.selected")).to_contain_text("helpers.py")
     expect(page.locator(".cm-run-error-line")).to_have_text(re.compile(r"return total / people"))
     expect(page.locator(".cm-run-error-message")).to_have_text("ZeroDivisionError: division by zero")
+    expect(page.locator(".cm-run-error-explanation")).to_contain_text("Line 2 of helpers.py: Your program divides by zero")
     expect(page.locator(".cm-activeLine.cm-run-error-line")).to_have_count(1)  # the cursor is on it
     shot(page, "25-run-error-line-opened")
     # Editing the line takes its mark away; the next run starts clean.
     page.keyboard.press("End")
     page.keyboard.type(" if people else 0")
     expect(page.locator(".cm-run-error-line")).to_have_count(0)
+    assert page.errors == []
+
+
+def test_a_typo_gets_pythons_hint_and_a_plain_sentence_and_nothing_is_cut_mid_word(ide):
+    page, _ = ide
+    words = "every word of this long message must stay whole in the narrow console"
+    write_program(page, "typo.py", f'if len("{words}") > 1:\n    prnt("hi")\n')
+    page.get_by_role("button", name="Run").click()
+    text = re.sub(r"\s+", " ", wait_terminal(page, "──"))
+    assert "NameError: name 'prnt' is not defined. Did you mean: 'print'?" in text, text
+    assert "Python does not know the name prnt. Did you mean print?" in text, text
+    # Inline under the line, whole: the error and the sentence.
+    expect(page.locator(".cm-run-error-message")).to_contain_text("Did you mean: 'print'?")
+    expect(page.locator(".cm-run-error-explanation")).to_contain_text("Line 2 of typo.py")
+    shot(page, "26-run-error-explained")
+    # The traceback's lines are broken between words: each word is whole on a row of its own.
+    page.get_by_role("button", name="Run").click()
+    write_program(page, "long.py", f'raise ValueError("{words}")\n')
+    page.get_by_role("button", name="Run").click()
+    text = wait_terminal(page, "ValueError")
+    wait_terminal(page, "──")
+    rows = terminal_text(page).split("\n")
+    for word in words.split():
+        assert any(re.search(rf"\b{word}\b", row) for row in rows), (word, rows)
     assert page.errors == []
 
 

@@ -24,6 +24,7 @@ import signal
 import time
 import uuid
 
+from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
 
@@ -38,21 +39,27 @@ DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
 
+# How a run ended, as the console's last line says it; for a limit, what to try.
 MESSAGES = {
     "ok": "finished",
     "error": "stopped with an error",
     "interrupted": "interrupted (Ctrl-C)",
-    "timeout": "stopped: it ran longer than {wall} seconds",
-    "idle": "stopped: nothing happened for {idle} seconds",
-    "cpu_limit": "stopped: used more than {cpu} seconds of CPU time",
-    "memory_limit": "stopped: used more than {memory} MB of memory",
-    "output_limit": "stopped: printed more than {output} KB",
+    "timeout": "stopped: it ran for more than {wall} seconds. If it waits for something, "
+               "check that it can finish; a loop that never ends keeps it running",
+    "idle": "stopped: nothing was printed or typed for {idle} seconds. Run it again when you are ready "
+            "to use it",
+    "cpu_limit": "stopped: it kept the computer busy for more than {cpu} seconds. Look for a loop that never "
+                 "ends (a while whose condition stays True)",
+    "memory_limit": "stopped: it used more than {memory} MB of memory. Look for a list or text that keeps "
+                    "growing in a loop",
+    "output_limit": "stopped: it printed more than {output} KB. Look for a print inside a loop that never ends",
     "disk_limit": "your program wrote more than your folder can hold ({quota}), so it was stopped. "
                   "Delete files you do not need, then run it again",
     "killed": "stopped",
-    "logged_out": "stopped: you were logged out",
+    "logged_out": "stopped: you were signed out. Sign in again to run it",
     "server_restart": "stopped: the server is restarting; run it again in a moment",
-    "sandbox_lost": "stopped: its sandbox ended unexpectedly",
+    "sandbox_lost": "stopped: the place it ran in ended unexpectedly. Run it again; if it happens again, "
+                    "tell your teacher",
 }
 
 
@@ -300,8 +307,13 @@ class Run:
             reason = "timeout"
         if reason == "error" and code is not None:
             words += f" (exit code {code})"
-        return {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
-                "message": words, "duration": round(duration, 3)}
+        ended = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
+                 "message": words, "duration": round(duration, 3)}
+        if reason == "error":
+            explanation = explain(self.stderr_tail)  # untrusted text: matched, never run
+            if explanation:
+                ended["explanation"] = explanation
+        return ended
 
 
 def _megabytes(n):

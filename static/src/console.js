@@ -51,6 +51,17 @@ export function wrapWords(text, width) {
   return lines.join("\r\n");
 }
 
+/** One line of a traceback broken between words to fit `width`; the
+ * pieces keep the line's indentation (plus two spaces), so a cut path or
+ * message still reads as one. */
+export function wrapIndented(line, width) {
+  const indent = line.match(/^\s*/)[0];
+  if (line.length <= width) return line;
+  if (indent.length + 12 > width) return wrapWords(line, width);
+  const rest = wrapWords(line.slice(indent.length), width - indent.length - 2).split("\r\n");
+  return rest.map((piece, i) => (i === 0 ? indent : `${indent}  `) + piece).join("\r\n");
+}
+
 export class Console extends EventTarget {
   /** events: "input" (detail: a run-protocol message: stdin, interrupt, eof,
    * resize) for the run control to send while a program runs. */
@@ -60,6 +71,8 @@ export class Console extends EventTarget {
     this.stateEl = stateEl;
     this.figures = 0;
     this.promptTimer = null;
+    this.errLine = ""; // the end of stderr that has no newline yet
+    this.errTimer = null;
     this.term = new Terminal({
       fontFamily: "'DejaVu Sans Mono', 'Cascadia Mono', Consolas, 'Liberation Mono', monospace",
       fontSize: Math.max(12, settings.get("fontSize") - 1),
@@ -181,7 +194,7 @@ export class Console extends EventTarget {
         break;
       case "output":
         if (msg.stream === "stderr") {
-          this.term.write(RED + msg.data.replace(/\r?\n/g, "\r\n") + RESET);
+          this.errors(msg.data);
         } else {
           this.term.write(msg.data);
           this.watchForPrompt(msg.data);
@@ -216,8 +229,29 @@ export class Console extends EventTarget {
     this.plotsEl.lastElementChild.scrollIntoView({ block: "nearest" });
   }
 
+  /** stderr (a traceback, mostly): whole lines, wrapped between words at
+   * the console's width; a line's unfinished end waits for the rest (or
+   * for the run's end, or 200 ms). */
+  errors(data) {
+    clearTimeout(this.errTimer);
+    const lines = (this.errLine + data).split(/\r?\n/);
+    this.errLine = lines.pop();
+    const width = Math.max(10, this.term.cols - 1);
+    for (const line of lines) this.term.write(`${RED}${wrapIndented(line, width)}${RESET}\r\n`);
+    if (this.errLine.length > 4096) this.flushErrors();
+    else if (this.errLine) this.errTimer = setTimeout(() => this.flushErrors(), 200);
+  }
+
+  flushErrors() {
+    clearTimeout(this.errTimer);
+    if (this.errLine) this.term.write(`${RED}${this.errLine}${RESET}`);
+    this.errLine = "";
+  }
+
   finished(msg) {
     clearTimeout(this.promptTimer);
+    this.flushErrors();
+    if (msg.explanation) this.note(msg.explanation, YELLOW);
     const ok = msg.reason === "ok";
     const seconds = typeof msg.duration === "number" ? ` · ${msg.duration.toFixed(1)} s` : "";
     const text = capital(msg.message || msg.reason);

@@ -84,7 +84,7 @@ const backToEditor = () => { if (tabs.current) editor.focus(); };
 runControl.addEventListener("starting", () => runErrors.clear());
 runControl.addEventListener("ended", (e) => {
   home.load(); // a program may have written files
-  runErrors.show(e.detail.stderr);
+  runErrors.show(e.detail.stderr, e.detail.explanation);
   backToEditor();
 });
 runControl.addEventListener("refused", backToEditor);

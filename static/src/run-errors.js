@@ -19,15 +19,17 @@ export class RunErrors {
     this.marks.clear();
   }
 
-  /** A run ended with `stderr`: mark what its traceback names. */
-  show(stderr) {
+  /** A run ended with `stderr` (and the server's plain `explanation` of
+   * it): mark what its traceback names. */
+  show(stderr, explanation = "") {
     this.clear();
     const frames = framesIn(stderr, this.username);
     const message = errorMessage(stderr);
     frames.forEach((f, i) => {
       const innermost = i === frames.length - 1;
       const list = this.marks.get(f.path) || [];
-      list.push({ line: f.line, message: innermost ? message || "The error happened here" : "" });
+      list.push({ line: f.line, message: innermost ? message || "The error happened here" : "",
+        explanation: innermost ? explanation : "" });
       this.marks.set(f.path, list);
     });
     for (const path of this.marks.keys()) this.apply(this.workspace.tabs.find(`home:${path}`));

@@ -109,7 +109,10 @@ export class RunControl extends EventTarget {
     if (msg.type === "output" && msg.stream === "stderr") this.stderr = (this.stderr + msg.data).slice(-STDERR_KEPT);
     if (msg.type === "exit" || msg.type === "error") {
       this.setState("idle");
-      this.dispatchEvent(new CustomEvent("ended", { detail: { stderr: msg.type === "exit" ? this.stderr : "" } }));
+      const exit = msg.type === "exit";
+      this.dispatchEvent(new CustomEvent("ended", {
+        detail: { stderr: exit ? this.stderr : "", explanation: (exit && msg.explanation) || "" },
+      }));
     }
   }
 
