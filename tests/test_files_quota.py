@@ -92,3 +92,100 @@ def test_a_home_over_quota_refuses_saves_with_the_sentence_over_http(start_serve
     assert ada.request("DELETE", "/api/files/home/dump.bin").status_code == 200
     r = ada.request("PUT", "/api/files/home/x.py", data=b"x = 1\n", headers={"If-Match": "*"})
     assert r.status_code == 200, r.text  # the deleted file's version made room
+
+
+def test_an_edit_in_a_home_at_its_files_quota_is_saved_over_http(start_server, fresh_db):
+    """The version an edit keeps is the server's own: at QUOTA_FILES a new
+    file is refused, an edit of an existing one is saved (without it)."""
+    server = start_server(QUOTA_FILES=6)
+    create_user(fresh_db, "ada", "ada-password")
+    ada = server.client()
+    ada.login_ok("ada", "ada-password")
+    n = 0
+    while True:  # new files until the home is full (the welcome file counts too)
+        r = ada.request("PUT", f"/api/files/home/f{n}.py", data=b"x = 1\n", headers={"If-Match": "*"})
+        if r.status_code == 507:
+            assert r.json()["error"] == "quota_exceeded", r.text
+            break
+        assert r.status_code == 200, r.text
+        n += 1
+        assert n < 10, "the files quota never refused a new file"
+    for text in (b"x = 2\n", b"x = 3  # and a longer line\n"):
+        r = ada.request("PUT", "/api/files/home/f0.py", data=text, headers={"If-Match": "*"})
+        assert r.status_code == 200, r.text
+        assert ada.get("/api/files/home/f0.py").json()["content"] == text.decode()
+    r = ada.request("PUT", f"/api/files/home/f{n}.py", data=b"x = 1\n", headers={"If-Match": "*"})
+    assert r.status_code == 507 and r.json()["error"] == "quota_exceeded"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A file system of 256 KiB (tmpfs), so that it can be filled."""
+    import subprocess
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    where = tmp_path / "disk"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], check=True)
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+def test_a_full_disk_leaves_no_temporary_files_behind(small_disk):
+    import errno
+    store = Store(str(small_disk / "storage"), Limits(quota_bytes=100 * KIB, quota_files=20,
+                                                      max_file_bytes=64 * KIB, history_versions=5))
+    try:
+        store.ensure_home("ada", welcome=False)
+        store.save(ADA, ("a.py",), b"a = 1\n", None)
+        fd = os.open(os.path.join(store.home_path("ada"), "fill.bin"), os.O_WRONLY | os.O_CREAT)
+        try:  # a program fills the disk
+            while True:
+                os.write(fd, b"#" * 4096)
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        with pytest.raises(OSError) as full:
+            store.usage(ADA, fresh=True)  # the measurement cannot write its record
+        assert full.value.errno == errno.ENOSPC
+        for call in (lambda: store.save(ADA, ("b.py",), b"b = 1\n", None),
+                     lambda: store.save(ADA, ("a.py",), b"a = 2\n", "*")):
+            with pytest.raises((OSError, Refused)):
+                call()
+        left = [os.path.join(folder, name) for folder, _, names in os.walk(small_disk)
+                for name in names if name.startswith(".~pyc")]
+        assert left == []
+    finally:
+        store.close()
+
+
+def _bytes_read():
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+def test_deleting_a_huge_sparse_file_reads_none_of_it(store):
+    """A program's sparse file of 64 GiB (larger than any save may be, so
+    never restorable) is deleted without reading it to name a version."""
+    home = store.home_path("ada")
+    store.save(ADA, ("kept.py",), b"k = 1\n", None)
+    with open(os.path.join(home, "sparse.bin"), "wb") as f:
+        f.truncate(64 << 30)
+    before = _bytes_read()
+    answer = store.delete(ADA, ("sparse.bin",))
+    assert _bytes_read() - before < 1 << 20
+    assert answer == {"deleted": "sparse.bin", "kept": 0, "not_kept": 1}
+    assert not os.path.exists(os.path.join(home, "sparse.bin"))
+    assert store.usage(ADA, fresh=True)[0] == len(b"k = 1\n")
+    # The same inside a folder; a small file there is still kept for the trash.
+    os.mkdir(os.path.join(home, "out"))
+    with open(os.path.join(home, "out", "sparse.bin"), "wb") as f:
+        f.truncate(64 << 30)
+    with open(os.path.join(home, "out", "small.txt"), "wb") as f:
+        f.write(b"small")
+    before = _bytes_read()
+    answer = store.delete(ADA, ("out",))
+    assert _bytes_read() - before < 1 << 20
+    assert answer == {"deleted": "out", "kept": 1, "not_kept": 1}
+    assert [e["path"] for e in store.trash_list(ADA)[0]["files"]] == ["out/small.txt"]

@@ -19,7 +19,16 @@ def write(dir_fd, name, value):
     temp = f"{paths.RESERVED_PREFIX}-{secrets.token_hex(6)}"
     fd = paths.open_file(dir_fd, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        paths.write_all(fd, json.dumps(value).encode())
-    finally:
-        os.close(fd)
-    os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        try:
+            paths.write_all(fd, json.dumps(value).encode())
+        finally:
+            os.close(fd)
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        # A full disk fails the write: the half-written temporary goes, or
+        # every failed write would leave one more behind.
+        try:
+            os.unlink(temp, dir_fd=dir_fd)
+        except OSError:
+            pass
+        raise

@@ -353,10 +353,19 @@ class Store:
             # Checked before any folder is made, so a refusal leaves nothing
             # behind. The old content stays (a version), so the new one adds.
             made = 0 if fd is not None else self._missing(area, parts[:-1])
-            self.quota.charge(area, len(data), 1 + made, shrinks=st is not None and len(data) < st.st_size)
+            shrinks, keep = st is not None and len(data) < st.st_size, current is not None
+            try:
+                self.quota.charge(area, len(data), 1 + made, shrinks=shrinks)
+            except Refused:
+                if current is None:
+                    raise
+                # An edit is not refused for the version it would keep: without
+                # one it adds only its growth (and no file) to the home.
+                self.quota.charge(area, len(data) - st.st_size, 0, shrinks=shrinks)
+                keep = False
             if fd is None:
                 fd = self._make_folder(area, parts[:-1])
-            meta = self._write(area, fd, parts, data, current and current["etag"])
+            meta = self._write(area, fd, parts, data, keep and current["etag"])
         finally:
             if fd is not None:
                 os.close(fd)
@@ -532,18 +541,25 @@ class Store:
             try:
                 if stat.S_ISDIR(st.st_mode):
                     kept, folders, dropped = self._delete_folder(area, fd, name, parts)
-                elif stat.S_ISREG(st.st_mode):
+                elif self._worth_keeping(st):
                     kept, dropped = [self._keep_deleted(area, fd, name, parts, st)], 0
                     os.unlink(name, dir_fd=fd)
                     self.trash.add(area, "file", path, kept)
                 else:
-                    os.unlink(name, dir_fd=fd)  # a FIFO, socket or device: nothing to keep
+                    # A FIFO, socket or device, or a file too large to open
+                    # again (a program's, maybe sparse): removed unread.
+                    os.unlink(name, dir_fd=fd)
                     kept, dropped = [], 1
-                    self.quota.add(area, 0, -1)
+                    self.quota.add(area, -(st.st_size if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0), -1)
                 os.fsync(fd)
             finally:
                 os.close(fd)
         return {"deleted": path, "kept": len(kept), "not_kept": dropped}
+
+    def _worth_keeping(self, st):
+        """A version of a deleted file is kept if it could be restored: a
+        regular file no larger than a save may be (its etag reads it all)."""
+        return stat.S_ISREG(st.st_mode) and st.st_size <= self.limits.max_file_bytes
 
     def _keep_deleted(self, area, fd, name, parts, st):
         version = self._keep_version(area, fd, name, parts, etag_of_file(fd, name))
@@ -573,7 +589,7 @@ class Store:
                     _rmdir(cur, entry)
                     freed_files += 1
                 else:
-                    if stat.S_ISREG(st.st_mode) and reachable and len(kept) < self.limits.quota_files:
+                    if self._worth_keeping(st) and reachable and len(kept) < self.limits.quota_files:
                         kept.append(self._keep_deleted(area, cur, entry, full, st))
                     else:
                         dropped += 1
