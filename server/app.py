@@ -62,9 +62,12 @@ def log_request(handler):
     seconds = time.perf_counter() - handler._started if hasattr(handler, "_started") else 0.0
     route = ROUTE_OF.get(type(handler), "other")
     metrics.observe_request(route, handler.request.method, status, seconds)
-    # 503s (server busy, database unavailable) are expected refusals like
-    # 4xx; the outage itself is logged once, by the database pool.
-    level = logging.ERROR if status >= 500 and status != 503 else logging.INFO if status >= 400 else logging.DEBUG
+    # 503s (server busy, database unavailable) and 507s (a home over its
+    # quota, a full storage) are expected refusals like 4xx: a student over
+    # quota whose editor keeps saving is not an error a thousand times; the
+    # outage itself is logged once, by the database pool or the file layer.
+    level = logging.ERROR if status >= 500 and status not in (503, 507) else \
+        logging.INFO if status >= 400 else logging.DEBUG
     if access_log.isEnabledFor(level):
         access_log.log(level, "%d %s %s (%s) %.1fms", status, handler.request.method,
                        handler.request.uri, client_address(handler), seconds * 1000)

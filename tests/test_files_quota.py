@@ -116,6 +116,8 @@ def test_an_edit_in_a_home_at_its_files_quota_is_saved_over_http(start_server, f
         assert ada.get("/api/files/home/f0.py").json()["content"] == text.decode()
     r = ada.request("PUT", f"/api/files/home/f{n}.py", data=b"x = 1\n", headers={"If-Match": "*"})
     assert r.status_code == 507 and r.json()["error"] == "quota_exceeded"
+    # A refusal the student acts on is not a server error in the log.
+    assert not [line for line in server.lines if " ERROR " in line and " 507 " in line]
 
 
 @pytest.fixture
