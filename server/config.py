@@ -169,6 +169,9 @@ SETTINGS = [
     Setting("FILE_PROCESSES", _int(1, 128), "8",
             "file processes per worker, each making one file call at a time (on EFS each call waits "
             "milliseconds: raise it so that more run at once)"),
+    Setting("FILE_DEADLINE", _int(1, 120), "5",
+            "seconds a file call may take before the student is told the file server is not answering "
+            "(503; a hung file process is replaced)"),
     Setting("FILE_THREADS", _int(1, 256), "8",
             "file threads per worker, for downloads, zips and pushes (a file read on in blocks)"),
     Setting("MAX_FILE_BYTES", _int(1024, 1 << 30), str(10 << 20), "largest file a user may save or upload"),

@@ -4,6 +4,7 @@ import os
 import time
 
 from . import db, metrics
+from .files import faults
 from .web import ApiError, BaseHandler
 
 
@@ -17,15 +18,21 @@ class HealthzHandler(BaseHandler):
 
 
 class ReadyzHandler(BaseHandler):
-    """Ready for traffic: the database answers and the schema is current.
-    Answers within BUDGET seconds either way, so a load balancer's probe
-    never hangs on a frozen database."""
+    """Ready for traffic: the database answers, the schema is current and
+    the file storage answers and takes changes. Answers within about
+    BUDGET seconds either way, so a load balancer's probe never hangs on a
+    frozen database or storage (both are checked at once). A storage that
+    is failing (I/O errors, no answer) or read-only takes the instance out
+    of service: often only this instance's mount is at fault. Slow or full
+    storage does not (another instance would do no better) but is named."""
 
     BUDGET = 1.0
     takes_turn = False
     _checks = set()  # checks still running after their answer was given
 
     async def get(self):
+        # The storage's probe runs in a thread of its own (files/faults.py).
+        storage = asyncio.ensure_future(self.ctx.files.health.check(self.BUDGET))
         # The check runs as a task of its own: giving up on it at the budget
         # does not wait for its connection to be reset (asyncpg shields that);
         # it ends by itself within the pool's timeouts.
@@ -44,7 +51,11 @@ class ReadyzHandler(BaseHandler):
         if self.ctx.draining:
             return self.finish_json({"status": "unavailable", "error": "shutting_down",
                                      "message": "This worker is shutting down."}, 503)
-        self.finish_json({"status": "ready", "schema_version": version})
+        storage = await storage
+        if storage["state"] in (faults.FAILING, faults.READ_ONLY):
+            return self.finish_json({"status": "unavailable", "error": "storage_" + storage["state"],
+                                     "message": storage["message"], "storage": storage}, 503)
+        self.finish_json({"status": "ready", "schema_version": version, "storage": storage})
 
 
 class PerfCheckHandler(BaseHandler):

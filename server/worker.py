@@ -75,7 +75,10 @@ async def open_database(ctx, dsn):
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg, ctx.cookie_secret)
     ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
     classes = Classes(ctx.pool)
-    ctx.files = Files(ctx.store, ctx.file_processes, ctx.file_threads, ctx.pool, ctx.cfg, classes)
+    # Threads of the files' own: a call stuck in a hung storage holds one of
+    # these, never one that /metrics or /api/status need.
+    storage_threads = BoundedExecutor("fs", ctx.cfg.FILE_THREADS, max_pending=4096)
+    ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
@@ -218,6 +221,8 @@ async def drain(ctx, server):
     await ctx.file_processes.close()
     ctx.hasher.shutdown()
     ctx.file_threads.shutdown()
+    ctx.files.threads.shutdown()
+    ctx.files.health.close()
 
 
 def run(cfg, instance, sockets, dsn, processes, on_ready):

@@ -24,7 +24,9 @@ class LoginHandler(ApiHandler):
             metrics.LOGINS.labels(e.code).inc()
             raise
         metrics.LOGINS.labels("ok").inc()
-        await self.ctx.files.ensure_home(user)  # a student's first sign-in makes their home
+        # Never fails and waits a second at most: signing in must work while
+        # the storage is read-only or hangs (the first file call makes the home then).
+        await self.ctx.files.prepare_home(user)
         set_session_cookie(self, token, expires)
         # Sent back only to this URL: nothing else needs it.
         self.set_cookie(devices.COOKIE, device, path="/api/login", expires_days=devices.DAYS,

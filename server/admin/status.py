@@ -1,6 +1,6 @@
 """What /api/status says: the process mode and workers, versions, counts
 of people (accounts, signed in, online in the IDE) and classes, running
-programs, request latency, the sandbox's defences and the settings in
+programs, request latency, the file storage's condition, the sandbox's defences and the settings in
 force (secrets masked). The admin page says each in words and units."""
 import platform
 import time
@@ -24,6 +24,8 @@ async def status(ctx):
                    WHERE heartbeat_at > now() - $1 * interval '1 second') AS online,
                   (SELECT count(*) FROM classes) AS classes""", float(STALE_SECONDS))
     # Both read files (the instance's worker list, the metrics of every worker).
+    # The storage's probe has a thread of its own: a hung storage is reported, not waited on.
+    storage = await ctx.files.health.check(budget=1.0)
     workers = await ctx.file_threads.run(ctx.instance.read_workers)
     live = await ctx.file_threads.run(metrics.snapshot)
     return {
@@ -35,6 +37,7 @@ async def status(ctx):
         "versions": {"pyclassroom": __version__, "python": platform.python_version(),
                      "tornado": tornado.version, "asyncpg": asyncpg.__version__},
         "counts": dict(counts),
+        "storage": storage,
         "sandbox": ctx.sandbox.name,
         "defences": ctx.sandbox.defences(),
         "editing_help": ctx.assist.describe(),

@@ -42,8 +42,11 @@ def main(fd, settings):
     os.nice(NICE)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s file process %(process)d %(levelname)s %(message)s")
     settings = json.loads(settings)
-    store = Store(settings["root"], Limits(**settings["limits"]))
     sock = socket.socket(fileno=fd)
+    # Making the store touches the storage: while it hangs, this waits here,
+    # and the worker sends no call to a process that has not said it is ready.
+    store = Store(settings["root"], Limits(**settings["limits"]))
+    sock.sendall(frame((True, "ready")))
     while True:
         head = _read_exactly(sock, 4)
         body = head and _read_exactly(sock, int.from_bytes(head, "big"))

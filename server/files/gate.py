@@ -12,6 +12,7 @@ import asyncio
 from contextlib import asynccontextmanager
 
 from ..errors import Refused
+from .faults import NotAnswering
 
 PER_USER = 4
 MAX_WAITING = 64
@@ -20,7 +21,9 @@ _places = {}  # username -> [asyncio.Semaphore, calls holding or waiting]
 
 
 @asynccontextmanager
-async def place(username):
+async def place(username, deadline=None):
+    """A place for one call of `username`'s, waited for until the loop time
+    `deadline` at most (then the storage is not answering their calls)."""
     entry = _places.get(username)
     if entry is None:
         entry = _places[username] = [asyncio.Semaphore(PER_USER), 0]
@@ -29,8 +32,17 @@ async def place(username):
                       retry_after=1)
     entry[1] += 1
     try:
-        async with entry[0]:
+        if deadline is None:
+            await entry[0].acquire()
+        else:
+            try:
+                await asyncio.wait_for(entry[0].acquire(), max(0, deadline - asyncio.get_running_loop().time()))
+            except asyncio.TimeoutError:
+                raise NotAnswering() from None
+        try:
             yield
+        finally:
+            entry[0].release()
     finally:
         entry[1] -= 1
         if not entry[1]:

@@ -64,8 +64,8 @@ class FilesHandler(FilesBase):
         return self.ctx.cfg.MAX_FILE_BYTES if self.request.method == "PUT" else None
 
     async def get(self, spec, path):
+        parts = paths.parse(path or "")  # before the area: a refused path makes nothing (not even the home)
         area = await self.area(spec, write=False)
-        parts = paths.parse(path or "")
         if self.get_argument("download", None):
             return await self.stream_file(area, parts)
         if not parts or await self.fs("stat", self.store.is_dir, area, parts):
@@ -84,8 +84,8 @@ class FilesHandler(FilesBase):
         self.finish_json(meta)
 
     async def put(self, spec, path):
-        area = await self.area(spec, write=True)
         parts = paths.parse(path or "", allow_root=False)
+        area = await self.area(spec, write=True)
         if_match = self.request.headers.get("If-Match")
         if if_match is not None:
             if_match = if_match.strip().removeprefix("W/").strip('"')
@@ -94,8 +94,8 @@ class FilesHandler(FilesBase):
         self.answer_meta(meta)
 
     async def post(self, spec, path):
-        area = await self.area(spec, write=True)
         parts = paths.parse(path or "", allow_root=False)
+        area = await self.area(spec, write=True)
         body = self.json_body()
         action = self.field(body, "action", str, max_len=20)
         if action == "mkdir":
@@ -113,8 +113,8 @@ class FilesHandler(FilesBase):
         raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
 
     async def delete(self, spec, path):
-        area = await self.area(spec, write=True)
         parts = paths.parse(path or "", allow_root=False)
+        area = await self.area(spec, write=True)
         self.finish_json(await self.fs("delete", self.store.delete, area, parts))
 
 

@@ -19,6 +19,18 @@ A process that dies mid-call (killed, out of memory) fails that call with a
 and a save is atomic either way. A new process takes its place. A process
 exits when the worker closes its socket, or dies.
 
+Every call has a deadline (FILE_DEADLINE, waiting for a process included):
+a storage that hangs (an NFS/EFS mount in a network partition) leaves the
+process asleep in the kernel, where even SIGKILL takes effect only once the
+storage answers. Such a process is killed and abandoned, not waited on: the
+caller gets `NotAnswering` (a 503 saying so) and a new process takes its
+place, so other students' calls go to processes that answer. A new process
+takes calls only once it has made its store, which touches the storage;
+while the storage hangs it waits there, and calls wait for a process only
+until their deadline. At most `count` abandoned processes are kept waiting
+for their exit; beyond that no more are started until one exits, so a
+storage that stays hung costs a bounded number of processes.
+
 Each process runs child.py.
 """
 import asyncio
@@ -35,6 +47,7 @@ from ..errors import Refused
 from ..executor import Busy
 from . import child
 from .child import frame
+from .faults import NotAnswering
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -45,10 +58,14 @@ RESPAWN_WAIT = 1.0  # seconds between attempts to replace a process that died
 class _Process:
     def __init__(self, popen, reader, writer):
         self.popen, self.reader, self.writer = popen, reader, writer
+        self.abandoned = False  # killed after missing a deadline: never given a call again
 
     async def call(self, request):
         """Send a framed request; the answer's pickle."""
         self.writer.write(request)
+        return await self.answer()
+
+    async def answer(self):
         size = int.from_bytes(await self.reader.readexactly(4), "big")
         return await self.reader.readexactly(size)
 
@@ -62,12 +79,17 @@ class FileProcesses:
         self.count = count
         self.max_pending = max_pending
         self.pending = 0
-        self._idle = asyncio.Queue()  # processes waiting for a call; callers wait on it in order
-        self._watching = {}  # process -> the task that replaces it when it exits
+        self._idle = asyncio.Queue()  # ready processes waiting for a call; callers wait on it in order
+        self._live = set()  # processes starting, idle or in a call (at most `count`)
+        self._stuck = set()  # abandoned processes not yet exited (at most `count`)
+        self._starting = set()  # tasks starting a process
+        self._watching = {}  # process -> the task that notices its exit
         self._closed = False
 
     async def start(self) -> None:
-        for process in await asyncio.gather(*(self._spawn() for _ in range(self.count))):
+        processes = await asyncio.gather(*(self._spawn() for _ in range(self.count)))
+        for process in processes:
+            await process.answer()  # "ready"
             self._idle.put_nowait(process)
 
     async def _spawn(self):
@@ -84,44 +106,94 @@ class FileProcesses:
             theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours)
         process = _Process(popen, reader, writer)
+        self._live.add(process)
         self._watching[process] = asyncio.ensure_future(self._watch(process))
         return process
 
     async def _watch(self, process):
-        """Replace the process once it exits (killed, out of memory)."""
+        """Notice the process's exit (killed, out of memory, abandoned) and fill its place."""
         await process.popen.wait()
         process.close()
         del self._watching[process]
-        if self._closed:
-            return
-        log.error("a file process exited (status %s); starting another", process.popen.returncode)
-        while not self._closed:
-            try:
-                self._idle.put_nowait(await self._spawn())
-                return
-            except Exception:
-                log.exception("could not start a file process; trying again")
-                await asyncio.sleep(RESPAWN_WAIT)
+        if process.abandoned:
+            self._stuck.discard(process)
+        elif process in self._live:
+            self._live.discard(process)
+            if not self._closed:
+                log.error("a file process exited (status %s); starting another", process.popen.returncode)
+        self._fill()
 
-    async def run(self, method: str, *args):
-        """store.<method>(*args) in a file process; the seconds spent waiting
-        for one and in the call count as the request's `fs_wait` and `fs`."""
+    def _fill(self):
+        """Start processes until `count` are live, unless `count` are stuck."""
+        while (not self._closed and len(self._live) + len(self._starting) < self.count
+               and len(self._stuck) < self.count):
+            task = asyncio.ensure_future(self._start_one())
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+
+    async def _start_one(self):
+        """One process, given calls once it is ready; tried again until it is."""
+        quiet = False
+        while not self._closed:
+            process = None
+            try:
+                process = await self._spawn()
+                await process.answer()  # waits while the storage hangs
+            except Exception as e:
+                if process is not None:
+                    self._live.discard(process)
+                    if process.popen.returncode is None:
+                        process.popen.kill()
+                if not quiet:  # once per streak: the storage may be failing for minutes
+                    log.error("could not start a file process (%r); trying again every %g s quietly", e,
+                              RESPAWN_WAIT)
+                    quiet = True
+                await asyncio.sleep(RESPAWN_WAIT)
+                continue
+            self._idle.put_nowait(process)
+            return
+
+    def _abandon(self, process):
+        """Kill a process that missed a deadline; it leaves when the kernel lets it."""
+        if process.abandoned:
+            return
+        if not self._stuck:
+            log.warning("a file call missed its deadline; its file process is replaced (further ones quietly "
+                        "while any is stuck)")
+        process.abandoned = True
+        self._live.discard(process)
+        self._stuck.add(process)
+        if process.popen.returncode is None:
+            process.popen.kill()
+        process.close()
+        self._fill()
+
+    async def run(self, method: str, *args, deadline: float = None):
+        """store.<method>(*args) in a file process, answered by the loop time
+        `deadline` or refused with NotAnswering; the seconds spent waiting for
+        a process and in the call count as the request's `fs_wait` and `fs`."""
         if self.pending >= self.max_pending:
             raise Busy("fs")
+        loop = asyncio.get_running_loop()
         request = frame((method, args))
         self.pending += 1
         queued = time.perf_counter()
         try:
-            process = await self._idle.get()
-            while process.popen.returncode is not None or process.reader.at_eof():  # it died idle: replaced
-                process = await self._idle.get()
+            process = await self._take(deadline)
             started = time.perf_counter()
             timing.add("fs_wait", started - queued)
             # Shielded: a caller that gives up must not leave an answer
             # unread, for the process's next call to take as its own.
             call = asyncio.ensure_future(self._call(process, request))
             call.add_done_callback(_retrieved)
-            answer = await asyncio.shield(call)
+            try:
+                answer = await asyncio.wait_for(asyncio.shield(call), None if deadline is None
+                                                else max(0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                if not call.done():
+                    self._abandon(process)
+                    raise NotAnswering() from None
+                answer = call.result()
             timing.add("fs", time.perf_counter() - started)
         finally:
             self.pending -= 1
@@ -129,6 +201,19 @@ class FileProcesses:
         if not ok:
             raise result
         return result
+
+    async def _take(self, deadline):
+        """A ready process, or NotAnswering at the deadline (every process busy or stuck)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                process = await asyncio.wait_for(self._idle.get(), None if deadline is None
+                                                 else max(0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise NotAnswering() from None
+            if process.abandoned or process.popen.returncode is not None or process.reader.at_eof():
+                continue  # it died idle: replaced
+            return process
 
     async def _call(self, process, request):
         try:
@@ -138,12 +223,15 @@ class FileProcesses:
                 process.popen.kill()  # it broke off mid-answer: never trust it again
             raise Refused(503, "file_process_lost", "The server lost track of this file operation. Try again.",
                           retry_after=1) from None
-        self._idle.put_nowait(process)
+        if not process.abandoned:
+            self._idle.put_nowait(process)
         return answer
 
     async def close(self) -> None:
         """Close every socket: each process ends its call, then exits."""
         self._closed = True
+        for task in list(self._starting):
+            task.cancel()
         processes = list(self._watching)
         for process in processes:
             process.close()
@@ -152,7 +240,10 @@ class FileProcesses:
                 await asyncio.wait_for(process.popen.wait(), timeout=5)
             except asyncio.TimeoutError:
                 process.popen.kill()
-                await process.popen.wait()
+                try:  # a process asleep in a hung storage's call leaves only when it answers
+                    await asyncio.wait_for(process.popen.wait(), timeout=5)
+                except asyncio.TimeoutError:
+                    log.warning("file process %d is stuck in the kernel; leaving it", process.popen.pid)
 
 
 def _retrieved(task):

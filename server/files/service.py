@@ -16,8 +16,9 @@ Handlers, the run service and the teaching service call it; each call
 takes one of the places its user has (gate.py), so no student can fill the
 file processes or threads the class shares.
 """
-import errno
+import asyncio
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -29,7 +30,7 @@ from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
 from ..runs.sandbox import run_uid
-from . import gate, paths
+from . import faults, gate, paths
 from .area import Area
 from .processes import FileProcesses
 from .store import Store
@@ -40,7 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAFF = ("teacher", "admin")
+SIGN_IN_WAIT = 1.0  # seconds a sign-in waits for its home to be made
 _IN_THREADS = {"open_download"}  # its answer is an open file, read on in the worker
+# Operations whose success shows the storage takes changes again (no longer read-only or full).
+_CHANGES = {"save", "upload", "mkdir", "move", "restore", "delete", "home", "push"}
 
 
 class Files:
@@ -54,24 +58,60 @@ class Files:
         self.classes = classes  # who is in which class (teaching/classes.py)
         self._areas_made = set()  # keys of the course areas known to have their folder
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
+        self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
+        self._homes_made = set()  # usernames whose home is known to be made, in this worker
 
-    async def run(self, username: str, op: str, fn: Callable, *args):
+    async def run(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
         """fn(*args) in `username`'s place, timed as `op`: a method of the
         store in a file process, anything else (a stream's next block, work
-        over many homes) in a file thread. A full disk becomes a 507 that
-        says nothing changed."""
+        over many homes) in a file thread. It has `seconds` (FILE_DEADLINE)
+        to answer, waiting for its place included; past that the student
+        is told the file server is not answering. A storage error (read-only,
+        full, I/O) becomes a refusal that says so (faults.py)."""
+        loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        deadline = loop.time() + (seconds or self.cfg.FILE_DEADLINE)
         try:
-            async with gate.place(username):
+            async with gate.place(username, deadline):
                 if getattr(fn, "__self__", None) is self.store and fn.__name__ not in _IN_THREADS:
-                    return await self.processes.run(fn.__name__, *args)
-                return await self.threads.run(fn, *args)
-        except OSError as e:
-            if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise Refused(507, "storage_full", "The storage is full; nothing was changed.") from None
+                    result = await self.processes.run(fn.__name__, *args, deadline=deadline)
+                else:
+                    result = await self._in_thread(fn, args, deadline)
+        except faults.NotAnswering:
+            self.health.failed(faults.FAILING, f"a file call did not finish within {self.cfg.FILE_DEADLINE} s "
+                                               "(the file server is not answering)")
             raise
+        except OSError as e:
+            refusal = faults.refusal(e)
+            if refusal is None:
+                raise
+            self.health.failed(faults.condition_of(e), f"{op}: {e.strerror or e}")
+            raise refusal from None
         finally:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
+        self.health.worked(changed=op in _CHANGES)
+        return result
+
+    async def _in_thread(self, fn, args, deadline):
+        """fn(*args) in a file thread, answered by `deadline`. A thread stuck
+        in the kernel cannot be stopped: it is left to finish, and a call
+        whose caller gave up before a thread took it is not made at all."""
+        given_up = threading.Event()
+
+        def call():
+            if given_up.is_set():
+                raise faults.NotAnswering()
+            return fn(*args)
+
+        future = asyncio.ensure_future(self.threads.run(call))
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, also when given up
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), max(0, deadline - asyncio.get_running_loop().time()))
+        except asyncio.TimeoutError:
+            if future.done():
+                return future.result()
+            given_up.set()
+            raise faults.NotAnswering() from None
 
     async def release(self, fn: Callable, *args):
         """A call that gives something back (closing a file): never refused."""
@@ -81,6 +121,14 @@ class Files:
         """The Area `spec` names (home, course, user/<name>), if `user` may
         read it (or write it, with `write`)."""
         if spec == "home":
+            if user["username"] not in self._homes_made:
+                # Made at the first file call, not at sign-in, which must not
+                # need the storage. A storage that only reads still shows it.
+                try:
+                    await self.ensure_home(user)
+                except Refused as e:
+                    if write or e.code not in ("storage_read_only", "storage_full"):
+                        raise
             return Area.home(user["username"])
         if spec == "course" or spec.startswith("class/"):
             area = await self.classes.area(user, spec, write)
@@ -137,9 +185,32 @@ class Files:
             await self.saved(area)
         return {"saved": saved, "refused": refused}
 
+    async def prepare_home(self, user: dict) -> None:
+        """At sign-in: make the home, waiting SIGN_IN_WAIT seconds at most and
+        never failing, since signing in must not need the storage. Not
+        tried while the storage is known to fail; the first file call
+        (area) makes the home then."""
+        if user["username"] in self._homes_made or self.health.condition not in (faults.OK, faults.SLOW):
+            return
+        task = asyncio.ensure_future(self.ensure_home(user))
+        task.add_done_callback(_unexpected_logged)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), SIGN_IN_WAIT)
+        except (asyncio.TimeoutError, Refused):
+            pass  # it goes on within its deadline, or is refused: the sign-in goes on
+        except Exception:
+            pass  # logged by _unexpected_logged
+
     async def ensure_home(self, user: dict) -> str:
         """The user's home, made at first use (0700, theirs; a student's with
         the welcome file once); its path."""
         await self.run(user["username"], "home", self.store.ensure_home, user["username"],
                        user["role"] == "student", run_uid(self.cfg, user["id"]))
+        self._homes_made.add(user["username"])
         return self.store.home_path(user["username"])
+
+
+def _unexpected_logged(task):
+    """Read a background call's outcome; a refusal is expected, anything else a bug."""
+    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), Refused):
+        log.error("making a home failed", exc_info=task.exception())

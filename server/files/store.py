@@ -223,6 +223,8 @@ class Store:
         file once (even if a push made the home before they signed in) and,
         with `owner_uid` (as root), make everything in it theirs."""
         area = Area.home(username)
+        if self._home_ready(area, username, welcome, owner_uid):
+            return False  # nothing to change: no lock file opened, so a read-only storage still shows it
         with self._locked(area):
             made = self._make_area_root(area)
             with self._dir(area, ()) as fd:
@@ -238,6 +240,18 @@ class Store:
                     pass  # a hello.py is there already (pushed?), or no room: theirs stays
                 self._welcomed(username, mark=True)
         return made
+
+    def _home_ready(self, area, username, welcome, owner_uid):
+        """Whether ensure_home has nothing to do: the home is there, 0700,
+        its owner's, and a student has had the welcome file."""
+        try:
+            with paths.opened(self._root_fd, area.parts[:-1]) as fd:
+                st = os.stat(area.parts[-1], dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return (stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700
+                and (owner_uid is None or st.st_uid == owner_uid)
+                and (not welcome or self._welcomed(username, mark=False)))
 
     def _welcomed(self, username, mark):
         with paths.opened(self._root_fd, (".system", "welcomed")) as fd:
