@@ -168,13 +168,14 @@ class DiskGuard:
                 await asyncio.sleep(min(MAX_INTERVAL, max(self.min_interval, (budget - written) / WRITE_RATE)))
                 continue
             self.writes.freeze()
-            deadline = time.monotonic() + FREEZE_WAIT
-            while not self.writes.frozen() and time.monotonic() < deadline:
-                await asyncio.sleep(0.001)
-            if not self.writes.frozen():
-                log.info("a run's processes did not all freeze within %.1f s; measuring its home anyway", FREEZE_WAIT)
-            thaw = True
+            thaw = True  # whatever happens (the run ending meanwhile too), a sandbox is not left frozen
             try:
+                deadline = time.monotonic() + FREEZE_WAIT
+                while not self.writes.frozen() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.001)
+                if not self.writes.frozen():
+                    log.info("a run's processes did not all freeze within %.1f s; measuring its home anyway",
+                             FREEZE_WAIT)
                 self.walks += 1
                 room = await self.measure()
                 if room is None:

@@ -47,6 +47,7 @@ READY_TIMEOUT = 20.0
 SESSION_CHECK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
 MEASURE_EVERY = 1.0  # seconds between walks of a home after runs (see _measure_after_run)
+WROTE_MEASURE_NOW = 1 << 20  # a run that wrote this much to files has its home walked at once
 CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see PROTOCOL.md)
 CLOSE_TOO_MANY_TABS = 4002
 
@@ -191,7 +192,7 @@ class RunManager:
             await job.conn.send(message)
         if job.run is not None:
             guard = job.run.disk_guard
-            await self._measure_after_run(job.conn, now=guard is not None and guard.wrote() > 0)
+            await self._measure_after_run(job.conn, now=guard is not None and guard.wrote() >= WROTE_MEASURE_NOW)
         job.done.set()
         if job.conn.closed.is_set():
             self._forget(job.conn)  # the last job of a student who left: their sandbox goes now
@@ -322,7 +323,7 @@ class RunManager:
         student running again and again has it walked at most every
         MEASURE_EVERY seconds: the walk after the last of those runs is put
         off until then (what a run writes meanwhile is bounded by its limits
-        and its own disk watchdog). A run that wrote to files has it walked
+        and its own disk watchdog). A run that wrote files has it walked
         `now`: the next run's write budget starts from the record."""
         student = conn.student
         if student.measuring is not None and not now:
