@@ -3,10 +3,17 @@
     .system/history/<area>/<sha256 of the path>/<time_ns>-<etag>
 
 A version is the old file itself, hard-linked (no copy) before a save
-replaces it or a delete removes it. Each file keeps its last
-`history_versions`; besides, when a home needs room the oldest versions of
-the whole area go first (`evict`), since versions count in its quota.
-Callers hold the area's lock for every change.
+replaces it or a delete removes it; its name says when that was, so a
+version shows the file as it was then.
+
+Autosave makes a version every few seconds of typing, so they are thinned
+as they age, the way Time Machine does (`retained`): the last RECENT are
+all kept, then one per minute for ten minutes, one per ten minutes for two
+hours, one per hour for the day, one per day for a month, one per month
+after that; at most `history_versions` per file. Thinning looks only at
+the file's own versions, whenever one is added. Besides, when a home needs
+room the oldest versions of the whole area go first (`evict`), since
+versions count in its quota. Callers hold the area's lock for every change.
 """
 import errno
 import hashlib
@@ -32,8 +39,54 @@ def etag_of_file(dir_fd, name):
     return digest.hexdigest()[:20]
 
 
+MINUTE, HOUR, DAY = 60, 3600, 86400
+RECENT = 10  # the last saves are all kept, however close together
+TIERS = (  # then, by age: (younger than, one version per), in seconds
+    (10 * MINUTE, MINUTE),
+    (2 * HOUR, 10 * MINUTE),
+    (DAY, HOUR),
+    (30 * DAY, DAY),
+)
+OLDEST_SPACING = 30 * DAY  # older than the last tier
+
+
+def now_ns():
+    """The clock versions are named and thinned by (tests replace it)."""
+    return time.time_ns()
+
+
 def _is_version(name):
     return name[:1].isdigit()
+
+
+def _made_ns(version):
+    """When a version was kept, from its name (0 for a name not ours)."""
+    head = version.split("-", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _spacing(age):
+    for younger_than, spacing in TIERS:
+        if age < younger_than:
+            return spacing
+    return OLDEST_SPACING
+
+
+def retained(versions, now, bound):
+    """Which of a file's versions to keep at time `now` (ns): the RECENT
+    newest, then the newest of each period its age calls for (a minute, ten
+    minutes, ...), at most `bound` in all, newest first."""
+    kept, periods = [], set()
+    for i, version in enumerate(sorted(versions, key=_made_ns, reverse=True)):
+        if len(kept) >= bound:
+            break
+        made = _made_ns(version) // 10**9
+        spacing = _spacing(max(0, now // 10**9 - made))
+        period = (spacing, made // spacing)
+        if i < RECENT or period not in periods:
+            kept.append(version)
+        periods.add(period)
+    return kept
 
 
 class History:
@@ -53,15 +106,21 @@ class History:
         the limit."""
         hfd = paths.open_dir(self.base_fd, self.parts(area, parts), create=True)
         try:
-            version = f"{time.time_ns()}-{etag}"
+            now = now_ns()
+            version = f"{now}-{etag}"
             try:
                 os.link(name, version, src_dir_fd=dir_fd, dst_dir_fd=hfd, follow_symlinks=False)
+            except FileExistsError:
+                pass  # the same text at the same instant (a clock the tests set)
             except OSError as e:
                 if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                     raise
                 self._copy(dir_fd, name, hfd, version)
-            versions = sorted(v for v in os.listdir(hfd) if _is_version(v))
-            freed = _drop(hfd, versions[:-self.limits.history_versions])
+            # Thinned now, a file at a time: the work is bounded by the
+            # versions one file may keep, never a walk of the whole history.
+            versions = [v for v in os.listdir(hfd) if _is_version(v)]
+            keep = set(retained(versions, now, self.limits.history_versions))
+            freed = _drop(hfd, [v for v in versions if v not in keep])
             os.fsync(hfd)
             return version, freed
         finally:
@@ -84,13 +143,13 @@ class History:
             return []
         try:
             out = []
-            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), reverse=True):
+            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns, reverse=True):
                 try:
                     st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # evicted meanwhile
-                ns, etag = v.split("-", 1)
-                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": int(ns) / 1e9})
+                etag = v.split("-", 1)[1] if "-" in v else ""
+                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": _made_ns(v) / 1e9})
             return out
         finally:
             os.close(hfd)

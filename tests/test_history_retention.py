@@ -1,0 +1,142 @@
+"""History that reaches back: versions are thinned as they age (dense when
+recent, sparse when old), with a bound per file, counted in the home's
+quota. The clock is history's own (`history.now_ns`), set by the tests:
+hours pass in a loop, never by waiting."""
+import os
+
+import pytest
+
+from server.files import history
+from server.files.history import retained
+from server.files.store import Area, Limits, Store
+
+ADA = Area.home("ada")
+MINUTE, HOUR, DAY = 60, 3600, 86400
+NS = 10**9
+START = 1_800_000_000 * NS  # a fixed instant: the tests never read the real clock
+
+
+class Clock:
+    def __init__(self, at=START):
+        self.at = at
+
+    def __call__(self):
+        return self.at
+
+    def advance(self, seconds):
+        self.at += int(seconds * NS)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(history, "now_ns", c)
+    return c
+
+
+def make_store(tmp_path, versions=100):
+    s = Store(str(tmp_path / "storage"), Limits(quota_bytes=100 << 20, quota_files=5000,
+                                                 max_file_bytes=1 << 20, history_versions=versions))
+    s.ensure_home("ada", welcome=False)
+    return s
+
+
+def ages(store, clock, path="essay.py"):
+    """The age in seconds of each kept version of `path`, newest first."""
+    return [clock.at / NS - v["saved"] for v in store.history(ADA, (path,))]
+
+
+def near(found, seconds, within):
+    return any(abs(age - seconds) <= within for age in found)
+
+
+def test_three_hours_of_autosaves_every_two_seconds_reach_back_hours(tmp_path, clock, monkeypatch):
+    # Durability is not what this test is about: 5400 saves without fsync.
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    store = make_store(tmp_path)
+    etag = None
+    for i in range(3 * HOUR // 2):
+        etag = store.save(ADA, ("essay.py",), f"line = {i}\n".encode(), etag)["etag"]
+        clock.advance(2)
+    found = ages(store, clock)
+    assert found == sorted(found)  # newest first
+    # The text just before the last save is the newest version.
+    newest = store.history(ADA, ("essay.py",))[0]
+    assert store.read_version(ADA, ("essay.py",), newest["version"]) == f"line = {3 * HOUR // 2 - 2}\n".encode()
+    assert found[0] <= 4
+    # The last seconds densely, then about 5 minutes ago, about an hour ago, hours ago.
+    assert sum(age < MINUTE for age in found) >= 10
+    assert near(found, 5 * MINUTE, within=MINUTE)
+    assert near(found, HOUR, within=10 * MINUTE)
+    assert near(found, 2.5 * HOUR, within=HOUR)
+    # Thinned: far fewer than the 5400 saves, within the bound.
+    assert len(found) <= 100
+    assert len(found) < 60
+    # Every version kept is counted in the home's quota, and nothing else is.
+    assert store.usage(ADA) == store.usage(ADA, fresh=True)
+    assert store.usage(ADA)[1] == 1 + len(found)
+    store.close()
+
+
+def test_the_bound_per_file_holds_and_keeps_the_newest(tmp_path, clock):
+    store = make_store(tmp_path, versions=4)
+    etag = None
+    for i in range(12):
+        etag = store.save(ADA, ("essay.py",), f"v{i}\n".encode(), etag)["etag"]
+        clock.advance(HOUR)
+    versions = store.history(ADA, ("essay.py",))
+    assert len(versions) == 4
+    assert [store.read_version(ADA, ("essay.py",), v["version"]) for v in versions] == \
+        [b"v10\n", b"v9\n", b"v8\n", b"v7\n"]
+    assert store.usage(ADA) == store.usage(ADA, fresh=True) == (len(b"v11\nv10\nv9\nv8\nv7\n"), 5)
+    store.close()
+
+
+def test_a_file_left_alone_is_thinned_only_when_it_is_saved_again(tmp_path, clock):
+    store = make_store(tmp_path)
+    etag = None
+    for i in range(30):
+        etag = store.save(ADA, ("old.py",), f"v{i}\n".encode(), etag)["etag"]
+        clock.advance(2)
+    kept = len(store.history(ADA, ("old.py",)))
+    assert kept >= 10
+    clock.advance(40 * DAY)  # untouched for weeks: nothing walks its history
+    assert len(store.history(ADA, ("old.py",))) == kept
+    for i in range(12):
+        etag = store.save(ADA, ("old.py",), f"back {i}\n".encode(), etag)["etag"]
+        clock.advance(2)
+    found = ages(store, clock, "old.py")
+    # The saves of weeks ago are one version now (one a month, at that age); the new ones are all there.
+    assert sum(age > 30 * DAY for age in found) == 1
+    assert sum(age < MINUTE for age in found) == 10
+    assert store.usage(ADA) == store.usage(ADA, fresh=True)
+    store.close()
+
+
+def test_a_month_of_saves_keeps_days_and_hours_within_the_bound():
+    # The policy alone, over 40 days of a save every 10 minutes.
+    kept, at = [], START
+    for i in range(40 * DAY // 600):
+        at += 600 * NS
+        kept = retained(kept + [f"{at}-{i:020x}"], at, 100)
+    found = [(at - history._made_ns(v)) / NS for v in kept]
+    assert len(kept) <= 100
+    assert found[0] == 0  # the newest is kept
+    assert near(found, HOUR, within=10 * MINUTE)
+    assert near(found, 12 * HOUR, within=HOUR)
+    assert near(found, 7 * DAY, within=DAY)
+    assert near(found, 29 * DAY, within=DAY)
+    # Older than an hour, never two versions closer together than the policy keeps.
+    day_old = sorted(age for age in found if age >= DAY + HOUR)
+    assert all(b - a >= HOUR for a, b in zip(day_old, day_old[1:]))
+
+
+def test_retained_keeps_the_recent_ones_then_one_per_period():
+    now = START
+    # 30 saves in the last minute: the last 10 are kept, then one per minute.
+    names = [f"{now - s * NS}-e{s}" for s in range(0, 60, 2)]
+    kept = retained(names, now, 100)
+    assert kept[:10] == names[:10]
+    assert len(kept) <= 10 + 2
+    # A version from the future (another host's clock) counts as recent.
+    assert retained([f"{now + 5 * NS}-f"], now, 100) == [f"{now + 5 * NS}-f"]
