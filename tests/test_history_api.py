@@ -1,0 +1,92 @@
+"""History over HTTP, against the real server: restoring a version is a save
+like any other (If-Match), so it makes a new version, the version restored
+stays listed, and a restore from a stale page changes nothing."""
+import os
+import time
+
+import pytest
+
+from server.files import history
+from server.files.store import Area, Limits, Store
+
+MINUTE = 60 * 10**9
+
+
+@pytest.fixture
+def ada(people):
+    return people.student("ada")
+
+
+def put(client, path, content, etag=None):
+    headers = {"Content-Type": "text/plain; charset=utf-8"}
+    if etag:
+        headers["If-Match"] = f'"{etag}"'
+    return client.request("PUT", "/api/files/home/" + path, data=content.encode(), headers=headers)
+
+
+def listed(client, path):
+    """[(version, text)] of a file's history, newest first."""
+    versions = client.get(f"/api/history/home/{path}").json()["versions"]
+    return [(v["version"], client.get(f"/api/history/home/{path}", params={"version": v["version"]}).json()["content"])
+            for v in versions]
+
+
+def restore(client, path, version, etag):
+    """What the IDE does: the version's text saved over the one it shows."""
+    text = client.get(f"/api/history/home/{path}", params={"version": version}).json()["content"]
+    return put(client, path, text, etag)
+
+
+def test_a_restore_is_a_new_version_and_the_restored_one_stays_listed(ada):
+    etag = put(ada, "r.py", "one\n").json()["etag"]
+    etag = put(ada, "r.py", "two\n", etag).json()["etag"]
+    etag = put(ada, "r.py", "three\n", etag).json()["etag"]
+    before = listed(ada, "r.py")
+    assert [text for _, text in before] == ["two\n", "one\n"]
+    oldest = before[-1][0]
+
+    r = restore(ada, "r.py", oldest, etag)
+    assert r.status_code == 200, r.text
+    assert ada.get("/api/files/home/r.py").json()["content"] == "one\n"
+    after = listed(ada, "r.py")
+    assert [text for _, text in after] == ["three\n", "two\n", "one\n"]  # "three" can be had back
+    assert after[-1][0] == oldest
+
+    # Undo the restore: the newest version is the text it replaced.
+    assert restore(ada, "r.py", after[0][0], r.json()["etag"]).status_code == 200
+    assert ada.get("/api/files/home/r.py").json()["content"] == "three\n"
+    assert [text for _, text in listed(ada, "r.py")] == ["one\n", "three\n", "two\n", "one\n"]
+
+
+def test_a_restore_from_a_stale_page_is_a_conflict_and_changes_nothing(ada):
+    first = put(ada, "s.py", "mine\n").json()["etag"]
+    put(ada, "s.py", "saved elsewhere\n", first)
+    version = listed(ada, "s.py")[0][0]
+    r = restore(ada, "s.py", version, first)  # the page still shows the first text
+    assert r.status_code == 409 and r.json()["current"]["content"] == "saved elsewhere\n"
+    assert ada.get("/api/files/home/s.py").json()["content"] == "saved elsewhere\n"
+    assert len(listed(ada, "s.py")) == 1
+
+
+def test_a_version_of_an_hour_ago_stays_through_a_minute_of_autosaves_and_a_restore(ada, server, monkeypatch):
+    # The first two saves are made through the store with history's clock an hour back.
+    store = Store(os.path.join(server.env["DATA_DIR"], "storage"),
+                  Limits(quota_bytes=200 << 20, quota_files=5000, max_file_bytes=10 << 20, history_versions=100))
+    etag = None
+    try:
+        for text, ago in (("an hour ago\n", 70), ("later\n", 62)):
+            monkeypatch.setattr(history, "now_ns", lambda ago=ago: time.time_ns() - ago * MINUTE)
+            etag = store.save(Area.home(ada.username), ("h.py",), text.encode(), etag)["etag"]
+    finally:
+        store.close()
+    # Then 30 autosaves, now: thinned to the last ten and the hour-old one.
+    for i in range(30):
+        etag = put(ada, "h.py", f"typing {i}\n", etag).json()["etag"]
+    versions = ada.get("/api/history/home/h.py").json()["versions"]
+    hour_old = [v for v in versions if time.time() - v["saved"] > 55 * 60]
+    assert len(hour_old) == 1 and len(versions) <= 12
+    r = restore(ada, "h.py", hour_old[0]["version"], etag)
+    assert r.status_code == 200
+    assert ada.get("/api/files/home/h.py").json()["content"] == "an hour ago\n"
+    after = listed(ada, "h.py")
+    assert after[0][1] == "typing 29\n" and (hour_old[0]["version"], "an hour ago\n") in after
