@@ -5,6 +5,7 @@ that can itself be undone from the history.
 The versions of an hour ago are written through the store itself (as the
 server's file processes write them) with history's clock set back an hour:
 what the student sees of them is the real page of the real server."""
+import datetime
 import os
 import re
 import time
@@ -21,14 +22,15 @@ MINUTE = 60 * 10**9
 
 
 def write_in_the_past(server, user, path, texts, minutes_ago, monkeypatch):
-    """Save `texts` one after another, the n-th `minutes_ago[n]` minutes ago."""
+    """Save `texts` one after another, the n-th `minutes_ago[n]` minutes ago
+    (so the n-th version is the file as it was then)."""
     store = Store(os.path.join(server.env["DATA_DIR"], "storage"),
                   Limits(quota_bytes=200 << 20, quota_files=5000, max_file_bytes=10 << 20, history_versions=100))
     area, etag = Area.home(user), None
     try:
         with monkeypatch.context() as m:
             for text, ago in zip(texts, minutes_ago):
-                m.setattr(history, "now_ns", lambda ago=ago: time.time_ns() - ago * MINUTE)
+                m.setattr(history, "now_ns", lambda ago=ago: time.time_ns() - int(ago * MINUTE))
                 etag = store.save(area, (path,), text.encode(), etag)["etag"]
     finally:
         store.close()
@@ -95,4 +97,36 @@ def test_history_lists_an_hour_ago_in_words_and_a_restore_can_be_undone(start_se
     expect_saved(page)
     assert editor_text(page).strip() == 'print("now")'
     assert client.get("/api/files/home/story.py").json()["content"] == 'print("now")\n'
+    assert page.errors == []
+
+
+def test_versions_are_said_in_words_a_student_reads(start_server, new_page, monkeypatch):
+    server = start_server(processes=1)
+    page, user, _ = student_ide(new_page, server, "bea")
+    # Local times, as the page shows them (the browser runs on this machine).
+    midnight = datetime.datetime.now().astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+    minutes_before = lambda when: (time.time() - when.timestamp()) / 60
+    yesterday = midnight - datetime.timedelta(hours=9, minutes=55)  # 14:05
+    three_days = midnight - datetime.timedelta(days=2, hours=10)
+    write_in_the_past(server, user, "words.py", ["a\n", "b\n", "c\n", "d\n", "e\n"],
+                      [minutes_before(three_days) + 1, minutes_before(three_days),
+                       minutes_before(yesterday), 4.8, 0], monkeypatch)
+    page.reload()
+    wait_ready(page)
+    open_file(page, "words.py")
+    page.get_by_role("button", name="History").click()
+    dialog = page.get_by_role("dialog", name=re.compile("History of words.py"))
+    when = dialog.get_by_role("option").locator(".when")
+    expect(when).to_have_count(4)
+    expect(when.nth(0)).to_have_text("a few seconds ago")
+    expect(when.nth(1)).to_have_text(re.compile(r"^[56] minutes ago$"))
+    expect(when.nth(2)).to_have_text("yesterday 14:05")
+    expect(when.nth(3)).to_have_text("3 days ago")
+    # Beside the words, the exact time; the oldest one, chosen, shows its text
+    # (the file as it was 3 days ago: the first text, replaced then).
+    expect(dialog.get_by_role("option").nth(2).locator(".meta")).to_contain_text("14:05")
+    dialog.get_by_role("option").nth(3).click()
+    expect(dialog.locator(".version-preview .cm-insertedLine")).to_have_text("a")
+    expect(dialog.locator(".version-preview .cm-deletedChunk")).to_have_text("e")
+    expect(dialog.locator(".version-summary")).to_contain_text("bring back 1 line (green) and take out 1 line (red)")
     assert page.errors == []
