@@ -66,7 +66,8 @@ def test_history_lists_an_hour_ago_in_words_and_a_restore_can_be_undone(start_se
     options.nth(1).click()
     preview = dialog.locator(".version-preview")
     expect(preview.locator(".version-title")).to_have_text("The file as it was an hour ago")
-    expect(preview.locator(".cm-content")).to_contain_text("what I had an hour ago")
+    expect(preview.get_by_role("textbox", name="This version, compared with the file now")).to_contain_text(
+        "what I had an hour ago")
     expect(preview.locator(".cm-deletedChunk")).to_contain_text('print("now")')
     expect(preview.locator(".version-summary")).to_have_text(
         "Compared with the file now, restoring this version would bring back 1 line (green) "

@@ -90,3 +90,18 @@ def test_a_version_of_an_hour_ago_stays_through_a_minute_of_autosaves_and_a_rest
     assert ada.get("/api/files/home/h.py").json()["content"] == "an hour ago\n"
     after = listed(ada, "h.py")
     assert after[0][1] == "typing 29\n" and (hour_old[0]["version"], "an hour ago\n") in after
+
+
+def test_a_deleted_files_version_is_marked_and_outlives_a_new_file_of_that_name(ada):
+    etag = put(ada, "d.py", "homework\n").json()["etag"]
+    assert ada.request("DELETE", "/api/files/home/d.py").status_code == 200
+    etag = None
+    for i in range(15):
+        etag = put(ada, "d.py", f"new {i}\n", etag).json()["etag"]
+    versions = ada.get("/api/history/home/d.py").json()["versions"]
+    deleted = [v for v in versions if v["deleted"]]
+    assert len(deleted) == 1 and len(versions) <= 12  # the last ten saves (a minute's last), the deleted file
+    assert ada.get("/api/history/home/d.py", params={"version": deleted[0]["version"]}).json()["content"] == \
+        "homework\n"
+    [entry] = ada.get("/api/trash/home").json()["entries"]
+    assert entry["files"][0]["version"] == deleted[0]["version"]

@@ -140,3 +140,25 @@ def test_retained_keeps_the_recent_ones_then_one_per_period():
     assert len(kept) <= 10 + 2
     # A version from the future (another host's clock) counts as recent.
     assert retained([f"{now + 5 * NS}-f"], now, 100) == [f"{now + 5 * NS}-f"]
+
+
+def test_a_deleted_files_last_version_outlives_a_new_file_of_the_same_name(tmp_path, clock):
+    store = make_store(tmp_path)
+    etag = store.save(ADA, ("main.py",), b"my homework\n", None)["etag"]
+    clock.advance(2)
+    store.save(ADA, ("main.py",), b"my finished homework\n", etag)
+    clock.advance(2)
+    store.delete(ADA, ("main.py",))  # by mistake
+    # A new main.py, typed into for ten minutes.
+    etag = None
+    for i in range(300):
+        clock.advance(2)
+        etag = store.save(ADA, ("main.py",), f"new {i}\n".encode(), etag)["etag"]
+    [deleted] = store.trash_list(ADA)
+    version = deleted["files"][0]["version"]
+    assert store.read_version(ADA, ("main.py",), version) == b"my finished homework\n"
+    assert [v["deleted"] for v in store.history(ADA, ("main.py",))].count(True) == 1
+    # Put back beside the new one it cannot overwrite: the trash says so, and the text is there.
+    assert store.trash_restore(ADA, deleted["id"])["skipped"][0]["path"] == "main.py"
+    assert store.usage(ADA) == store.usage(ADA, fresh=True)
+    store.close()

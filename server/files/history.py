@@ -48,6 +48,7 @@ TIERS = (  # then, by age: (younger than, one version per), in seconds
     (30 * DAY, DAY),
 )
 OLDEST_SPACING = 30 * DAY  # older than the last tier
+DELETED = "-deleted"  # ends the name of the version a delete kept (the trash puts it back)
 
 
 def now_ns():
@@ -75,14 +76,16 @@ def _spacing(age):
 def retained(versions, now, bound):
     """Which of a file's versions to keep at time `now` (ns): the RECENT
     newest, then the newest of each period its age calls for (a minute, ten
-    minutes, ...), at most `bound` in all, newest first."""
+    minutes, ...), at most `bound` in all, newest first. A version a delete
+    kept shares its period only with other such versions: saves of a new
+    file of the same name never thin away the one the trash can put back."""
     kept, periods = [], set()
     for i, version in enumerate(sorted(versions, key=_made_ns, reverse=True)):
         if len(kept) >= bound:
             break
         made = _made_ns(version) // 10**9
         spacing = _spacing(max(0, now // 10**9 - made))
-        period = (spacing, made // spacing)
+        period = (spacing, made // spacing, version.endswith(DELETED))
         if i < RECENT or period not in periods:
             kept.append(version)
         periods.add(period)
@@ -100,14 +103,14 @@ class History:
         digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
         return self._area_parts(area) + (digest,)
 
-    def keep(self, area, dir_fd, name, parts, etag):
-        """Keep the regular file `name` in `dir_fd` (at `parts`) as a version;
-        returns its name and (bytes, files) freed by dropping versions past
-        the limit."""
+    def keep(self, area, dir_fd, name, parts, etag, deleted=False):
+        """Keep the regular file `name` in `dir_fd` (at `parts`) as a version
+        (`deleted`: the last one, before a delete); returns its name and
+        (bytes, files) freed by thinning the file's versions."""
         hfd = paths.open_dir(self.base_fd, self.parts(area, parts), create=True)
         try:
             now = now_ns()
-            version = f"{now}-{etag}"
+            version = f"{now}-{etag}{DELETED if deleted else ''}"
             try:
                 os.link(name, version, src_dir_fd=dir_fd, dst_dir_fd=hfd, follow_symlinks=False)
             except FileExistsError:
@@ -148,8 +151,9 @@ class History:
                     st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # evicted meanwhile
-                etag = v.split("-", 1)[1] if "-" in v else ""
-                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": _made_ns(v) / 1e9})
+                etag = (v.split("-") + [""])[1]
+                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": _made_ns(v) / 1e9,
+                            "deleted": v.endswith(DELETED)})
             return out
         finally:
             os.close(hfd)

@@ -3,7 +3,7 @@
 // in the text now, and Restore. A restore is an ordinary edit, saved like
 // any other (If-Match), so the text it replaces becomes a version too and
 // the restore can itself be undone from the history.
-import { EditorState } from "@codemirror/state";
+import { EditorState, Prec } from "@codemirror/state";
 import { EditorView } from "@codemirror/view";
 import { h, clear, formatBytes, toast } from "./dom.js";
 import { get, areaUrl } from "./api.js";
@@ -124,12 +124,14 @@ async function historyDialog(doc) {
       }
       const summary = h("p", { class: "version-summary" });
       const host = h("div", { class: "version-text" });
-      preview.append(h("p", { class: "version-title" }, `The file as it was ${whenSaid(v.saved)}`), summary, host);
+      const title = v.deleted ? `The file as it was when it was deleted, ${whenSaid(v.saved)}`
+        : `The file as it was ${whenSaid(v.saved)}`;
+      preview.append(h("p", { class: "version-title" }, title), summary, host);
       view = new EditorView({ parent: host, state: EditorState.create({ doc: data.content, extensions: [
         commonExtensions({ path: doc.path, readOnly: true }),
         merge.unifiedMergeView({ original: now, mergeControls: false, gutter: true,
           collapseUnchanged: { margin: 3, minSize: 6 } }),
-        EditorView.contentAttributes.of({ "aria-label": "This version, compared with the file now" }),
+        Prec.highest(EditorView.contentAttributes.of({ "aria-label": "This version, compared with the file now" })),
       ] }) });
       summary.textContent = changeSummary(view, merge, now);
       chosenText = data.content;
@@ -152,7 +154,8 @@ async function historyDialog(doc) {
       },
     },
     h("span", { class: "when" }, whenSaid(v.saved)),
-    h("span", { class: "meta" }, `${exactTime(v.saved)} · ${formatBytes(v.size)}`));
+    h("span", { class: "meta" }, [exactTime(v.saved), v.deleted && "deleted then", formatBytes(v.size)]
+      .filter(Boolean).join(" · ")));
     list.append(item);
   });
 
