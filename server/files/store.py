@@ -444,8 +444,8 @@ class Store:
         os.fsync(fd)
         return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False), key="path")
 
-    def _keep_version(self, area, fd, name, parts, etag):
-        version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag)
+    def _keep_version(self, area, fd, name, parts, etag, deleted=False):
+        version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag, deleted)
         self.quota.add(area, -freed_bytes, -freed_files)
         return version
 
@@ -576,7 +576,7 @@ class Store:
         return stat.S_ISREG(st.st_mode) and st.st_size <= self.limits.max_file_bytes
 
     def _keep_deleted(self, area, fd, name, parts, st):
-        version = self._keep_version(area, fd, name, parts, etag_of_file(fd, name))
+        version = self._keep_version(area, fd, name, parts, etag_of_file(fd, name), deleted=True)
         return {"path": "/".join(parts), "version": version, "size": st.st_size}
 
     def _delete_folder(self, area, parent_fd, name, parts):
