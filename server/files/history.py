@@ -1,6 +1,6 @@
 """Earlier versions of files, kept on STORAGE_ROOT beside the homes.
 
-    .system/history/<area>/<sha256 of the path>/<time_ns>-<etag>
+    .system/history/<area>/<sha256 of the path>/<time_ns>-<etag>[-deleted]
 
 A version is the old file itself, hard-linked (no copy) before a save
 replaces it or a delete removes it; its name says when that was, so a
