@@ -22,6 +22,7 @@ from .accounts.service import Accounts
 from .assist.service import Assist
 from .executor import BoundedExecutor
 from .fifo import FifoGate
+from .files.changes import FileChanges
 from .files.processes import FileProcesses
 from .files.service import Files
 from .files.store import Limits, Store
@@ -79,6 +80,7 @@ async def open_database(ctx, dsn):
     # these, never one that /metrics or /api/status need.
     storage_threads = BoundedExecutor("fs", ctx.cfg.FILE_THREADS, max_pending=4096)
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
+    ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]

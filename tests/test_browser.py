@@ -113,10 +113,11 @@ def test_conflict_between_two_browsers_loses_nothing(start_server, new_page):
     open_file(two, "shared.py")
     expect(editor(two)).to_contain_text("first version")
 
-    # One saves a change; two, still on the first version, edits too.
-    replace_text(one, 'print("from window one")\n')
-    expect_saved(one)
+    # Two edits (not saved yet: autosave waits a second); one saves a change at once.
     replace_text(two, 'print("from window two")\n')
+    replace_text(one, 'print("from window one")\n')
+    one.keyboard.press("Control+s")
+    expect_saved(one)
     expect(save_status(two)).to_have_attribute("data-status", "conflict")
     dialog = two.get_by_role("dialog", name=re.compile("Conflict"))
     expect(dialog).to_be_visible()
@@ -135,13 +136,18 @@ def test_conflict_between_two_browsers_loses_nothing(start_server, new_page):
              for v in versions]
     assert 'print("from window one")\n' in texts
 
-    # Window one edits its old copy now: "keep both" saves its text as a copy.
+    # Window one follows two's save (it had no edits of its own).
+    expect(editor(one)).to_contain_text("from window two")
+    # It edits; a save from another computer comes first: "keep both" saves its text as a copy.
     replace_text(one, 'print("one again")\n')
+    etag = client.get("/api/files/home/shared.py").json()["etag"]
+    assert client.request("PUT", "/api/files/home/shared.py", data=b'print("from a third computer")\n',
+                          headers={"If-Match": f'"{etag}"'}).status_code == 200
     expect(save_status(one)).to_have_attribute("data-status", "conflict")
     one.get_by_role("dialog").get_by_role("button", name=re.compile("Keep both")).click()
     expect_saved(one)
-    assert editor_text(one).strip() == 'print("from window two")'
-    assert client.get("/api/files/home/shared.py").json()["content"] == 'print("from window two")\n'
+    assert editor_text(one).strip() == 'print("from a third computer")'
+    assert client.get("/api/files/home/shared.py").json()["content"] == 'print("from a third computer")\n'
     assert client.get("/api/files/home/shared-mine.py").json()["content"] == 'print("one again")\n'
     expect(one.locator('.tree-row[data-path="shared-mine.py"]')).to_be_visible()
 
@@ -150,12 +156,12 @@ def test_conflict_between_two_browsers_loses_nothing(start_server, new_page):
     history = two.get_by_role("dialog", name=re.compile("History"))
     expect(history.get_by_role("option")).not_to_have_count(0)
     history.get_by_role("option").first.click()
-    expect(history.locator(".version-preview .cm-content")).to_contain_text("from window one")
+    expect(history.locator(".version-preview .cm-content")).to_contain_text("from window two")
     shot(two, "08-history")
     history.get_by_role("button", name="Restore this version").click()
-    expect(editor(two)).to_contain_text("from window one")
+    expect(editor(two)).to_contain_text("from window two")
     expect_saved(two)
-    assert client.get("/api/files/home/shared.py").json()["content"] == 'print("from window one")\n'
+    assert client.get("/api/files/home/shared.py").json()["content"] == 'print("from window two")\n'
     assert one.errors == [] and two.errors == []
 
 

@@ -66,6 +66,35 @@ def test_tracebacks_are_what_python3_prints_suggestions_included(sandbox_server)
         [re.sub(r'File ".*main.py"', "main.py", line) for line in python3.strip().splitlines()], (err, python3)
 
 
+def test_run_runs_the_version_the_editor_shows_or_nothing(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    seen = ada.request("PUT", "/api/files/home/shown.py", data=b'print("version A")\n').json()["etag"]
+    # Saved from another computer after the editor showed version A.
+    other = ada.request("PUT", "/api/files/home/shown.py", data=b'print("version B from the other computer")\n',
+                        headers={"If-Match": f'"{seen}"'})
+    assert other.status_code == 200
+
+    async def go(etag):
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            return await rc.run("shown.py", etag=etag), rc
+
+    exit_, rc = asyncio.run(go(seen))
+    assert exit_["reason"] == "changed" and "changed somewhere else" in exit_["message"], rc.messages
+    assert rc.output("stdout") == "" and rc.output("stderr") == ""
+    exit_, rc = asyncio.run(go(other.json()["etag"]))  # the version now shown runs
+    assert exit_["reason"] == "ok" and rc.output("stdout") == "version B from the other computer\r\n"
+    exit_, rc = asyncio.run(go("0" * 20))  # a version that never was
+    assert exit_["reason"] == "changed"
+
+    async def refused(etag):
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="shown.py", etag=etag)
+            return await rc.until("error", 30)
+
+    for bad in ("x" * 20, 5, "0" * 64):
+        assert asyncio.run(refused(bad))["error"] == "bad_field"
+
+
 def test_the_program_is_the_module_main_as_under_python3(sandbox_server):
     """What `python3 main.py` gives a script: __name__, __file__, the module
     in sys.modules (pickle and dataclasses look classes up there), its

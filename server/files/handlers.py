@@ -33,6 +33,9 @@ class FilesBase(ApiHandler):
     async def saved(self, area):
         await self.ctx.files.saved(area)
 
+    def changed(self, area, kind, parts, etag=None, to=None):
+        self.ctx.files.changed(self.current_user["username"], area, kind, "/".join(parts), etag, to)
+
     def answer_meta(self, meta):
         if "etag" in meta:
             self.set_header("ETag", f'"{meta["etag"]}"')
@@ -91,6 +94,7 @@ class FilesHandler(FilesBase):
             if_match = if_match.strip().removeprefix("W/").strip('"')
         meta = await self.fs("save", self.store.save, area, parts, bytes(self._body), if_match)
         await self.saved(area)
+        self.changed(area, "save", parts, etag=meta.get("etag"))
         self.answer_meta(meta)
 
     async def post(self, spec, path):
@@ -100,22 +104,27 @@ class FilesHandler(FilesBase):
         action = self.field(body, "action", str, max_len=20)
         if action == "mkdir":
             await self.fs("mkdir", self.store.mkdir, area, parts)
+            self.changed(area, "mkdir", parts)
             return self.finish_json({"path": "/".join(parts), "kind": "folder"}, 201)
         if action == "move":
             dest = paths.parse(self.field(body, "to", str, max_len=paths.MAX_PATH_BYTES), allow_root=False)
             await self.fs("move", self.store.move, area, parts, dest)
+            self.changed(area, "move", parts, to="/".join(dest))
             return self.finish_json({"path": "/".join(dest)})
         if action == "restore":
             version = self.field(body, "version", str, max_len=100)
             meta = await self.fs("restore", self.store.restore, area, parts, version)
             await self.saved(area)
+            self.changed(area, "save", parts, etag=meta.get("etag"))
             return self.answer_meta(meta)
         raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
 
     async def delete(self, spec, path):
         parts = paths.parse(path or "", allow_root=False)
         area = await self.area(spec, write=True)
-        self.finish_json(await self.fs("delete", self.store.delete, area, parts))
+        done = await self.fs("delete", self.store.delete, area, parts)
+        self.changed(area, "delete", parts)
+        self.finish_json(done)
 
 
 class HistoryHandler(FilesBase):
@@ -205,6 +214,8 @@ class TrashHandler(FilesBase):
         report = await self.fs("restore", self.store.trash_restore, area, record, path)
         if report["restored"]:
             await self.saved(area)
+            for restored in report["restored"]:
+                self.changed(area, "save", (restored,))
         self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 

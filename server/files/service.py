@@ -60,6 +60,7 @@ class Files:
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
         self._homes_made = set()  # usernames whose home is known to be made, in this worker
+        self.changes = None  # changes.FileChanges: the open IDEs are told of every change (set by the worker)
 
     async def run(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
         """fn(*args) in `username`'s place, timed as `op`: a method of the
@@ -150,6 +151,15 @@ class Files:
             raise Refused(403, "not_your_student", "This student is not in a class you teach.")
         return Area.home(owner)
 
+    def changed(self, username: str, area: Area, kind: str, path: str, etag: str | None = None,
+                to: str | None = None) -> None:
+        """`username` changed `path` in `area`: every open IDE that shows the
+        area is told (changes.py), as done by "you" in one's own home and by
+        "teacher" anywhere else (a push, the course folder)."""
+        if self.changes is not None:
+            by = "you" if area.key == Area.home(username).key else "teacher"
+            self.changes.announce(area.key, kind, path, etag=etag, to=to, by=by)
+
     async def saved(self, area: Area) -> None:
         """Remember when a student last saved, for the teacher's roster:
         written with the worker's next flush of `save_times` (within a
@@ -183,6 +193,8 @@ class Files:
                 refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
         if saved:
             await self.saved(area)
+            for meta in saved:
+                self.changed(user["username"], area, "save", meta["path"], etag=meta.get("etag"))
         return {"saved": saved, "refused": refused}
 
     async def prepare_home(self, user: dict) -> None:

@@ -4,20 +4,27 @@ The handler authenticates the upgrade, turns messages into calls on the
 worker's RunManager (manager.py), and sends what it is given. Whatever a
 message does wrong, its answer is an `error` message; whatever ends the
 socket, the manager is told, and the run stops and gives back its lock.
+After a `watch` message, the same socket tells the IDE of changes to the
+files it shows (the user's home, their classes' course folders:
+files/changes.py).
 """
+import asyncio
 import json
 import logging
+import re
 
 from tornado import websocket
 
 from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
+from ..files.area import Area
 from ..web import user_for_session
 
 log = logging.getLogger(__name__)
 
 MAX_ARGS = 32
+ETAG = re.compile(r"[0-9a-f]{20}")
 INPUT_KINDS = ("stdin", "interrupt", "kill", "resize", "eof")
 
 
@@ -30,6 +37,7 @@ class RunSocket(websocket.WebSocketHandler):
         """Refuse the upgrade (a JSON 401) without a valid session, (a JSON
         503) while the database cannot tell."""
         self.conn = None
+        self.watch = None
         try:
             self.user, problem, self.token = await user_for_session(self)
         except Refused as e:  # the database is unavailable
@@ -50,7 +58,28 @@ class RunSocket(websocket.WebSocketHandler):
         if self.conn is None:
             self.close(4002, "Too many IDEs are open for this account.")
 
+    def start_watching(self):
+        if self.watch is not None:
+            return
+        files = self.application.settings["ctx"].files
+        self.watch = files.changes.watch({Area.home(self.user["username"]).key: "home"}, self.send)
+        asyncio.ensure_future(self.watch_courses(files))
+
+    async def watch_courses(self, files):
+        """The course folders of the user's classes too, once the database
+        says which (a course folder's area key is the page's name for it)."""
+        try:
+            found = await files.classes.visible(self.user)
+        except Exception:  # the database is away: the home is followed all the same
+            return
+        for c in found:
+            if self.watch is not None:
+                files.changes.also(self.watch, c["area"], c["area"])
+
     def on_close(self):
+        if self.watch is not None:
+            self.application.settings["ctx"].files.changes.unwatch(self.watch)
+            self.watch = None
         if self.conn is not None:
             self.manager.closed(self.conn)
 
@@ -78,6 +107,8 @@ class RunSocket(websocket.WebSocketHandler):
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             raise Refused(400, "bad_message", "Messages are JSON objects with a \"type\".")
         kind = msg["type"]
+        if kind == "watch":
+            return self.start_watching()
         if kind == "run":
             return self.manager.start(self.conn, *self.run_request(msg))
         if kind not in INPUT_KINDS:
@@ -98,13 +129,16 @@ class RunSocket(websocket.WebSocketHandler):
 
     @staticmethod
     def run_request(msg):
-        """(path parts, args, cols, rows) of a `run` message, checked."""
+        """(path parts, args, cols, rows, etag) of a `run` message, checked."""
         parts = paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False)
         args = msg.get("args", [])
         if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
                 isinstance(a, str) and len(a) <= 1000 and "\x00" not in a and _encodable(a) for a in args):
             raise Refused(400, "bad_args", f"args must be a list of at most {MAX_ARGS} strings.")
-        return parts, args, _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24)
+        etag = msg.get("etag")
+        if etag is not None and not (isinstance(etag, str) and ETAG.fullmatch(etag)):
+            raise Refused(400, "bad_field", "'etag' must be the version the editor shows (20 hex digits).")
+        return parts, args, _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24), etag
 
     async def send(self, message):
         if self.ws_connection is None or self.ws_connection.is_closing():

@@ -27,10 +27,13 @@ needs nothing but a Python interpreter. The launcher
    the same never-used interpreter), up to settings["runs"], or exits.
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
-  server -> launcher:  g go {"path", "args", "cols", "rows"}   d stdin bytes
+  server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?}   d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
   launcher -> server:  R ready   o terminal output   e stderr output
-                       X exit {"code", "signal", "interrupted", "memory_error"}
+                       X exit {"code", "signal", "interrupted", "memory_error", "changed"?}
+With an etag, the program runs only if its bytes are that version (the
+one the student's editor shows); else nothing runs and the exit says
+"changed".
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -38,12 +41,14 @@ self-contained because it is passed as source text.
 import base64
 import errno
 import fcntl
+import hashlib
 import io
 import json
 import os
 import resource
 import select
 import signal
+import stat
 import struct
 import sys
 import termios
@@ -203,7 +208,22 @@ def set_size(fd, cols, rows):
 
 # -- the program's side of the fork -------------------------------------------------
 
-def run_program(go, slave, err_w, limits, own_session):
+def read_program(path):
+    """The program's bytes, read once, by the launcher: the run compiles
+    exactly these, so they are what the server checked. None when they
+    cannot be read here (the run then says why, as python3 would). Never
+    blocks on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read()
+
+
+def run_program(go, source, slave, err_w, limits, own_session):
     """In the forked child: take the terminal, drop every descriptor of the
     launcher's, set the limits, run the program. Never returns."""
     try:
@@ -244,7 +264,7 @@ def run_program(go, slave, err_w, limits, own_session):
     sys.path[0:0] = [os.path.dirname(script)]
     code = 0
     try:
-        run_script(script)
+        run_script(script, source)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -274,12 +294,13 @@ def run_program(go, slave, err_w, limits, own_session):
     os._exit(code)
 
 
-def run_script(script):
+def run_script(script, source=None):
     """Run a file as `python3 script` would: as the module __main__ (so
     pickle and dataclasses find what it defines), its coding cookie
-    honoured by compile()."""
-    with open(script, "rb") as f:
-        source = f.read()
+    honoured by compile(). `source`: its bytes as the launcher read them."""
+    if source is None:
+        with open(script, "rb") as f:
+            source = f.read()
     main = types.ModuleType("__main__")
     main.__file__ = script
     sys.modules["__main__"] = main
@@ -389,7 +410,13 @@ def main():
         go = wait_for_go(frames)
         if go is None:
             os._exit(0)  # the server went away before the run started
-        result = run_once(go, frames, wake_r, limits)
+        source = read_program(go["path"])
+        etag = go.get("etag")
+        if etag and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
+            # Not the text the student's editor shows: nothing runs.
+            send(b"X", json.dumps({"code": None, "signal": None, "changed": True}).encode())
+            continue
+        result = run_once(go, source, frames, wake_r, limits)
         send(b"X", json.dumps(result).encode())
     os._exit(0)
 
@@ -433,7 +460,7 @@ def wait_for_go(frames):
             return json.loads(frame[1])
 
 
-def run_once(go, frames, wake_r, limits):
+def run_once(go, source, frames, wake_r, limits):
     """Fork the program on a new terminal, relay until it has exited and
     nothing of the run is left: the exit, as the kernel reported it."""
     master, slave = os.openpty()
@@ -446,7 +473,7 @@ def run_once(go, frames, wake_r, limits):
     err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        run_program(go, slave, err_w, limits, own_session=not owns_terminal)
+        run_program(go, source, slave, err_w, limits, own_session=not owns_terminal)
     os.close(slave)
     os.close(err_w)
     try:

@@ -87,8 +87,9 @@ class Connection:
 class Job:
     """One press of Run."""
 
-    def __init__(self, conn, parts, args, cols, rows):
+    def __init__(self, conn, parts, args, cols, rows, etag=None):
         self.conn, self.parts, self.args, self.cols, self.rows = conn, parts, args, cols, rows
+        self.etag = etag  # the version the editor shows: nothing else may run
         self.state = "preparing"
         self.claim = None  # the run lock's id, once held
         self.admitted = False  # holds a place among the host's running programs
@@ -160,10 +161,11 @@ class RunManager:
 
     # -- runs -----------------------------------------------------------------
 
-    def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int) -> None:
+    def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int,
+              etag: str | None = None) -> None:
         if conn.job is not None:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
-        job = conn.job = Job(conn, parts, args, cols, rows)
+        job = conn.job = Job(conn, parts, args, cols, rows, etag)
         self._track(self._run(job))
 
     def running(self, conn: Connection) -> Run | None:
@@ -192,6 +194,9 @@ class RunManager:
             await job.conn.send(message)
         if job.run is not None:
             guard = job.run.disk_guard
+            # It may have written, made, renamed or deleted files: the open IDEs look again.
+            self.ctx.files.changes.announce(Area.home(job.conn.student.user["username"]).key, "program",
+                                            by="program")
             await self._measure_after_run(job.conn, now=guard is not None and guard.wrote() >= WROTE_MEASURE_NOW)
         job.done.set()
         if job.conn.closed.is_set():
@@ -247,7 +252,7 @@ class RunManager:
         if conn.closed.is_set():
             job.run.stop("killed")
         await conn.send({"type": "started", "run_id": job.run.id})
-        message = await job.run.execute("/".join(job.parts), job.args, job.cols, job.rows)
+        message = await job.run.execute("/".join(job.parts), job.args, job.cols, job.rows, job.etag)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message

@@ -55,6 +55,8 @@ MESSAGES = {
     "output_limit": "stopped: it printed more than {output} KB. Look for a print inside a loop that never ends",
     "disk_limit": "your program wrote more than your folder can hold ({quota}), so it was stopped. "
                   "Delete files you do not need, then run it again",
+    "changed": "not run: this file was changed somewhere else after you last saw it. The new version is "
+               "shown now; look at it, then press Run again",
     "killed": "stopped",
     "logged_out": "stopped: you were signed out. Sign in again to run it",
     "server_restart": "stopped: the server is restarting; run it again in a moment",
@@ -123,14 +125,17 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows):
-        """Start the program and stream it to the client; return the exit message."""
+    async def execute(self, path, args, cols, rows, etag=None):
+        """Start the program and stream it to the client; return the exit
+        message. With `etag`, only if the file is that version."""
         started = self.last_activity = time.monotonic()
         # The kernel's counts as the sandbox's last run ended are this run's
         # start (its launcher did nothing since): two cgroup reads saved.
         oom_before, cpu_before = self.sandbox.counts or (self.sandbox.oom_kills(), self.sandbox.cpu_seconds())
-        self.sandbox.send(frame(b"g", json.dumps({"path": path, "args": args, "cols": cols,
-                                                  "rows": rows}).encode()))
+        go = {"path": path, "args": args, "cols": cols, "rows": rows}
+        if etag:
+            go["etag"] = etag
+        self.sandbox.send(frame(b"g", json.dumps(go).encode()))
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
@@ -289,6 +294,8 @@ class Run:
         cfg = self.cfg
         if self.stop_reason:
             reason = self.stop_reason
+        elif status.get("changed"):
+            reason = "changed"
         elif oom or status.get("memory_error"):
             reason = "memory_limit"
         elif self.status is None:
@@ -333,4 +340,5 @@ def _status(payload):
         v = value.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi else None
     return {"code": small_int("code", 255), "signal": small_int("signal", 64),
-            "interrupted": value.get("interrupted") is True, "memory_error": value.get("memory_error") is True}
+            "interrupted": value.get("interrupted") is True, "memory_error": value.get("memory_error") is True,
+            "changed": value.get("changed") is True}

@@ -5,6 +5,7 @@ knows who is online and running (activity.py). Knows nothing of HTTP."""
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
+from ..files.area import Area
 from ..files.service import Files
 from . import classes as classes_, roster
 from .activity import Activity
@@ -86,6 +87,8 @@ class Teaching:
         as_pushed = {(r["username"], r["path"]): r["etag"] for r in rows}
         done = await self.files.run(teacher["username"], "push", copy_into_homes,
                                     self.files.store, area, tuple(source), targets, as_pushed)
+        for username, pushed, etag in done.records:  # their open editors show it at once
+            self.files.changed(teacher["username"], Area.home(username), "save", pushed, etag)
         if done.records:
             # Should this fail, the copies are there all the same; pushed
             # again, they are found up to date and recorded then.

@@ -74,9 +74,18 @@ export class Doc {
     else this.#state = this.#state.update(spec).state;
   }
 
-  /** Replace the whole text (undo brings the old one back). */
+  /** Replace the whole text (undo brings the old one back), as one change
+   * of the part that differs: the cursor and the scroll stay where they
+   * were when the change is elsewhere. */
   replaceText(text) {
-    this.dispatch({ changes: { from: 0, to: this.state.doc.length, insert: text } });
+    const old = this.state.doc.toString();
+    let start = 0;
+    const most = Math.min(old.length, text.length);
+    while (start < most && old.charCodeAt(start) === text.charCodeAt(start)) start++;
+    let end = 0;
+    while (end < most - start && old.charCodeAt(old.length - 1 - end) === text.charCodeAt(text.length - 1 - end)) end++;
+    if (start === old.length && start === text.length) return;
+    this.dispatch({ changes: { from: start, to: old.length - end, insert: text.slice(start, text.length - end) } });
   }
 
   /** Show a version saved elsewhere (a newer one, or one restored from the history). */

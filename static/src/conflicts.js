@@ -63,10 +63,11 @@ async function conflictDialog(doc) {
     wide: true,
     className: "conflict-dialog",
     body,
+    // The default (Enter) keeps both: neither text is lost by a reflex.
     buttons: [
-      { label: "Keep both (save mine as a copy)", value: "both", id: "conflict-both" },
-      { label: "Take theirs", value: "theirs", id: "conflict-theirs" },
-      { label: "Keep mine", value: "mine", kind: "primary", id: "conflict-mine" },
+      { label: "Keep mine (replace the saved one)", value: "mine", id: "conflict-mine" },
+      { label: "Take the saved one", value: "theirs", id: "conflict-theirs" },
+      { label: "Keep both (save mine as a copy)", value: "both", kind: "primary", id: "conflict-both" },
     ],
     onOpen: () => {
       if (theirs === undefined) return;

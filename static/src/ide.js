@@ -79,9 +79,13 @@ const output = new Console({ terminalEl: $("#terminal"), plotsEl: $("#plots"), s
   username: user.username, openFrame: (path, line) => runErrors.open(path, line) });
 const socket = new RunSocket();
 const runControl = new RunControl({ socket, output, saver, current: () => tabs.current });
+// Files changed elsewhere (another tab, the teacher, a program): the trees and open files follow.
+socket.addEventListener("message", (e) => { if (e.detail.type === "files") workspace.changedElsewhere(e.detail); });
 // What the student types next goes to the code again, once a run is over or refused.
 const backToEditor = () => { if (tabs.current) editor.focus(); };
 runControl.addEventListener("starting", () => runErrors.clear());
+// Run found the file changed elsewhere since the editor showed it: show that version.
+runControl.addEventListener("changed", (e) => workspace.refresh(e.detail, true));
 runControl.addEventListener("ended", (e) => {
   home.load(); // a program may have written files
   runErrors.show(e.detail.stderr, e.detail.explanation);

@@ -28,6 +28,7 @@ export class RunSocket extends EventTarget {
     this.ws = ws;
     ws.onopen = () => {
       this.attempt = 0;
+      ws.send(JSON.stringify({ type: "watch" })); // news of the files this IDE shows (server/files/changes.py)
       this.setState("open");
       connection.back();
     };

@@ -12,8 +12,9 @@ export class RunControl extends EventTarget {
   /**
    * current(): the doc shown in the editor, or null. events: "starting"
    * (detail: the doc about to run); "ended" when the server says a run
-   * ended (the program may have written files; detail: {stderr}, its end);
-   * "refused" when a run could not start.
+   * ended (the program may have written files; detail: {stderr,
+   * explanation}); "changed" (detail: the doc) when nothing ran because the
+   * file had changed elsewhere; "refused" when a run could not start.
    */
   constructor({ socket, output, saver, current }) {
     super();
@@ -84,7 +85,9 @@ export class RunControl extends EventTarget {
         this.socket.connectNow();
       } else {
         this.stderr = "";
-        this.socket.send({ type: "run", path: doc.path, ...this.output.size() });
+        // The version on screen: the server runs that one or nothing (reason "changed").
+        this.ran = doc;
+        this.socket.send({ type: "run", path: doc.path, etag: doc.etag, ...this.output.size() });
         next = "running";
       }
     } finally {
@@ -110,6 +113,9 @@ export class RunControl extends EventTarget {
     if (msg.type === "exit" || msg.type === "error") {
       this.setState("idle");
       const exit = msg.type === "exit";
+      if (exit && msg.reason === "changed" && this.ran) {
+        this.dispatchEvent(new CustomEvent("changed", { detail: this.ran }));
+      }
       this.dispatchEvent(new CustomEvent("ended", {
         detail: { stderr: exit ? this.stderr : "", explanation: (exit && msg.explanation) || "" },
       }));

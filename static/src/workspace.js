@@ -152,6 +152,97 @@ export class Workspace extends EventTarget {
     }
   }
 
+  /**
+   * The server says files changed elsewhere (files/changes.py): another tab
+   * or computer, the teacher, a program. The tree reloads; an open file
+   * with no unsaved edits shows the new version at once, one with edits
+   * gets the conflict view.
+   */
+  async changedElsewhere({ area, changes, reload }) {
+    this.reloadSoon(area);
+    const inArea = () => [...this.tabs.docs].filter((d) => d.area === area);
+    if (reload) {
+      for (const doc of inArea()) this.catchUp(doc, "");
+      return;
+    }
+    for (const c of changes) {
+      if (c.kind === "program") {
+        for (const doc of inArea()) this.catchUp(doc, "program");
+      } else if (c.kind === "save") {
+        const doc = this.tabs.find(`${area}:${c.path}`);
+        if (doc) this.catchUp(doc, c.by, c.etag);
+      } else if (c.kind === "move") {
+        this.movedElsewhere(area, c.path, c.to);
+      } else if (c.kind === "delete") {
+        this.deletedElsewhere(area, c.path);
+      }
+    }
+  }
+
+  /** Show `doc`'s version on the server if it is another (`etag`, when told). */
+  async catchUp(doc, by, etag) {
+    if (doc.inflight) await doc.inflight.catch(() => {}); // our own save's news may come before its answer
+    if (etag && etag === doc.etag) return;
+    let data;
+    try {
+      data = await get(areaUrl("files", doc.area, doc.path));
+    } catch {
+      return; // gone or unreachable: a delete or the next save says so
+    }
+    if (data.etag === doc.etag || data.content === null || data.content === undefined) return;
+    if (doc.status === "conflict") {
+      doc.conflict.current = data; // the choice is made against the newest
+      return;
+    }
+    if (doc.dirty || doc.inflight) {
+      this.saver.conflictFound(doc, data, doc.text());
+      return;
+    }
+    doc.showVersion(data);
+    toast(by === "teacher" ? `Your teacher updated ${doc.name}.`
+      : by === "program" ? `Your program wrote ${doc.name}.`
+        : by === "you" ? `${doc.name} was saved from another tab or computer: showing that version.`
+          : `${doc.name} was changed elsewhere: showing the new version.`);
+  }
+
+  movedElsewhere(area, from, to) {
+    let moved = false;
+    for (const doc of this.tabs.docs) {
+      if (doc.area !== area) continue;
+      if (doc.path === from) this.saver.rename(doc, to);
+      else if (doc.path.startsWith(from + "/")) this.saver.rename(doc, to + doc.path.slice(from.length));
+      else continue;
+      moved = true;
+    }
+    if (!moved) return;
+    this.tabs.render();
+    this.show(this.current);
+    this.tabsChanged();
+    toast(`${from} was moved to ${to} elsewhere; its tab follows.`);
+  }
+
+  deletedElsewhere(area, path) {
+    for (const doc of [...this.tabs.docs]) {
+      if (doc.area !== area || !(doc.path === path || doc.path.startsWith(path + "/"))) continue;
+      if (doc.dirty || doc.inflight || doc.status === "conflict") {
+        doc.etag = null; // the next save makes it again: the student's text is not lost
+        this.saver.changed(doc);
+        toast(`${doc.name} was deleted elsewhere. Your text is still here and will be saved again.`, "warn");
+      } else {
+        this.saver.forget(doc);
+        this.close(doc, { force: true });
+        toast(`${doc.name} was deleted elsewhere (it is in the Trash).`);
+      }
+    }
+  }
+
+  /** Reload a tree once a burst of changes is over. */
+  reloadSoon(area) {
+    this.reloads = this.reloads || new Map();
+    clearTimeout(this.reloads.get(area));
+    this.reloads.set(area, setTimeout(() => this.tree(area)?.load(), 150));
+  }
+
   /** Coming back to the page: show what changed elsewhere meanwhile. */
   refreshAll() {
     if (Date.now() - this.lastRefresh < REFRESH_EVERY_MS) return;
