@@ -463,10 +463,13 @@ class Store:
 
     def measure(self, area):
         """After something outside the store wrote the area (a program): walk
-        it now; (bytes, files, the quota sentence or None)."""
+        it now; (bytes, files, the quota sentence or None), the usage as it
+        is once old versions made room."""
         with self._locked(area):
-            used, files = self.quota.usage(area, True)
-            return used, files, self.quota.problem(area)
+            self.quota.usage(area, True)
+            problem = self.quota.problem(area)
+            used, files = self.quota.usage(area)
+            return used, files, problem
 
     def check_runnable(self, area, parts):
         """Refused unless `parts` is a file its student may run now: a file,

@@ -18,17 +18,24 @@ microseconds, and
 - when the budget is spent, freezes the run (no write can race the
   measurement), has the home walked, and either gives a new budget of what
   is left (the program may have rewritten or deleted files) and thaws it,
-  or reports it over its quota, still frozen, for the run to be stopped.
+  or reports it over its quota, still frozen, to be killed.
 
-So a run ends at most about one RUN_FILE_MB past the quota: the write in
-flight as it is frozen can be a whole file's worth (a process stops
-between system calls, not within one), plus the little that gets through
-while the kernel freezes it; tests/test_run_disk.py measures it. That
-holds while a run writes no faster than WRITE_RATE: a run (one core)
-copying into the page cache wrote 0.8-2.4 GB/s on the machines this was
-measured on; a faster one gets past its budget by what it writes in
-MIN_INTERVAL. Empty files and sparse ones cost no writes: the periodic
-walk (run.py) still catches those, as it catches a files quota.
+A process stops for a freeze between system calls, not within one: the
+write in flight, up to a whole file's worth, lands first. So one process
+writing ends at most about one RUN_FILE_MB past the quota. Several
+processes writing at once (each has written HEAVY bytes) could each land
+one, and a walk takes milliseconds they would write on in: they are
+killed on the kernel's count as soon as it reaches the budget (SIGKILL
+cuts a write short), without a walk; a program of several processes that
+rewrites more than its home has left is stopped too. Either way the run also
+gets past by what it writes while the server is late to look: the reads
+come every budget-left / WRITE_RATE seconds (a run has one core, which
+copied into the page cache at 0.8-4 GB/s on the machines this was
+measured on), later on a busy server. Measured with the defaults (200 MB
+quota, RUN_FILE_MB 20), local and docker, four runs each: 0-20 MB past
+with one, four or sixteen writing processes (tests/test_run_disk.py
+checks a smaller case). Empty and sparse files cost no writes:
+the periodic walk (run.py) catches those, as it catches a files quota.
 
 Everything here reads or writes the kernel's own files (procfs, cgroupfs),
 which never wait for storage, and is done on the event loop: a freeze that
@@ -42,16 +49,18 @@ import time
 
 log = logging.getLogger(__name__)
 
-WRITE_RATE = 4 << 30  # bytes a second a run is assumed to write at most
+WRITE_RATE = 8 << 30  # bytes a second a run is assumed to write at most
 MIN_INTERVAL = 0.001  # seconds: reads of the count never come closer than this
 MAX_INTERVAL = 0.25
 FREEZE_WAIT = 1.0  # seconds a freeze waits for processes busy in the kernel
+HEAVY = 1 << 20  # bytes a process has written to count as one of several writers (not a worker's result file)
 
 
-def written_bytes(pids):
-    """What the processes `pids` (and the children they reaped) have
-    written to files so far, as the kernel counts it."""
-    total = 0
+def written_bytes(pids, exclude=()):
+    """(What the processes `pids` (and the children they reaped) have
+    written to files so far, as the kernel counts it; how many of those
+    not in `exclude` have written HEAVY bytes or more)."""
+    total = writers = 0
     for pid in pids:
         try:
             fd = os.open(f"/proc/{pid}/io", os.O_RDONLY)
@@ -65,8 +74,10 @@ def written_bytes(pids):
             os.close(fd)
         at = text.find(b"\nwrite_bytes: ")
         if at >= 0:
-            total += int(text[at + 14:text.index(b"\n", at + 1)])
-    return total
+            n = int(text[at + 14:text.index(b"\n", at + 1)])
+            total += n
+            writers += n >= HEAVY and pid not in exclude
+    return total, writers
 
 
 class GroupWrites:
@@ -90,16 +101,16 @@ class GroupWrites:
         """Bytes the run's processes wrote to files, never less than the last
         reading (a child reaped between the reads moves its count to a parent
         read before it)."""
-        try:
-            fd = os.open(self._procs, os.O_RDONLY)
-            try:
-                pids = os.read(fd, 1 << 16).split()
-            finally:
-                os.close(fd)
-        except OSError:
-            return self._last  # the group is gone: the run is over
-        self._last = max(self._last, written_bytes(int(p) for p in pids))
-        return self._last
+        return self.read()[0]
+
+    def read(self, exclude=()):
+        """(written(), how many processes not in `exclude` write heavily)."""
+        pids = self.pids()
+        if not pids:
+            return self._last, 0  # the group is gone: the run is over
+        written, writers = written_bytes(pids, exclude)
+        self._last = max(self._last, written)
+        return self._last, writers
 
     def freeze(self):
         """Ask the kernel to stop every process of the group where it is: a
@@ -135,8 +146,11 @@ class GroupWrites:
 
     def pids(self):
         try:
-            with open(self._procs) as f:
-                return [int(p) for p in f.read().split()]
+            fd = os.open(self._procs, os.O_RDONLY)
+            try:
+                return [int(p) for p in os.read(fd, 1 << 16).split()]
+            finally:
+                os.close(fd)
         except OSError:
             return []
 
@@ -148,10 +162,13 @@ class DiskGuard:
         self.writes = writes  # GroupWrites
         self.measure = measure  # async () -> bytes the home has left now, or None when over its quota
         self.room = room  # bytes the home had left as the run started
-        self.slack = max(1 << 20, file_bytes // 4)  # a budget never smaller: a run near the quota is not walked at every read
+        # A budget is never smaller: a run near its quota is not walked at every read.
+        self.slack = max(1 << 20, file_bytes // 4)
         self.min_interval = max(MIN_INTERVAL, file_bytes / 2 / WRITE_RATE)
+        self.file_bytes = file_bytes
         self.walks = 0  # measurements the budget asked for, for the log
         self._first = None  # the count as the run started
+        self._own = set(writes.pids())  # the sandbox's own processes (launcher, bubblewrap): no program yet
 
     def wrote(self):
         """Bytes the run has written to files (0 before it started)."""
@@ -160,16 +177,26 @@ class DiskGuard:
     async def over_quota(self):
         """Return (the run frozen) once the run has written its home past its
         quota; until then, keep watching."""
-        base = self._first = self.writes.written()
+        base, _ = self.writes.read()
+        self._first = base
         budget = max(self.room, self.slack)
         while True:
-            written = self.writes.written() - base
+            written, writers = self.writes.read(self._own)
+            written -= base
             if written < budget:
                 await asyncio.sleep(min(MAX_INTERVAL, max(self.min_interval, (budget - written) / WRITE_RATE)))
                 continue
             self.writes.freeze()
             thaw = True  # whatever happens (the run ending meanwhile too), a sandbox is not left frozen
             try:
+                if writers > 1:
+                    # Several processes writing at once: each may be in the
+                    # middle of a long write, which a freeze lets finish (only
+                    # SIGKILL cuts one short), and a measurement takes
+                    # milliseconds they would write on in. They are stopped
+                    # on the kernel's count (see the module docstring).
+                    thaw = False
+                    return True
                 deadline = time.monotonic() + FREEZE_WAIT
                 while not self.writes.frozen() and time.monotonic() < deadline:
                     await asyncio.sleep(0.001)
@@ -181,7 +208,8 @@ class DiskGuard:
                 if room is None:
                     thaw = False
                     return True
-                base, budget = self.writes.written(), max(room, self.slack)
+                base, _ = self.writes.read()
+                budget = max(room, self.slack)
             finally:
                 if thaw:
                     self.writes.thaw()
