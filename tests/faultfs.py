@@ -7,6 +7,8 @@ the control file says, read at once whenever it changes:
     delay <ms>      wait <ms> before each call, as a slow network file system
     hang            hold every call until the mode changes, as an NFS mount
                     in a network partition (its callers sleep in the kernel)
+    hang-name <s>   hold only calls naming a file or folder whose name holds <s>
+                    (one student's files stuck, the rest answering)
     fail EROFS      refuse every change with EROFS (reads still work)
     fail EIO        fail every call with EIO
     fail ENOSPC     refuse what takes room (create, mkdir, write, link) with ENOSPC
@@ -39,7 +41,7 @@ def gated(kind):
     def wrap(fn):
         @functools.wraps(fn)
         async def call(self, *args):
-            await self.mode_gate(kind)
+            await self.mode_gate(kind, args)
             try:
                 return fn(self, *args)
             except OSError as e:
@@ -61,13 +63,14 @@ class FaultFS(pyfuse3.Operations):
 
     # -- the mode ---------------------------------------------------------
 
-    async def mode_gate(self, kind):
+    async def mode_gate(self, kind, args=()):
         mode = self.mode
         if mode[0] == "delay":
             await trio.sleep(mode[1] / 1000)
-        elif mode[0] == "hang":
+        elif mode[0] == "hang" or (mode[0] == "hang-name" and kind != "write" and
+                                   any(isinstance(a, bytes) and mode[1] in a for a in args)):
             await self.released.wait()
-            return await self.mode_gate(kind)  # the mode that ended the hang
+            return await self.mode_gate(kind, args)  # the mode that ended the hang
         elif mode[0] == "fail" and kind != "close":
             code = mode[1]
             if code == errno.EIO or (code == errno.EROFS and kind in CHANGES) or \
@@ -82,11 +85,13 @@ class FaultFS(pyfuse3.Operations):
             mode = ("delay", int(words[1]))
         elif words[0] == "hang":
             mode = ("hang",)
+        elif words[0] == "hang-name":
+            mode = ("hang-name", os.fsencode(words[1]))
         elif words[0] == "fail":
             mode = ("fail", getattr(errno, words[1]))
         else:
             raise ValueError(text)
-        if self.mode[0] == "hang" and mode[0] != "hang":
+        if self.mode[0] in ("hang", "hang-name") and mode != self.mode:
             self.released.set()
             self.released = trio.Event()
         self.mode = mode

@@ -127,10 +127,7 @@ class StorageHealth:
             self._probe = loop.run_in_executor(self._thread, self._probe_once)
             self._probe.add_done_callback(self._probed)
         if not self._probe.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._probe), budget)
-            except asyncio.TimeoutError:
-                pass
+            await asyncio.wait({self._probe}, timeout=budget)  # its outcome is read by _probed
         if not self._probe.done():
             waited = loop.time() - self._probe_started
             if waited > self.deadline:
@@ -149,11 +146,11 @@ class StorageHealth:
         except Exception as e:  # anything else: say so rather than lose it
             self.failed(FAILING, f"the probe failed: {e!r}")
             return
-        if seconds <= self.slow_after:
-            self.worked(changed=True)
-        elif self.condition != SLOW:  # answered, but slowly: slow, whatever it was before
-            self.condition = OK
+        if seconds > self.slow_after and self.condition == OK:
             self.slow(seconds)
+        elif seconds <= self.slow_after or self.condition != SLOW:
+            # Answered: a probe that was held by a hang finishes late, but it finished.
+            self.worked(changed=True)
 
     def _probe_once(self) -> float:
         """Write, fsync and read back a small file of this worker's own: what a save needs."""

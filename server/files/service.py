@@ -115,8 +115,15 @@ class Files:
             raise faults.NotAnswering() from None
 
     async def release(self, fn: Callable, *args):
-        """A call that gives something back (closing a file): never refused."""
-        return await self.threads.run(fn, *args)
+        """A call that gives something back (closing a file): never refused,
+        and waited for until the deadline at most. Behind a read stuck in a
+        hung storage, the close happens when that read returns (a stream
+        still running cannot be closed: it is when collected)."""
+        deadline = asyncio.get_running_loop().time() + self.cfg.FILE_DEADLINE
+        try:
+            await self._in_thread(fn, args, deadline)
+        except (faults.NotAnswering, ValueError):
+            pass
 
     async def area(self, user: dict, spec: str, write: bool) -> Area:
         """The Area `spec` names (home, course, user/<name>), if `user` may
