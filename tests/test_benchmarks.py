@@ -93,6 +93,20 @@ def test_bench_assist_types_asks_and_counts_every_answer(tmp_path):
     assert result["complete"]["count"] > 0 and result["server_cpu_typing"] > 0
 
 
+def test_bench_follow_hears_every_save_made_elsewhere(tmp_path):
+    [result] = bench("bench_follow", tmp_path, "--processes", "2", "--students", "3", "--duration", "2")
+    assert result["errors"] == 0 and result["count"] >= 3 and result["after_answer"]["count"] == result["count"]
+
+
+def test_bench_ranking_finds_what_beginners_mean(tmp_path):
+    out = tmp_path / "ranking.json"
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_ranking", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["cases"] >= 30 and result["first"] >= 0.9, done.stdout
+
+
 # -- the tools' package ----------------------------------------------------------------------
 
 HEAVY = ("aiohttp", "hdrh", "matplotlib", "requests")  # what a script loads only to measure
@@ -111,7 +125,8 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
 
 @pytest.mark.parametrize("script", ["loadtest.loadtest", "loadtest.bench_login", "loadtest.bench_files",
                                     "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
-                                    "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer"])
+                                    "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
+                                    "loadtest.bench_follow", "loadtest.bench_ranking"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

@@ -6,7 +6,7 @@ a moment, without any page polling a file.
 The worker that made a change announces it on the PostgreSQL channel
 'file_changes' (notify.py): the area's key and, per path, what happened,
 the new version and who did it ("you", "teacher", "program"). It gathers
-its changes over GATHER_SECONDS first, one per path (the newest), so a
+its changes over GATHER_SECONDS (20 ms) first, one per path (the newest), so a
 student saving as fast as they can costs at most one notification per
 area in each gathering; more than PER_NOTIFICATION paths become one
 "reload" of the area.
@@ -28,7 +28,7 @@ from .. import notify
 log = logging.getLogger(__name__)
 
 CHANNEL = "file_changes"
-GATHER_SECONDS = 0.05
+GATHER_SECONDS = 0.02
 PER_NOTIFICATION = 40
 PENDING_MAX = 64
 KINDS = ("save", "delete", "move", "mkdir", "program")
