@@ -140,3 +140,27 @@ def test_a_call_that_fails_unexpectedly_is_answered_and_keeps_the_process(tmp_pa
         assert await processes.run("list", HOME, ()) == []
         assert pids(processes) == {pid}  # the same process answered both
     with_processes(store, 1, check)
+
+
+def test_a_call_past_its_deadline_is_refused_and_its_process_replaced(tmp_path):
+    """A process that misses a call's deadline (here a store that waits
+    3 s per save; on a hung mount, a process asleep in the kernel) is
+    abandoned: the caller is told the storage is not answering, a new
+    process takes the next calls, and the pool stays its size."""
+    from server.files.faults import NotAnswering
+    store = store_at(tmp_path, delay_ms=3000)
+
+    async def check(processes):
+        loop = asyncio.get_running_loop()
+        before = pids(processes)
+        with pytest.raises(NotAnswering) as refused:
+            await processes.run("save", HOME, ("a.py",), b"print(1)\n", None, deadline=loop.time() + 0.5)
+        assert (refused.value.status, refused.value.code) == (503, "storage_not_answering")
+        # The other process and the replacement answer (a listing does not wait).
+        for _ in range(4):
+            assert await processes.run("list", HOME, (), deadline=loop.time() + HANG) is not None
+        while len(processes._live) < processes.count or processes._stuck:
+            await asyncio.sleep(0.05)
+        assert len(pids(processes)) == processes.count and pids(processes) != before
+
+    with_processes(store, 2, check)
