@@ -45,7 +45,10 @@ def main(fd, settings):
     sock = socket.socket(fileno=fd)
     # Making the store touches the storage: while it hangs, this waits here,
     # and the worker sends no call to a process that has not said it is ready.
-    store = Store(settings["root"], Limits(**settings["limits"]))
+    try:
+        store = Store(settings["root"], Limits(**settings["limits"]))
+    except OSError:
+        return  # the storage fails (EIO ...): the worker says so, once per streak, and tries again
     sock.sendall(frame((True, "ready")))
     while True:
         head = _read_exactly(sock, 4)

@@ -26,10 +26,13 @@ storage answers. Such a process is killed and abandoned, not waited on: the
 caller gets `NotAnswering` (a 503 saying so) and a new process takes its
 place, so other students' calls go to processes that answer. A new process
 takes calls only once it has made its store, which touches the storage;
-while the storage hangs it waits there, and calls wait for a process only
-until their deadline. At most `count` abandoned processes are kept waiting
-for their exit; beyond that no more are started until one exits, so a
-storage that stays hung costs a bounded number of processes.
+while the storage hangs it waits there, and calls wait for a process only until
+their deadline, or not at all while every process is stuck or starting
+with some stuck (the storage hangs: nothing can be done until it answers,
+and a new process that has made its store is the sign that it does). At
+most `count` abandoned processes are kept waiting for their exit; beyond
+that no more are started until one exits, so a storage that stays hung
+costs a bounded number of processes.
 
 Each process runs child.py.
 """
@@ -58,6 +61,7 @@ RESPAWN_WAIT = 1.0  # seconds between attempts to replace a process that died
 class _Process:
     def __init__(self, popen, reader, writer):
         self.popen, self.reader, self.writer = popen, reader, writer
+        self.ready = False  # it has made its store and takes calls
         self.abandoned = False  # killed after missing a deadline: never given a call again
 
     async def call(self, request):
@@ -83,6 +87,7 @@ class FileProcesses:
         self._live = set()  # processes starting, idle or in a call (at most `count`)
         self._stuck = set()  # abandoned processes not yet exited (at most `count`)
         self._starting = set()  # tasks starting a process
+        self._spawning = 0  # of those, the ones whose process is not yet in _live
         self._watching = {}  # process -> the task that notices its exit
         self._closed = False
 
@@ -90,6 +95,7 @@ class FileProcesses:
         processes = await asyncio.gather(*(self._spawn() for _ in range(self.count)))
         for process in processes:
             await process.answer()  # "ready"
+            process.ready = True
             self._idle.put_nowait(process)
 
     async def _spawn(self):
@@ -119,26 +125,34 @@ class FileProcesses:
             self._stuck.discard(process)
         elif process in self._live:
             self._live.discard(process)
-            if not self._closed:
+            if not self._closed and process.ready:  # one that failed to start is reported by _start_one
                 log.error("a file process exited (status %s); starting another", process.popen.returncode)
         self._fill()
 
     def _fill(self):
         """Start processes until `count` are live, unless `count` are stuck."""
-        while (not self._closed and len(self._live) + len(self._starting) < self.count
-               and len(self._stuck) < self.count):
+        while self._wanted():
+            self._spawning += 1
             task = asyncio.ensure_future(self._start_one())
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
+    def _wanted(self):
+        return (not self._closed and len(self._live) + self._spawning < self.count
+                and len(self._stuck) < self.count)
+
     async def _start_one(self):
-        """One process, given calls once it is ready; tried again until it is."""
+        """One process, given calls once it is ready; tried again until it is
+        (or no longer wanted). Counted in `_spawning` until it is in `_live`."""
         quiet = False
-        while not self._closed:
+        while True:
             process = None
             try:
-                process = await self._spawn()
-                await process.answer()  # waits while the storage hangs
+                try:
+                    process = await self._spawn()
+                finally:
+                    self._spawning -= 1
+                await process.answer()  # "ready": waits while the storage hangs
             except Exception as e:
                 if process is not None:
                     self._live.discard(process)
@@ -149,7 +163,11 @@ class FileProcesses:
                               RESPAWN_WAIT)
                     quiet = True
                 await asyncio.sleep(RESPAWN_WAIT)
+                if not self._wanted():
+                    return
+                self._spawning += 1
                 continue
+            process.ready = True
             self._idle.put_nowait(process)
             return
 
@@ -206,6 +224,11 @@ class FileProcesses:
         """A ready process, or NotAnswering at the deadline (every process busy or stuck)."""
         loop = asyncio.get_running_loop()
         while True:
+            if self._stuck and not any(p.ready for p in self._live):
+                # Every process is stuck in the storage or waiting for it to
+                # start: no call can be made until it answers, so say so now
+                # rather than at the deadline (and hold no request meanwhile).
+                raise NotAnswering()
             try:
                 process = await asyncio.wait_for(self._idle.get(), None if deadline is None
                                                  else max(0, deadline - loop.time()))
