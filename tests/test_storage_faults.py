@@ -15,10 +15,12 @@ within the deadline; /readyz says what is wrong; the log says it once per
 worker, not once per request; and once the storage works again, saves do,
 with nothing acknowledged lost."""
 import os
+import collections
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -334,3 +336,90 @@ def test_one_students_hung_files_do_not_stall_the_others(faultfs, start_server, 
     saves_again(ada, "work.py", "print('after')\n")
     assert load(ada, "work.py").json()["content"] == "print('after')\n"
     assert "Traceback" not in server.output()
+
+
+class Student(threading.Thread):
+    """Types and saves (If-Match), loads, asks who she is and signs in again,
+    in turn, until told to stop; keeps every answer with the phase it fell in."""
+
+    def __init__(self, server, dsn, phase, stop):
+        super().__init__(daemon=True)
+        self.server, self.phase, self.stop = server, phase, stop
+        self.username = f"kid-{uuid.uuid4().hex[:6]}"
+        create_user(dsn, self.username, PASSWORD)
+        self.client = server.client()
+        assert self.client.login(self.username, PASSWORD).status_code == 200
+        self.answers = []  # (phase, operation, status, error code, seconds)
+        self.etag, self.acknowledged, self.maybe, self.n = None, None, [], 0
+
+    def call(self, op, fn):
+        started = time.monotonic()
+        r = fn()
+        body = r.json()  # every answer is JSON
+        self.answers.append((self.phase[0], op, r.status_code, body.get("error") if isinstance(body, dict) else None,
+                             time.monotonic() - started))
+        return r, body
+
+    def run(self):
+        while not self.stop.is_set():
+            self.n += 1
+            text = f"print({self.n})  # {self.username}\n"
+            r, body = self.call("save", lambda: save(self.client, "class.py", text, self.etag))
+            if r.status_code == 200:
+                self.etag, self.acknowledged, self.maybe = body["etag"], text, []
+            elif r.status_code == 409:  # a save answered 503 was made after all: take the file as it is
+                self.etag = body["current"]["etag"]
+            elif body["error"] in ("storage_not_answering", "file_process_lost"):
+                self.maybe.append(text)  # may or may not have been made, as when a connection drops
+            self.call("load", lambda: load(self.client, "class.py"))
+            self.call("me", lambda: self.client.get("/api/me", timeout=HANG_GUARD))
+            if self.n % 5 == 0:
+                fresh = self.server.client()
+                self.call("login", lambda: fresh.login(self.username, PASSWORD))
+            time.sleep(0.2)
+
+
+def test_a_class_meets_every_fault_in_turn_and_loses_nothing_acknowledged(faultfs, start_server, fresh_db):
+    server = start_server(processes=2, STORAGE_ROOT=faultfs.path, FILE_PROCESSES="4")
+    phase, stop = ["normal"], threading.Event()
+    students = [Student(server, fresh_db, phase, stop) for _ in range(16)]
+    for s in students:
+        s.start()
+    try:
+        for mode, seconds in (("normal", 2), ("fail EROFS", 3), ("normal", 3), ("hang", 8), ("normal", 5),
+                              ("fail ENOSPC", 3), ("fail EIO", 3), ("normal", 5)):
+            faultfs.set(mode)
+            phase[0] = mode
+            time.sleep(seconds)
+    finally:
+        stop.set()
+        faultfs.set("normal")
+        for s in students:
+            s.join(HANG_GUARD)
+    answers = [a for s in students for a in s.answers]
+    by = collections.Counter((p, op, status, code) for p, op, status, code, _ in answers)
+    print("\n".join(f"{k}: {v}" for k, v in sorted(by.items(), key=str)))
+    hung = [seconds for p, _, _, _, seconds in answers if p == "hang"]
+    print(f"during the hang: {len(hung)} answers, the slowest after {max(hung):.1f} s")
+
+    allowed = {200, 409, 503, 507}
+    assert all(status in allowed for _, _, status, _, _ in answers), by
+    assert all(seconds < HANG_GUARD for *_, seconds in answers)
+    # Sign-in and the session answered whatever the storage did.
+    assert all(status == 200 for p, op, status, _, _ in answers if op in ("login", "me")), by
+    # The faults were met, each with its own answer.
+    assert by[("fail EROFS", "save", 503, "storage_read_only")]
+    assert by[("fail ENOSPC", "save", 507, "storage_full")]
+    assert by[("fail EIO", "save", 503, "storage_error")]
+    assert sum(v for k, v in by.items() if k[0] == "hang" and k[3] == "storage_not_answering")
+    # Back to normal, every student saved again.
+    for s in students:
+        assert any(p == "normal" and op == "save" and status == 200 for p, op, status, _, _ in s.answers[-12:])
+    # Nothing acknowledged was lost: the file holds the last acknowledged save or one made after it.
+    for s in students:
+        content = load(s.client, "class.py").json()["content"]
+        assert content in [s.acknowledged] + s.maybe, (s.username, content, s.acknowledged)
+    out = server.output()
+    assert "Traceback" not in out and "internal_error" not in out, out
+    for state in ("read-only", "full", "failing"):  # once per episode and worker, not per request
+        assert logged(server, rf"file storage {state}:") <= 2 * 2, out
