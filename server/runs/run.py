@@ -267,6 +267,8 @@ class Run:
             working = cpu is None or cpu_at_disk_check is None or cpu - cpu_at_disk_check > DISK_CHECK_CPU
             if self.disk_check and now >= next_disk_check and working:
                 if await self.disk_check():
+                    log.info("run %s stopped: its home went over its quota (walked every %.0f s)",
+                             self.id, DISK_CHECK_SECONDS)
                     return await self.stop("disk_limit")
                 next_disk_check, cpu_at_disk_check = time.monotonic() + DISK_CHECK_SECONDS, cpu
 
@@ -281,7 +283,8 @@ class Run:
         except Exception as e:  # the home's walk failed: the periodic one still watches
             log.warning("the disk guard of run %s stopped watching: %r", self.id, e)
             return
-        log.info("run %s stopped: its home went over its quota (measured %d times)", self.id, guard.walks)
+        log.info("run %s stopped: it wrote %d bytes, past what its home had left (%d walks)",
+                 self.id, guard.wrote(), guard.walks)
         if self.stop_reason is None:
             self.stop_reason = "disk_limit"
         guard.writes.kill()  # still frozen: killed before any of its processes writes again
