@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from loadtest.harness import ADMIN_PASSWORD
 from tests.helpers import create_user
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -206,6 +207,9 @@ def test_a_failing_storage_is_answered_in_words_and_sign_in_still_works(
     ready, = until(ready_says)
     assert ready.status_code == ready_status, ready.text
     assert ready.json()["storage"]["message"].endswith(".")
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    assert admin.get("/api/status", timeout=HANG_GUARD).json()["storage"]["state"] == state
 
     faultfs.set("normal")
     saves_again(ada, "notes.py", "print('after')\n")
@@ -276,6 +280,10 @@ def test_a_hung_storage_is_answered_within_the_deadline_and_recovers(faultfs, st
             r = server.client().get("/readyz", timeout=HANG_GUARD)
             return r.status_code == 503 and r.json()["error"] == "storage_failing"
         until(failing)
+        # The admin's status page answers too, and says so (on the worker that answers it, in time).
+        admin = server.client()
+        admin.login_ok("admin", ADMIN_PASSWORD)
+        until(lambda: admin.get("/api/status", timeout=HANG_GUARD).json()["storage"]["state"] == "failing")
     finally:
         faultfs.set("normal")
 
