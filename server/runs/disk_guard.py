@@ -165,7 +165,6 @@ class DiskGuard:
         # A budget is never smaller: a run near its quota is not walked at every read.
         self.slack = max(1 << 20, file_bytes // 4)
         self.min_interval = max(MIN_INTERVAL, file_bytes / 2 / WRITE_RATE)
-        self.file_bytes = file_bytes
         self.walks = 0  # measurements the budget asked for, for the log
         self._first = None  # the count as the run started
         self._own = set(writes.pids())  # the sandbox's own processes (launcher, bubblewrap): no program yet
