@@ -197,6 +197,8 @@ class Files:
                 saved.append(await self.run(user["username"], "upload", self.store.save, area, folder + name, data,
                                             "*" if overwrite else None))
             except Refused as e:
+                if e.status == 503 and not saved:  # the storage fails, not this file: say so, as a save would
+                    raise
                 refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
         if saved:
             await self.saved(area)
