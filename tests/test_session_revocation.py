@@ -8,6 +8,7 @@ renewal and expiry still hold."""
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -25,11 +26,19 @@ GUARD = 6.0  # seconds; a revoked session still served after this is a failure
 def worker_connections(server, cookies, rounds=60):
     """{pid: requests.Session kept alive to that worker} for every worker of
     `server`, each having answered /api/me with `cookies` once (so that
-    worker now remembers the session)."""
+    worker now remembers the session). The kernel need not spread a few
+    connections over idle workers (on a busy machine one may take them
+    all), so each try first holds one worker's loop busy for a moment
+    (/sys_perf_check, PERF_CHECK=1): the next connection goes to another."""
     found = {}
     for _ in range(rounds):
+        blocker = threading.Thread(target=requests.get, args=(server.url + "/sys_perf_check?ms=300",),
+                                   kwargs={"timeout": 30})
+        blocker.start()
+        time.sleep(0.05)
         s = requests.Session()
         r = s.get(server.url + "/api/me", cookies=cookies, timeout=30)
+        blocker.join()
         assert r.status_code == 200, r.text
         pid = int(r.headers["X-Worker-Pid"])
         if pid in found:
@@ -65,7 +74,7 @@ def refused_everywhere(connections, url, cookies, guard=GUARD):
 @pytest.fixture
 def remembering(shared_servers):
     """Two workers that remember sessions for a minute."""
-    return shared_servers.get(processes=2, SESSION_CACHE_SECONDS=REMEMBER)
+    return shared_servers.get(processes=2, SESSION_CACHE_SECONDS=REMEMBER, PERF_CHECK="1")
 
 
 def revoke_by_logout(server, student, admin):
@@ -101,8 +110,8 @@ def test_a_revoked_session_is_refused_by_every_worker_at_once(remembering, revok
 
 
 def test_a_session_revoked_on_another_instance_or_by_the_cli_is_refused_here(start_server, fresh_db, data_dir):
-    a = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER)
-    b = start_server(processes=2, data_dir=data_dir + "/b", STORAGE_ROOT=data_dir + "/storage",
+    a = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER, PERF_CHECK="1")
+    b = start_server(processes=2, PERF_CHECK="1", data_dir=data_dir + "/b", STORAGE_ROOT=data_dir + "/storage",
                      SESSION_CACHE_SECONDS=REMEMBER)
     student = People(a).student("ada")
     cookies = student.http.cookies.get_dict()
@@ -138,7 +147,7 @@ def test_a_revocation_sent_while_a_worker_cannot_hear_it_still_ends_the_session(
     """The workers' LISTEN connections freeze (their backends stopped, as a
     network that drops packets would): the logout's notification cannot
     reach them. They must notice, forget what they remember, and refuse."""
-    server = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER)
+    server = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER, PERF_CHECK="1")
     wait_for(lambda: len(listen_backends(fresh_db)) == 2, "each worker listens")
     student = People(server).student("ada")
     cookies = student.http.cookies.get_dict()
@@ -162,7 +171,7 @@ def test_a_revocation_sent_while_a_worker_cannot_hear_it_still_ends_the_session(
 
 
 def test_workers_listen_again_after_their_connection_is_killed(start_server, fresh_db):
-    server = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER)
+    server = start_server(processes=2, SESSION_CACHE_SECONDS=REMEMBER, PERF_CHECK="1")
     wait_for(lambda: len(listen_backends(fresh_db)) == 2, "each worker listens")
     killed = set(listen_backends(fresh_db))
     for pid in killed:
