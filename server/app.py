@@ -11,11 +11,11 @@ from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
-from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, TeacherPage
+from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, NotFoundHandler, TeacherPage
 from .runs.handlers import RunSocket
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassSocket, PushHandler,
                                 RosterHandler)
-from .web import NotFoundHandler, WorkerHeaders, client_address
+from .web import WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
 

@@ -13,6 +13,9 @@ request ever waits on the disk:
   with `Cache-Control: no-cache` (and an ETag), so a deploy shows at once.
   The sign-in page says whether a session cookie came with it
   (`data-session`), so that its script asks `/api/me` only then.
+- the page for an address that is not there (NotFoundHandler), for a
+  person's browser: a sentence and a link back, no script; programs get
+  the JSON error every API answers with.
 - the icon, `/favicon.svg` (and `/favicon.ico`, where browsers look unasked).
 """
 import gzip
@@ -22,7 +25,9 @@ import json
 import logging
 import os
 import re
+import urllib.parse
 
+from . import web
 from .web import SESSION_COOKIE, ApiError, BaseHandler
 
 log = logging.getLogger(__name__)
@@ -31,6 +36,7 @@ STATIC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 DIST = os.path.join(STATIC, "dist")
 TEMPLATES = os.path.join(STATIC, "src", "pages")
 FAVICON = os.path.join(STATIC, "src", "favicon.svg")
+NOT_FOUND = "not-found.html"
 IMMUTABLE = "public, max-age=31536000, immutable"
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
          ".json": "application/json; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png",
@@ -73,7 +79,7 @@ def load(dist=DIST, templates=TEMPLATES):
         manifest = json.loads(_read(os.path.join(dist, "manifest.json")))
     except FileNotFoundError:
         log.error("static/dist/manifest.json is missing: run `npm ci && npm run build`")
-        return {}, {path: _not_built() for path in PAGES}
+        return {}, {path: _not_built() for path in [*PAGES, NOT_FOUND]}
     assets = {name: Asset(name, _read(os.path.join(dist, name))) for name in manifest["files"]}
     pages = {}
     for path, (template, title, view, bundle) in PAGES.items():
@@ -87,6 +93,12 @@ def load(dist=DIST, templates=TEMPLATES):
         values = {"head": head, "title": html.escape(title), "view": html.escape(view),
                   "session": "{{session}}"}  # filled in per request (LoginPage)
         pages[path] = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], text).encode("utf-8")
+    # The not-found page: the sign-in page's style, no script; its
+    # {{path}} and {{back}} are filled in per request.
+    styles = manifest["pages"]["login"]["styles"]
+    head = "\n".join(['<link rel="icon" href="/favicon.svg" type="image/svg+xml">']
+                     + [f'<link rel="stylesheet" href="/static/dist/{html.escape(css)}">' for css in styles])
+    pages[NOT_FOUND] = _read(os.path.join(templates, NOT_FOUND)).replace(b"{{head}}", head.encode("utf-8"))
     return assets, pages
 
 
@@ -176,3 +188,39 @@ class TeacherPage(PageHandler):
 
 class AdminPage(PageHandler):
     path = "/admin"
+
+
+def wants_page(request):
+    """Whether a person's browser asked for this address (typed in, or a
+    link followed), rather than a program. Programs ask for JSON, send
+    X-Requested-With, or use /api/ and /ws/; a browser's own navigation
+    says so in Sec-Fetch-Mode, which no script can set."""
+    headers = request.headers
+    accept = headers.get("Accept", "")
+    if "application/json" in accept or headers.get("X-Requested-With"):
+        return False
+    if headers.get("Sec-Fetch-Mode") == "navigate":
+        return True
+    return "text/html" in accept and not request.path.startswith(("/api/", "/ws/"))
+
+
+class NotFoundHandler(web.NotFoundHandler):
+    """An address no route matches: for a person, a page that says so and
+    leads back (to the sign-in page, which sends a signed-in user on to
+    their files); for a program, the JSON error."""
+
+    def prepare(self):
+        if not wants_page(self.request):
+            return super().prepare()
+        path = urllib.parse.unquote(self.request.path, errors="replace")  # as the address bar shows it
+        path = path if len(path) <= 200 else path[:200] + "…"
+        back = "Back to your files" if self.get_cookie(SESSION_COOKIE) else "Go to the sign-in page"
+        values = {b"path": html.escape(path).encode("utf-8"), b"back": back.encode("utf-8")}
+        body = re.sub(rb"\{\{(path|back)\}\}", lambda m: values[m.group(1)], PAGE_BODIES[NOT_FOUND])  # one pass
+        self.set_status(404)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("Content-Security-Policy", CSP)
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Referrer-Policy", "same-origin")
+        self.finish(body)
