@@ -193,7 +193,7 @@ class RunClient:
                 self.queued += 1
             elif kind == "started":
                 begun = time.perf_counter() - started
-            elif kind != "image":
+            elif kind not in ("image", "input"):
                 raise CheckFailed("unexpected_" + str(kind))
         reason = message.get("reason")
         if reason != "ok":

@@ -46,6 +46,14 @@ def test_an_oversized_image_is_dropped_and_the_next_still_seen():
     assert items[1:] == [("image", b"QUJD")]
 
 
+def test_the_mark_input_leaves_after_its_prompt_is_cut_out_however_the_bytes_are_cut():
+    stream = b"Your name? \x1b]7011;input\x07"
+    expected = [("text", b"Your name? "), ("input", b"")]
+    for cut in range(len(stream) + 1):
+        assert parse([stream[:cut], stream[cut:]]) == expected, cut
+    assert parse([b"\x1b]7011;inputs\x07ok"]) == [("text", b"ok")]  # only the exact mark
+
+
 def read_all(data, cuts=()):
     """Every frame read from `data` fed in pieces (cut at `cuts`)."""
     async def go():

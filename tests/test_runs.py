@@ -37,6 +37,22 @@ def test_two_inputs_with_prompts(sandbox_server):
     assert rc.output("stderr") == ""
 
 
+def test_input_says_it_waits_after_its_prompt_with_or_without_one(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = 'a = input("First: ")\nprint("then")\nb = input()\nprint(a + b)\n'
+    answers = ["x", "y"]
+
+    async def on(rc, message):  # answer each `input` message, and only those
+        if message["type"] == "input":
+            await rc.send(type="stdin", data=answers.pop(0) + "\r")
+    exit_, rc = run(sandbox_server, ada, code, on=on)
+    assert exit_["reason"] == "ok", rc.messages
+    kinds = [m["type"] for m in rc.messages]
+    prompt = next(i for i, m in enumerate(rc.messages) if m["type"] == "output" and "First: " in m["data"])
+    assert kinds.index("input") > prompt and kinds.count("input") == 2
+    assert rc.output("stdout") == "First: x\r\nthen\r\ny\r\nxy\r\n"  # the mark is not shown
+
+
 def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
     ada = student(sandbox_server, "ada")
     exit_, rc = run(sandbox_server, ada, 'print("before")\nx = 1 / 0\n')

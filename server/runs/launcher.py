@@ -29,7 +29,8 @@ needs nothing but a Python interpreter. The launcher
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
   server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?}   d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
-  launcher -> server:  R ready   o terminal output   e stderr output
+  launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
+                       after its prompt)   e stderr output
                        X exit {"code", "signal", "interrupted", "memory_error", "changed"?}
 With an etag, the program runs only if its bytes are that version (the
 one the student's editor shows); else nothing runs and the exit says
@@ -57,6 +58,8 @@ import types
 
 READ_SIZE = 65536  # also the largest frame the launcher sends
 INPUT_BUFFER = 64 << 10  # typed input waiting for a program that does not read it
+# Written by input() after its prompt; the server cuts it out (protocol.py).
+INPUT_MARK = b"\x1b]7011;input\x07"
 MEMORY_ERROR_EXIT = 137  # how the child tells the launcher of a MemoryError (as an OOM kill looks)
 
 MPL_BACKEND = r'''
@@ -309,9 +312,16 @@ def run_script(script, source=None):
 
 def _input(prompt=""):
     """input() on stdout: CPython's own writes the prompt to stderr on a
-    terminal, which the console would show as an error."""
+    terminal, which the console would show as an error. Then INPUT_MARK:
+    the page says the program waits for a line, with a prompt or none."""
     sys.stdout.write(str(prompt))
     sys.stdout.flush()
+    mark = memoryview(INPUT_MARK)
+    try:
+        while mark:
+            mark = mark[os.write(1, mark):]
+    except OSError:
+        pass  # the program closed its terminal: nothing to tell
     line = sys.stdin.readline()
     if not line:
         raise EOFError("EOF when reading a line")

@@ -6,7 +6,10 @@ The launcher wraps everything the program writes in `o` and `e` frames, so
 a program's bytes are only ever payload: no sequence it prints can end its
 run or pose as the launcher. Images are the program's own business: the
 matplotlib backend writes `ESC ] 7011 ; image ; <base64 PNG> BEL` on
-stdout, and ImageParser cuts them out of the text.
+stdout, and ImageParser cuts them out of the text. So does the mark
+`ESC ] 7011 ; input BEL` that the launcher's input() writes after its
+prompt: the program waits for a line (a program may print it too; all it
+can do is make the page say so).
 """
 import asyncio
 import struct
@@ -17,6 +20,7 @@ LAUNCHER_KINDS = {b"R", b"o", b"e", b"X"}
 OSC = b"\x1b]7011;"
 BEL = b"\x07"
 IMAGE = b"image;"
+INPUT = b"input"
 MAX_IMAGE_BYTES = 8 << 20
 
 
@@ -47,7 +51,7 @@ async def read_frame(stream):
 
 class ImageParser:
     """Splits a program's stdout into ("text", bytes), ("image", base64
-    bytes) and ("dropped", size) items, even when a sequence is cut across
+    bytes), ("input", b"") and ("dropped", size) items, even when a sequence is cut across
     frames. An image longer than `limit` is dropped; a sequence that never
     ends is abandoned where the next one begins, or at the end of the run.
     One parser reads one run.
@@ -86,6 +90,8 @@ class ImageParser:
                     self.skipped = 0
                 elif payload.startswith(IMAGE):
                     out.append(("image", payload[len(IMAGE):]))
+                elif payload == INPUT:
+                    out.append(("input", b""))
                 continue
             start = self.pending.find(OSC)
             if start < 0:

@@ -83,6 +83,7 @@ class Run:
         self._pending = []  # [(stream, text)]
         self._pending_size = 0
         self._sent_output = False
+        self._told_input = False  # an `input` message was sent and nothing typed since
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
         self._reading = None
@@ -92,14 +93,17 @@ class Run:
 
     def stdin(self, text):
         self.last_activity = time.monotonic()
+        self._told_input = False
         # A lone surrogate (half an emoji) cannot be UTF-8: it becomes "?".
         self.sandbox.send(frame(b"d", text.encode("utf-8", "replace")))
 
     def interrupt(self):
         self.last_activity = time.monotonic()
+        self._told_input = False
         self.sandbox.send(frame(b"i"))
 
     def end_of_input(self):
+        self._told_input = False
         self.sandbox.send(frame(b"e"))
 
     def resize(self, cols, rows):
@@ -193,6 +197,8 @@ class Run:
             await self._text("stdout", payload)
         elif kind == "image":
             await self._image(payload)
+        elif kind == "input":
+            await self._wants_input()
         else:
             await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n".encode())
 
@@ -214,6 +220,16 @@ class Run:
         await self._flush()
         async with self._send_lock:
             await self.send({"type": "image", "mime": "image/png", "data": b64.decode("ascii")})
+
+    async def _wants_input(self):
+        """The program waits in input(): the page is told once per wait
+        (what is typed starts the next), after the prompt before it."""
+        if self._told_input:
+            return
+        self._told_input = True
+        await self._flush()
+        async with self._send_lock:
+            await self.send({"type": "input"})
 
     def _count(self, n):
         self.output_bytes += n
