@@ -47,15 +47,20 @@ class FaultFS:
         for folder in (self.source, self.path):
             os.mkdir(folder, 0o755)
         self._write_control("normal")
-        self.proc = subprocess.Popen([SYSTEM_PYTHON, os.path.join(ROOT, "tests", "faultfs.py"), self.source,
-                                      self.path, self.control],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = os.path.join(base, "faultfs.log")  # a file, not a pipe nobody reads while tests run
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen([SYSTEM_PYTHON, os.path.join(ROOT, "tests", "faultfs.py"), self.source,
+                                          self.path, self.control], stdout=log, stderr=subprocess.STDOUT)
         self._wait_ack("normal")
         deadline = time.monotonic() + 10
         while not os.path.ismount(self.path):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"faultfs did not mount: {self.proc.communicate()[0]}")
+                raise RuntimeError(f"faultfs did not mount: {self.output()}")
             time.sleep(0.02)
+
+    def output(self):
+        with open(self.log) as f:
+            return f.read()
 
     def _write_control(self, mode):
         temp = self.control + ".tmp"
@@ -73,7 +78,7 @@ class FaultFS:
             except FileNotFoundError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"faultfs did not take mode {mode!r}")
+                raise RuntimeError(f"faultfs did not take mode {mode!r}: {self.output()}")
             time.sleep(0.02)
 
     def set(self, mode):
@@ -110,6 +115,7 @@ def faultfs():
         yield fs
     finally:
         fs.close()
+        print(f"--- faultfs output ---\n{fs.output()}")  # shown when the test fails
         shutil.rmtree(base, ignore_errors=True)
 
 
