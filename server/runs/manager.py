@@ -402,6 +402,9 @@ class RunManager:
             home = await ctx.files.ensure_home(user)
             settings = {"limits": ProgramLimits.from_config(ctx.cfg).__dict__, "nice": 10, "runs": runs}
             sandbox = await ctx.sandbox.prepare(home, run_uid(ctx.cfg, user["id"]), settings)
+        except Refused as e:  # the storage's answer (failing, hung): logged once per episode by files/faults.py
+            log.info("no %s sandbox for %s now: %s", ctx.sandbox.name, user["username"], e.message)
+            return None
         except Exception:
             log.exception("could not start a %s sandbox", ctx.sandbox.name)
             return None
