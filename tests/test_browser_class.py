@@ -253,6 +253,7 @@ def test_admin_classes_class_list_passwords_and_status_in_words(start_server, ne
     expect(cards).to_contain_text("Programs running")
     expect(cards).to_contain_text(re.compile(r"median [0-9.]+ ms"))
     expect(cards).to_contain_text("Signed in")
+    expect(cards).to_contain_text("Editing help")
     text = admin.locator("#status").inner_text()
     for raw in ("active_runs", "latency_ms", "queued_runs", "connected_ides", "uptime_seconds", "active_users"):
         assert raw not in text

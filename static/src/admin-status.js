@@ -23,6 +23,7 @@ export function statusView(s) {
   const runs = s.runs || {};
   const latency = (s.requests || {}).latency_ms || {};
   const workers = s.worker_pids || [];
+  const help = s.editing_help || {};
   return [
     h("div", { class: "cards" },
       card("Process mode", s.processes === 1 ? "One process" : `${s.processes} worker processes`,
@@ -33,6 +34,9 @@ export function statusView(s) {
       card("Accounts", number(c.accounts), `${number(c.deactivated)} of them deactivated; ${plural(c.classes, "class", "classes")}`),
       card("Programs running", number(runs.active_runs), `${plural(runs.queued_runs, "program")} waiting for a place`),
       card("Open IDE connections", number(runs.connected_ides), "run sockets, on every worker"),
+      card("Editing help", help.on ? "On, walled in" : "Off",
+        help.on ? `${plural(help.processes, "process", "processes")} per worker (${number(help.ready)} ready), `
+          + `as ${help.user}; it sees no student's files but the one it answers` : help.why),
       card("Response time", `median ${ms(latency.p50)}`,
         `95% of requests within ${ms(latency.p95)}, 99% within ${ms(latency.p99)}; ${plural((s.requests || {}).count, "request")} since the start`)),
     table(`Sandbox: ${s.sandbox}`, Object.entries(s.defences || {}).map(([k, v]) =>

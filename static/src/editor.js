@@ -130,8 +130,3 @@ export class Editor {
     doc.dispatch({ effects: setErrorMarks.of(marks) });
   }
 }
-
-/** A small read-only viewer (history previews). */
-export function viewer(parent, text, path) {
-  return new EditorView({ parent, state: EditorState.create({ doc: text, extensions: commonExtensions({ path, readOnly: true }) }) });
-}
