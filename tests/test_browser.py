@@ -434,7 +434,10 @@ def test_sign_in_throttled_says_how_long(start_server, new_page):
         page.get_by_label("Password").fill("nope-nope-nope")
         page.get_by_role("button", name="Sign in").click()
         expect(page.locator("#message")).not_to_have_text(re.compile("Signing in"))
-    expect(page.locator("#message")).to_have_text(re.compile(r"Too many failed attempts\. Try again in \d+ (s|min)\."))
+    # The server's own sentence, and a live count of the wait under it.
+    expect(page.locator("#message")).to_have_text(re.compile(r"^Too many failed sign-ins for this account\. "
+                                                              r"Try again in \d+ (seconds?|minutes)\."))
+    expect(page.locator("#wait")).to_have_text(re.compile(r"works again in \d+ (s|min)\."))
     expect(page.get_by_role("button", name="Sign in")).to_be_disabled()
     shot(page, "16-sign-in-throttled")
 

@@ -1,7 +1,8 @@
 // The console: xterm.js shows a program's output live (stderr in red) and
 // passes on what is typed as keystrokes; figures appear as images below it;
-// the line above says whether a program waits, runs, seems to wait for
-// input or how it ended. A traceback's lines in the student's files are
+// the line above says whether a program waits its turn, runs, waits for
+// input (input() says so; a prompt left unanswered suggests it) or how it
+// ended. A traceback's lines in the student's files are
 // links to them. Ctrl+C copies a selection (and interrupts only without
 // one, as terminals do). It only shows: whether a program runs is the run
 // control's (run.js) to say.
@@ -71,6 +72,7 @@ export class Console extends EventTarget {
     this.stateEl = stateEl;
     this.figures = 0;
     this.promptTimer = null;
+    this.inputTold = false; // the wait shown was told by input(), not guessed
     this.errLine = ""; // the end of stderr that has no newline yet
     this.errTimer = null;
     this.term = new Terminal({
@@ -144,7 +146,8 @@ export class Console extends EventTarget {
   }
 
   typed(data) {
-    if (this.state === "input" && /\r/.test(data)) this.setState("running", "Running…");
+    // Enter gives the line; Ctrl+C and Ctrl+D end the wait too.
+    if (this.state === "input" && /[\r\x03\x04]/.test(data)) this.setState("running", "Running…");
     if (data === "\x03") this.input({ type: "interrupt" });
     else if (data === "\x04") this.input({ type: "eof" });
     else this.input({ type: "stdin", data });
@@ -169,17 +172,26 @@ export class Console extends EventTarget {
     this.term.write(`${color}${wrapWords(text, Math.max(10, this.term.cols - 1))}${RESET}\r\n`);
   }
 
-  /** After output: a prompt left waiting, unanswered, means input is wanted. */
+  /** After output: a prompt left waiting, unanswered, means input is
+   * wanted (a guess, for programs that read without input()). */
   watchForPrompt(data) {
     clearTimeout(this.promptTimer);
-    if (this.state === "input") this.setState("running", "Running…");
+    // What is typed is echoed as output: a wait input() told of lasts until Enter.
+    if (this.state === "input" && !this.inputTold) this.setState("running", "Running…");
     if (this.state !== "running" || /\n$/.test(data)) return;
     this.promptTimer = setTimeout(() => {
-      if (this.state !== "running") return;
-      this.setState("input", "Waiting for your input: type it in the console and press Enter");
-      // The cursor goes to the console, unless the student is busy in the editor.
-      if (!document.activeElement?.closest(".cm-editor")) this.term.focus();
+      if (this.state === "running") this.waitingForInput(false);
     }, PROMPT_PAUSE_MS);
+  }
+
+  /** The program waits for a line: say so. `told`: input() said so (the
+   * server's "input" message), whatever its prompt, or with none. */
+  waitingForInput(told) {
+    clearTimeout(this.promptTimer);
+    this.inputTold = told;
+    this.setState("input", "Waiting for your input: type it in the console and press Enter");
+    // The cursor goes to the console, unless the student is busy in the editor.
+    if (!document.activeElement?.closest(".cm-editor")) this.term.focus();
   }
 
   message(msg) {
@@ -202,6 +214,9 @@ export class Console extends EventTarget {
         break;
       case "image":
         this.figure(msg);
+        break;
+      case "input":
+        if (this.state === "running" || this.state === "input") this.waitingForInput(true);
         break;
       case "exit":
         this.finished(msg);

@@ -2,7 +2,7 @@
 // open, create, rename, move (drag or menu), delete, upload, download.
 import { h, clear, formatBytes, ago } from "./dom.js";
 import { get, post, request, areaUrl, ApiError } from "./api.js";
-import { promptDialog, confirmDialog, alertDialog } from "./dialog.js";
+import { openDialog, promptDialog, confirmDialog, alertDialog } from "./dialog.js";
 import { showMenu } from "./menu.js";
 import { toast } from "./dom.js";
 import { icon } from "./icons.js";
@@ -311,17 +311,81 @@ export class FileTree extends EventTarget {
     });
   }
 
+  /** "Move to folder…": the folders it can go to, to click; or, when
+   * there is none, why, and a way to make one. */
   async moveTo(entry) {
-    const folders = this.entries.filter((e) => e.kind === "folder" && e.path !== entry.path && !e.path.startsWith(entry.path + "/"));
-    const target = await promptDialog(`Move ${baseName(entry.path)}`, "To the folder (empty = the top)", {
-      value: parentOf(entry.path), ok: "Move", allowEmpty: true,
-      hint: folders.length ? `Folders: ${folders.map((f) => f.path).join(", ")}` : "Type a folder name: it is made if needed.",
-      check: async (folder) => {
-        folder = folder.trim().replace(/^\/+|\/+$/g, "");
-        return this.move(entry.path, join(folder, baseName(entry.path)), true);
+    const name = baseName(entry.path);
+    const here = parentOf(entry.path);
+    const inside = (p) => entry.kind === "folder" && (p === entry.path || p.startsWith(entry.path + "/"));
+    const targets = ["", ...this.entries.filter((e) => e.kind === "folder").map((e) => e.path).sort()]
+      .filter((p) => !inside(p));
+    const selfNote = entry.kind === "folder" ? `A folder cannot go inside itself, so ${name} and the folders in it are not listed.` : "";
+    if (!targets.some((p) => p !== here)) {
+      const choice = await openDialog({
+        title: `Move ${name}`,
+        body: h("div", {},
+          h("p", {}, `There is no other folder to move ${name} to yet. Make a new folder, and ${name} goes into it.`),
+          selfNote ? h("p", { class: "hint" }, selfNote) : null),
+        buttons: [{ label: "Cancel", value: null }, { label: "New folder…", value: "new", kind: "primary" }],
+      });
+      if (choice === "new") await this.moveToNewFolder(entry);
+      return;
+    }
+    const problem = h("p", { class: "field-error", role: "alert" });
+    let closeDialog = () => {};
+    const pick = async (folder) => {
+      const why = this.moveProblem(entry, folder) || (await this.move(entry.path, join(folder, name), true));
+      if (why) problem.textContent = why;
+      else closeDialog(true);
+    };
+    const list = h("ul", { class: "folder-choices", "aria-label": "Folders" }, targets.map((folder) => {
+      const label = folder ? folder : `${this.title} (the top level)`;
+      return h("li", {}, h("button", {
+        type: "button", class: "folder-choice", disabled: folder === here, dataset: { folder },
+        style: `--level: ${folder ? folder.split("/").length : 0}`, onclick: () => pick(folder),
+      }, icon("folder"), h("span", {}, label), folder === here ? h("span", { class: "hint" }, " (it is here now)") : null));
+    }));
+    const choice = await openDialog({
+      title: `Move ${name}`,
+      body: h("div", {}, h("p", {}, `Click the folder to move ${name} to:`), list, problem,
+        selfNote ? h("p", { class: "hint" }, selfNote) : null),
+      buttons: [{ label: "New folder…", value: "new" }, { label: "Cancel", value: null }],
+      onOpen: (dialog, close) => {
+        closeDialog = close;
+        dialog.querySelector(".folder-choice:not([disabled])")?.focus();
       },
     });
-    return target;
+    if (choice === "new") await this.moveToNewFolder(entry);
+  }
+
+  /** Why `entry` cannot go into `folder`, from what the tree shows ("" when it can). */
+  moveProblem(entry, folder) {
+    const name = baseName(entry.path);
+    const taken = this.entries.find((e) => e.path === join(folder, name));
+    if (!taken) return "";
+    const where = folder ? `The folder ${folder}` : `The top level of ${this.title}`;
+    return `${where} already has a ${taken.kind === "folder" ? "folder" : "file"} called ${name}. `
+      + "Rename one of them first, then move it.";
+  }
+
+  /** Make a folder (at the top level) and move `entry` into it. */
+  async moveToNewFolder(entry) {
+    const name = baseName(entry.path);
+    await promptDialog(`Move ${name} to a new folder`, "Name of the new folder", {
+      ok: "Make it and move",
+      hint: `The folder is made at the top level of ${this.title}, and ${name} goes into it.`,
+      check: async (folder) => {
+        const problem = nameProblem(folder);
+        if (problem) return problem;
+        if (this.entries.some((e) => e.path === folder)) return `${folder} already exists: pick it from the list in “Move to folder…”, or choose another name.`;
+        try {
+          await post(areaUrl("files", this.area, folder), { action: "mkdir" });
+        } catch (e) {
+          return e.message;
+        }
+        return this.move(entry.path, join(folder, name), true);
+      },
+    });
   }
 
   /** Returns "" or the problem (with `quiet`, for a dialog to show). */

@@ -161,6 +161,7 @@ if (!(await tabMemory.restore(saver.keptKeys()))) {
   if (!teacherView && home.entries.some((e) => e.path === "hello.py")) await workspace.open("home", "hello.py");
   else workspace.show(null);
 }
+backToEditor(); // just signed in (or reloaded): typing goes straight into the code
 document.body.classList.remove("loading");
 document.body.dataset.ready = "true";
 performance.mark("pyc-ready");

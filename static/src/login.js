@@ -1,5 +1,6 @@
-// The sign-in page: clear messages for wrong credentials, throttling (with
-// how long to wait) and deactivated accounts; then on to the user's page.
+// The sign-in page: clear messages for wrong credentials, throttling (the
+// server's sentence, and how long to wait) and deactivated accounts; then
+// on to the user's page.
 import { $ } from "./dom.js";
 import { post, me, homePage, ApiError, NetworkError } from "./api.js";
 import { duration } from "./dom.js";
@@ -7,6 +8,7 @@ import { duration } from "./dom.js";
 const form = $("#login");
 const message = $("#message");
 const button = $("#sign-in");
+const wait = $("#wait");
 let countdown = null;
 
 function say(text, kind = "error") {
@@ -20,19 +22,23 @@ function destination(user) {
   return next && allowed.includes(next) ? next : homePage(user);
 }
 
-function waitFor(seconds) {
+/** Throttled: the server's own sentence (what happened, what to do) stays;
+ * the line under it counts down to when the button works again. */
+function waitFor(seconds, serverMessage) {
   clearInterval(countdown);
   const until = Date.now() + seconds * 1000;
   button.disabled = true;
+  say(serverMessage || "Too many failed sign-ins. Wait a little, then try again.");
+  wait.hidden = false;
   const tick = () => {
     const left = (until - Date.now()) / 1000;
     if (left <= 0) {
       clearInterval(countdown);
       button.disabled = false;
-      say("You can try again now.", "info");
+      wait.textContent = "You can try again now.";
       return;
     }
-    say(`Too many failed attempts. Try again in ${duration(left)}.`);
+    wait.textContent = `The Sign in button works again in ${duration(left)}.`;
   };
   tick();
   countdown = setInterval(tick, 1000);
@@ -48,6 +54,8 @@ form.addEventListener("submit", async (e) => {
     return;
   }
   button.disabled = true;
+  clearInterval(countdown);
+  wait.hidden = true;
   say("Signing in…", "info");
   try {
     const { user } = await post("/api/login", { username, password });
@@ -56,7 +64,7 @@ form.addEventListener("submit", async (e) => {
     return;
   } catch (err) {
     if (err instanceof ApiError && err.status === 429) {
-      waitFor(err.retryAfter || 60);
+      waitFor(err.retryAfter || 60, err.body.message);
       return;
     }
     if (err instanceof ApiError && err.status === 401) {
