@@ -63,7 +63,7 @@ def test_relative_imports_find_no_other_student_home_or_data_dir(dotted_server):
     dotted_data = ".".join(data.strip("/").split("/"))
     found, roots = [], set()
     for _ in range(3):  # two helper processes: each is asked more than once
-        for dots in range(1, 9):
+        for dots in range(1, 9):  # up to / and past it
             lead = "." * dots
             listed = names(ada, f"from {lead} import ")
             found += listed

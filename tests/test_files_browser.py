@@ -72,9 +72,9 @@ def test_a_program_past_the_quota_is_told_in_the_console_and_the_teacher_sees_it
 
     run = page.get_by_role("button", name="Run")
     run.click()
-    # The notice comes after the program's end, in the console.
+    # The program is stopped as it writes past the quota (its write budget), and told why, in the console.
     text = " ".join(wait_terminal(page, "over its quota").split())  # the console breaks lines between words
-    assert "written" in text and "Finished" in text and "Delete at least" in text, text
+    assert "wrote more than your folder can hold" in text and "Delete at least" in text, text
     shot(page, "22-over-quota-notice")
     # The next run is refused, saying why; Run is ready again.
     run.click()

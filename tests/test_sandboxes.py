@@ -18,6 +18,7 @@ import pytest
 
 from server import config
 from server.runs import cgroups
+from server.runs.protocol import INPUT, OSC
 from server.runs.manager import ready
 from server.runs.protocol import ImageParser, frame, read_frame
 from server.runs.sandbox import LAUNCHER_PROCESSES, ProgramLimits
@@ -175,7 +176,8 @@ def test_input_reaches_the_program(sandbox, home):
         return kind, prompt, text, status
 
     kind, prompt, text, status = asyncio.run(scenario())
-    assert (kind, prompt) == (b"o", b"Name? ")
+    # input() marks that it waits after its prompt (the server cuts the mark out: protocol.py).
+    assert (kind, prompt) == (b"o", b"Name? " + OSC + INPUT + b"\x07")
     assert "Hi Ada" in text
     assert status["code"] == 0
 

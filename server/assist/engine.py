@@ -133,7 +133,7 @@ class Engine:
             raise BadRequest(f"unknown op {op!r}")
         script, line, column = self._script(request)
         if op == "complete":
-            return complete(script, line, column, request["source"])
+            return complete(script, line, column, request["source"], request["files"])
         if op == "signatures":
             return signatures(script, line, column)
         return describe(self, request, line, column)
@@ -156,7 +156,7 @@ class Engine:
         return script, line, column
 
 
-def complete(script, line, column, source):
+def complete(script, line, column, source, modules):
     found = [c for c in script.complete(line, column)[:MAX_COMPLETIONS]
              # file names inside strings: the project folder is ours, not the student's
              if c._name.api_type != "path"]
@@ -168,12 +168,24 @@ def complete(script, line, column, source):
     # ones what the name itself says (nothing, for an imported name).
     exact = len(found) <= EXACT_TYPES
     items = [{"name": c.name, "type": c.type if exact else _plain_type(c)} for c in found]
-    folder = os.path.dirname(script.path)
+    folder = os.path.dirname(str(script.path))
     order = ranking.rank([(item["name"], item["type"]) for item in items], typed,
-                         lambda i: found[i].module_path is not None
-                         and os.path.dirname(found[i].module_path) == folder)
+                         lambda i: _own(found[i], folder, modules))
     return {"completions": [items[i] for i in order],
             "prefix": found[0].get_completion_prefix_length() if found else 0}
+
+
+def _own(completion, folder, modules):
+    """Whether a completion is the student's own: one of their modules, or
+    a name defined in their files. Never infers: a module's path would
+    mean importing it (seconds for the hundreds that `import ` lists)."""
+    name = completion._name
+    if name.api_type == "module":
+        return completion.name + ".py" in modules
+    if name.tree_name is None:  # compiled, or built in
+        return False
+    path = completion.module_path
+    return path is not None and os.path.dirname(str(path)) == folder
 
 
 def _plain_type(completion):
