@@ -45,3 +45,11 @@ def on_each_worker(server, path, cookies=None, rounds=25):
                 break
     assert set(seen) == set(server.pids), f"answers came only from {sorted(seen)}, workers {server.pids}"
     return seen
+
+
+def put(client, path, content, etag=None):
+    """Save `content` as `path` in the client's home (If-Match `etag` when given)."""
+    headers = {"Content-Type": "text/plain; charset=utf-8"}
+    if etag:
+        headers["If-Match"] = f'"{etag}"'
+    return client.request("PUT", "/api/files/home/" + path, data=content.encode(), headers=headers)

@@ -424,24 +424,6 @@ def test_file_operations(start_server, new_page, tmp_path):
     assert page.errors == []
 
 
-def test_sign_in_throttled_says_how_long(start_server, new_page):
-    server = start_server(processes=1, LOGIN_FAILURES_PER_USER=2, **LIMITS)
-    user, password = student(server)
-    page = new_page(server)
-    page.goto("/")
-    for _ in range(3):
-        page.get_by_label("Username").fill(user)
-        page.get_by_label("Password").fill("nope-nope-nope")
-        page.get_by_role("button", name="Sign in").click()
-        expect(page.locator("#message")).not_to_have_text(re.compile("Signing in"))
-    # The server's own sentence, and a live count of the wait under it.
-    expect(page.locator("#message")).to_have_text(re.compile(r"^Too many failed sign-ins for this account\. "
-                                                              r"Try again in \d+ (seconds?|minutes)\."))
-    expect(page.locator("#wait")).to_have_text(re.compile(r"works again in \d+ (s|min)\."))
-    expect(page.get_by_role("button", name="Sign in")).to_be_disabled()
-    shot(page, "16-sign-in-throttled")
-
-
 def test_queue_position_help_and_dark_theme(start_server, new_page):
     server = start_server(processes=1, RUN_MAX_CONCURRENT=1, **LIMITS)
     busy, busy_password = student(server, "ada")

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from tests.conftest import People
+from tests.helpers import put
 
 
 @pytest.fixture
@@ -24,13 +25,6 @@ def ada(people):
 
 def home_of(storage, client):
     return os.path.join(storage, "home", client.username)
-
-
-def put(client, path, content, etag=None):
-    headers = {"Content-Type": "text/plain; charset=utf-8"}
-    if etag:
-        headers["If-Match"] = f'"{etag}"'
-    return client.request("PUT", "/api/files/home/" + path, data=content.encode(), headers=headers)
 
 
 def test_first_login_creates_a_home_with_a_welcome_file(ada, storage):

@@ -8,6 +8,7 @@ import pytest
 
 from server.files import history
 from server.files.store import Area, Limits, Store
+from tests.helpers import put
 
 MINUTE = 60 * 10**9
 
@@ -15,13 +16,6 @@ MINUTE = 60 * 10**9
 @pytest.fixture
 def ada(people):
     return people.student("ada")
-
-
-def put(client, path, content, etag=None):
-    headers = {"Content-Type": "text/plain; charset=utf-8"}
-    if etag:
-        headers["If-Match"] = f'"{etag}"'
-    return client.request("PUT", "/api/files/home/" + path, data=content.encode(), headers=headers)
 
 
 def listed(client, path):

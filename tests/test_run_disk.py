@@ -94,15 +94,20 @@ def test_a_program_writing_many_files_stops_about_one_file_past_the_quota(disk_s
         assert used <= (QUOTA_MB + FILE_MB + SLACK_MB) << 20, f"{used} bytes in a home of {QUOTA_MB} MB"
         # The student deletes what the program wrote, and runs again (the
         # versions the deletes kept make room for it).
-        for entry in ada.get("/api/files/home/").json()["entries"]:
-            if entry["name"].startswith("fill") and entry["name"].endswith(".bin"):
-                assert ada.request("DELETE", "/api/files/home/" + entry["name"]).status_code == 200
+        delete_what_it_wrote(ada)
     print(f"{server.env['SANDBOX']}: bytes past the {QUOTA_MB} MB quota after each run: {overshoots}")
     # One line in the log per run stopped, at INFO; no error.
     stopped = [line for line in server.lines if re.search(r"run \w+ stopped: (it wrote|its home went over)", line)]
     assert len(stopped) == 3, stopped
     assert not [line for line in server.lines if " ERROR " in line and ("507" in line or "quota" in line)]
     assert_all_released(server, ada)
+
+
+def delete_what_it_wrote(student):
+    """What a student does next: delete the program's files (the versions the deletes keep make room)."""
+    for entry in student.get("/api/files/home/").json()["entries"]:
+        if entry["name"].startswith("fill") and entry["name"].endswith(".bin"):
+            assert student.request("DELETE", "/api/files/home/" + entry["name"]).status_code == 200
 
 
 def test_rewriting_one_file_many_times_is_not_stopped(disk_server):
@@ -128,8 +133,6 @@ def test_several_processes_writing_at_once_stop_about_one_file_past_the_quota(di
         used = used_bytes(server, ada.username)
         overshoots.append(used - (QUOTA_MB << 20))
         assert used <= (QUOTA_MB + FILE_MB + SLACK_MB) << 20, f"{used} bytes in a home of {QUOTA_MB} MB"
-        for entry in ada.get("/api/files/home/").json()["entries"]:
-            if entry["name"].startswith("fill") and entry["name"].endswith(".bin"):
-                assert ada.request("DELETE", "/api/files/home/" + entry["name"]).status_code == 200
+        delete_what_it_wrote(ada)
     print(f"{server.env['SANDBOX']}: bytes past the {QUOTA_MB} MB quota, 4 and 16 writers: {overshoots}")
     assert_all_released(server, ada)

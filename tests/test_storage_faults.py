@@ -418,7 +418,7 @@ def test_a_class_meets_every_fault_in_turn_and_loses_nothing_acknowledged(faultf
 
     allowed = {200, 409, 503, 507}
     assert all(status in allowed for _, _, status, _, _ in answers), by
-    assert all(seconds < HANG_GUARD for *_, seconds in answers)
+    assert all(seconds < HANG_GUARD for *_, seconds in answers)  # hang guard: no request waited out the hang
     # Sign-in and the session answered whatever the storage did.
     assert all(status == 200 for p, op, status, _, _ in answers if op in ("login", "me")), by
     # The faults were met, each with its own answer.

@@ -30,9 +30,6 @@ class FilesBase(ApiHandler):
         """The Area `spec` names, if the current user may read (or write) it."""
         return await self.ctx.files.area(await self.require_user(), spec, write)
 
-    async def saved(self, area):
-        await self.ctx.files.saved(area)
-
     def changed(self, area, kind, parts, etag=None, to=None):
         self.ctx.files.changed(self.current_user["username"], area, kind, "/".join(parts), etag, to)
 
@@ -93,7 +90,6 @@ class FilesHandler(FilesBase):
         if if_match is not None:
             if_match = if_match.strip().removeprefix("W/").strip('"')
         meta = await self.fs("save", self.store.save, area, parts, bytes(self._body), if_match)
-        await self.saved(area)
         self.changed(area, "save", parts, etag=meta.get("etag"))
         self.answer_meta(meta)
 
@@ -114,7 +110,6 @@ class FilesHandler(FilesBase):
         if action == "restore":
             version = self.field(body, "version", str, max_len=100)
             meta = await self.fs("restore", self.store.restore, area, parts, version)
-            await self.saved(area)
             self.changed(area, "save", parts, etag=meta.get("etag"))
             return self.answer_meta(meta)
         raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
@@ -212,10 +207,8 @@ class TrashHandler(FilesBase):
         record = self.field(body, "id", str, max_len=100)
         path = self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES, required=False)
         report = await self.fs("restore", self.store.trash_restore, area, record, path)
-        if report["restored"]:
-            await self.saved(area)
-            for restored in report["restored"]:
-                self.changed(area, "save", (restored,))
+        for restored in report["restored"]:
+            self.changed(area, "save", (restored,))
         self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 

@@ -162,18 +162,16 @@ class Files:
                 to: str | None = None) -> None:
         """`username` changed `path` in `area`: every open IDE that shows the
         area is told (changes.py), as done by "you" in one's own home and by
-        "teacher" anywhere else (a push, the course folder)."""
+        "teacher" anywhere else (a push, the course folder). One's own save
+        is also when one last saved, for the teacher's roster: written with
+        the worker's next flush of `save_times` (within a second), never by
+        the save itself, which is done and must neither wait for a commit
+        nor fail because of one."""
+        own = area.key == Area.home(username).key
+        if kind == "save" and own:
+            self.save_times.add(username, time.time())
         if self.changes is not None:
-            by = "you" if area.key == Area.home(username).key else "teacher"
-            self.changes.announce(area.key, kind, path, etag=etag, to=to, by=by)
-
-    async def saved(self, area: Area) -> None:
-        """Remember when a student last saved, for the teacher's roster:
-        written with the worker's next flush of `save_times` (within a
-        second), never by the save itself, which is done and must neither
-        wait for a commit nor fail because of one."""
-        if area.key.startswith("home/"):
-            self.save_times.add(area.key[len("home/"):], time.time())
+            self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher")
 
     async def _write_save_times(self, times: dict) -> None:
         # greatest(): another worker may have recorded a later save already.
@@ -201,7 +199,6 @@ class Files:
                     raise
                 refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
         if saved:
-            await self.saved(area)
             for meta in saved:
                 self.changed(user["username"], area, "save", meta["path"], etag=meta.get("etag"))
         return {"saved": saved, "refused": refused}
