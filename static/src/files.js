@@ -39,18 +39,24 @@ export class FileTree extends EventTarget {
     this.activePath = null;
     this.selected = null;
     this.collapsed = false;
+    this.loads = 0; // loads asked for so far: only the newest one's answer is shown
     this.el = h("section", { class: "tree-section", "aria-label": title, dataset: { area } });
     this.upload = h("input", { type: "file", multiple: true, hidden: true, onchange: () => this.uploadChosen() });
     this.render();
   }
 
   async load() {
+    // Loads overlap (a change's news reloads the tree while the tree's own
+    // action does): an older answer arriving last would show a stale tree.
+    const seq = ++this.loads;
     try {
       const data = await get(areaUrl("files", this.area) + "?tree=1");
+      if (seq !== this.loads) return;
       this.entries = data.entries;
       this.truncated = data.truncated;
       this.error = null;
     } catch (e) {
+      if (seq !== this.loads) return;
       this.error = e.message;
     }
     this.render();

@@ -206,19 +206,25 @@ export class Workspace extends EventTarget {
   }
 
   movedElsewhere(area, from, to) {
-    let moved = false;
+    if (this.moved(area, from, to)) toast(`${from} was moved to ${to} elsewhere; its tab follows.`);
+  }
+
+  /** The tabs of `from` (a file, or what a folder holds) follow it to `to`; whether any did. */
+  moved(area, from, to) {
+    let any = false;
     for (const doc of this.tabs.docs) {
       if (doc.area !== area) continue;
       if (doc.path === from) this.saver.rename(doc, to);
       else if (doc.path.startsWith(from + "/")) this.saver.rename(doc, to + doc.path.slice(from.length));
       else continue;
-      moved = true;
+      any = true;
     }
-    if (!moved) return;
-    this.tabs.render();
-    this.show(this.current);
-    this.tabsChanged();
-    toast(`${from} was moved to ${to} elsewhere; its tab follows.`);
+    if (any) {
+      this.tabs.render();
+      this.show(this.current);
+      this.tabsChanged();
+    }
+    return any;
   }
 
   deletedElsewhere(area, path) {
@@ -279,17 +285,7 @@ export class Workspace extends EventTarget {
   /** Tabs follow what `tree` renames, moves, deletes and replaces. */
   follow(tree) {
     tree.addEventListener("open", (e) => this.open(e.detail.area, e.detail.path));
-    tree.addEventListener("moved", (e) => {
-      const { area, from, to } = e.detail;
-      for (const doc of this.tabs.docs) {
-        if (doc.area !== area) continue;
-        if (doc.path === from) this.saver.rename(doc, to);
-        else if (doc.path.startsWith(from + "/")) this.saver.rename(doc, to + doc.path.slice(from.length));
-      }
-      this.tabs.render();
-      this.show(this.current);
-      this.tabsChanged();
-    });
+    tree.addEventListener("moved", (e) => this.moved(e.detail.area, e.detail.from, e.detail.to));
     tree.addEventListener("deleted", (e) => {
       const { area, path } = e.detail;
       for (const doc of [...this.tabs.docs]) {
