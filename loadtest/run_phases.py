@@ -200,17 +200,17 @@ def sandbox_problem(kind, cfg):
     if kind == "process":
         return None if os.path.exists(cfg.SANDBOX_PYTHON) else f"SANDBOX_PYTHON {cfg.SANDBOX_PYTHON} is missing"
     if kind == "local":
-        from server.runs.sandbox_local import LocalSandbox
-        if LocalSandbox.works(cfg):
+        from server.runs.sandbox.local import LocalKind
+        if LocalKind.works(cfg):
             return None
         return ("bubblewrap cannot start a Python here (is bwrap installed, and are user namespaces "
                 "allowed?)")
     if kind == "docker":
         try:
-            from server.runs.sandbox_docker import DockerSandbox
+            from server.runs.sandbox.docker import DockerKind
         except Exception as e:
             return f"the docker sandbox cannot be imported ({e})"
-        if DockerSandbox.works(cfg):
+        if DockerKind.works(cfg):
             return None
         return (f"no Docker daemon answers, or it has no image {cfg.SANDBOX_IMAGE} "
                 "(scripts/start-docker, then scripts/build-sandbox-image)")
@@ -309,7 +309,7 @@ def remove_containers_of(server_pids):
     returns how many there were (None if the daemon could not be asked)."""
     try:
         import docker
-        from server.runs.sandbox_docker import PID_LABEL
+        from server.runs.sandbox.docker import PID_LABEL
         api = docker.APIClient(version="auto", timeout=30, **docker.utils.kwargs_from_env())
     except Exception:
         return None

@@ -20,7 +20,7 @@ from tornado.netutil import bind_sockets
 from . import config
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .instance import Instance
-from .runs import sandboxes
+from .runs import sandbox
 from .runs.sandbox import SandboxError
 
 log = logging.getLogger("server")
@@ -107,8 +107,8 @@ def main(argv=None):
             pg = EmbeddedPostgres(cfg.DATA_DIR)
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-        cfg.SANDBOX = sandboxes.resolve(cfg)  # once, before forking: every worker uses the same
-        log.info("%s", sandboxes.announce(cfg))
+        cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
+        log.info("%s", sandbox.announce(cfg))
         try:
             sockets = bind_sockets(cfg.PORT, cfg.HOST, backlog=1024)
         except OSError as e:

@@ -26,8 +26,12 @@ from .files.changes import FileChanges
 from .files.processes import FileProcesses
 from .files.service import Files
 from .files.store import Limits, Store
-from .runs import manager, runlock, sandboxes
+from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .runs.events import Guarded
+from .runs.job import Jobs
+from .runs.sandbox.launch import run_uid
+from .runs.warm import WarmSandboxes
 from .teaching.classes import Classes
 from .teaching.service import Teaching
 
@@ -60,9 +64,10 @@ class Context:
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
             delay_ms=cfg.FS_DELAY_MS))
         self.file_processes = FileProcesses(self.store, cfg.FILE_PROCESSES, max_pending=4096)
-        self.sandbox = sandboxes.create(cfg)
+        self.sandbox_kind = sandbox.create(cfg)
         self.admission = Admission.share(cfg, processes)
-        self.runs = manager.RunManager(self)
+        self.jobs = None  # runs.job.Jobs, from open_database on
+        self.runs = None  # runs.manager.RunManager (the IDE sockets), from open_database on
         self.draining = False
         self.inflight = 0
 
@@ -82,6 +87,11 @@ async def open_database(ctx, dsn):
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
+    warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
+                         lambda: ctx.draining)
+    # Every run of this worker is a job (runs/job.py); the IDE sockets' manager makes theirs.
+    ctx.jobs = Jobs(ctx.cfg, ctx.pool, ctx.files, ctx.admission, warm, Guarded(ctx.teaching), lambda: ctx.draining)
+    ctx.runs = manager.RunManager(ctx.jobs)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
     # Its own connection, without the request paths' timeouts: migrating (or
@@ -135,7 +145,7 @@ async def periodic(ctx):
             next_heartbeat = time.monotonic() + runlock.HEARTBEAT
             metrics.update_pool(ctx.pool)
             try:
-                await runlock.heartbeat(ctx.pool, ctx.runs.claims())
+                await runlock.heartbeat(ctx.pool, ctx.jobs.claims())
             except Exception as e:
                 if not db.unavailable(e):
                     log.exception("run heartbeat failed")
@@ -157,7 +167,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     asyncio.set_child_watcher(watcher)
     ctx = Context(cfg, instance, processes)
     try:
-        removed = await ctx.sandbox.cleanup_leftovers()
+        removed = await ctx.sandbox_kind.cleanup_leftovers()
         if removed:
             log.info("removed %d sandboxes left by a stopped worker", removed)
     except Exception:

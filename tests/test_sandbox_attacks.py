@@ -377,7 +377,7 @@ def test_the_server_says_which_defences_this_machine_gives(isolated_server):
         assert bool(defences["cgroup"]) == (cgroups.Groups.detect() is not None)
         assert defences["host_paths_hidden"] and defences["user_namespaces"] == "disabled"
     else:
-        from server.runs.sandbox_docker import landlock_works
+        from server.runs.sandbox.docker import landlock_works
         assert defences["cgroup"] and defences["host_paths_hidden"] == landlock_works()
     assert defences["own_uid"] == (os.geteuid() == 0)
     line = server.wait_for_line(r"student programs run in the")

@@ -19,10 +19,10 @@ import pytest
 from server import config
 from server.runs import cgroups
 from server.runs.protocol import INPUT, OSC
-from server.runs.manager import ready
+from server.runs.warm import ready
 from server.runs.protocol import ImageParser, frame, read_frame
-from server.runs.sandbox import LAUNCHER_PROCESSES, ProgramLimits
-from server.runs.sandbox_local import LocalSandbox, build_mpl_cache
+from server.runs.sandbox.launch import LAUNCHER_PROCESSES, ProgramLimits
+from server.runs.sandbox.local import LocalKind, build_mpl_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE = "pyclassroom-sandbox:latest"
@@ -41,10 +41,10 @@ def sandbox(request, data_dir):
         if not shutil.which("dockerd"):
             pytest.skip("docker.io is not installed (scripts/install-system-deps installs it)")
         request.getfixturevalue("docker_image")
-        from server.runs.sandbox_docker import DockerSandbox
-        make_kind = DockerSandbox
+        from server.runs.sandbox.docker import DockerKind
+        make_kind = DockerKind
     else:
-        make_kind = LocalSandbox
+        make_kind = LocalKind
     made = []
 
     def make(**env):
@@ -360,7 +360,7 @@ def test_cleanup_leftovers_removes_only_orphans(sandbox, home):
     box = sandbox()
     if box.name == "local":
         return _cleanup_of_local_cgroups(box, home)
-    from server.runs.sandbox_docker import LABEL
+    from server.runs.sandbox.docker import LABEL
     with open("/proc/sys/kernel/random/boot_id") as f:
         boot = f.read().strip()
     owners = {

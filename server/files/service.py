@@ -29,10 +29,11 @@ from ..config import Config
 from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
-from ..runs.sandbox import run_uid
+from ..runs.sandbox.launch import run_uid
 from . import faults, gate, paths
 from .area import Area
 from .processes import FileProcesses
+from .usage import HomeUsage
 from .store import Store
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class Files:
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
         self._homes_made = set()  # usernames whose home is known to be made, in this worker
         self.changes = None  # changes.FileChanges: the open IDEs are told of every change (set by the worker)
+        self.usage = HomeUsage(pool, lambda username: self.measure(username, Area.home(username)))
 
     async def run(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
         """fn(*args) in `username`'s place, timed as `op`: a method of the
@@ -172,6 +174,15 @@ class Files:
             self.save_times.add(username, time.time())
         if self.changes is not None:
             self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher")
+
+    async def check_runnable(self, username: str, area: Area, parts: tuple[str, ...]):
+        return await self.run(username, "run", self.store.check_runnable, area, parts)
+
+    async def quota_problem(self, username: str, area: Area):
+        return await self.run(username, "quota", self.store.quota_problem, area, True)
+
+    async def measure(self, username: str, area: Area):
+        return await self.run(username, "measure", self.store.measure, area)
 
     async def _write_save_times(self, times: dict) -> None:
         # greatest(): another worker may have recorded a later save already.

@@ -1,7 +1,7 @@
 """The launcher's frames, and the images inside a program's output, as the
 server reads them.
 
-Frames (see launcher.py): 1 byte kind, 4 bytes big-endian length, payload.
+Frames (see child/launcher.py): 1 byte kind, 4 bytes big-endian length, payload.
 The launcher wraps everything the program writes in `o` and `e` frames, so
 a program's bytes are only ever payload: no sequence it prints can end its
 run or pose as the launcher. Images are the program's own business: the

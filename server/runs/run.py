@@ -68,7 +68,7 @@ MESSAGES = {
 class Run:
     def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None):
         self.cfg = cfg
-        self.sandbox = sandbox  # a ready sandbox (sandbox.ChildSandbox or sandbox_docker.DockerPrepared)
+        self.sandbox = sandbox  # a ready sandbox.StartedSandbox
         self.send = send  # async callable taking a message dict
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None

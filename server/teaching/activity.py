@@ -3,8 +3,8 @@ worker: their open IDE sockets (presence) and their programs (running or
 not, how the last run ended), written to PostgreSQL for every worker and
 instance to read.
 
-The run manager calls the hooks (`student_online`, `run_started`,
-`run_ended`). A hook only notes the event in memory (the newest per user)
+Runs call the hooks (`student_online`, `run_started`, `run_ended`: the
+runs' RunEvents interface, runs/events.py). A hook only notes the event in memory (the newest per user)
 and wakes the writer, which writes what gathered in one transaction a
 batch: a run never waits for the database, and a slow or absent database
 delays the view, never a run (the batch is written when it answers; newer
@@ -17,7 +17,6 @@ dies leaves rows that go stale, and readers treat them as gone.
 import asyncio
 import logging
 import os
-import re
 import socket
 import time
 import unicodedata
@@ -43,21 +42,6 @@ def outcome_of(reason: str) -> str:
     if reason in ("ok", "error"):
         return reason
     return "limit" if reason in LIMITS else "stopped"
-
-
-# A traceback's last line names the exception: "ZeroDivisionError: division by zero".
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b(:|$)")
-
-
-def error_line(stderr_tail: str) -> str | None:
-    """The line that names a failed program's error, from the end of what
-    it wrote to stderr (run_ended's `first_error_line`): the exception
-    line of a traceback, else the last line written."""
-    lines = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if EXCEPTION_LINE.match(line):
-            return line
-    return lines[-1] if lines else None
 
 
 def _shown(line: str | None) -> str | None:
@@ -126,9 +110,9 @@ class Activity:
         self.tasks = []
         self.failing = False
 
-    # -- the hooks (the run manager calls them) ---------------------------------
+    # -- the hooks (runs call them: RunEvents) -----------------------------------
 
-    async def student_online(self, user: dict, online: bool) -> None:
+    def student_online(self, user: dict, online: bool) -> None:
         """An IDE socket of `user` opened (True) or closed (False) on this worker."""
         count = self.sockets.get(user["id"], 0) + (1 if online else -1)
         if count > 0:
@@ -138,17 +122,17 @@ class Activity:
         self.presence_changed.add(user["id"])
         self.wake.set()
 
-    async def run_started(self, user: dict) -> None:
+    def run_started(self, user: dict) -> None:
         now = _now()
         self.runs[user["id"]] = RunEvent(True, now, started_at=now)
         self.wake.set()
 
-    async def run_ended(self, user: dict, exit_message: dict, first_error_line: str | None = None) -> None:
+    def run_ended(self, user: dict, exit_message: dict, error_line: str | None = None) -> None:
         """A run ended: `exit_message` is its `exit` message (runs/PROTOCOL.md),
-        `first_error_line` the line that names the error, if it failed."""
+        `error_line` the line that names the error, if it failed."""
         reason = str(exit_message.get("reason", "error"))
         earlier = self.runs.get(user["id"])
-        line = _shown(first_error_line)
+        line = _shown(error_line)
         self.runs[user["id"]] = RunEvent(False, _now(), started_at=earlier.started_at if earlier else None,
                                          ended_at=_now(), outcome=outcome_of(reason), reason=reason,
                                          error_line=line if reason == "error" else None)

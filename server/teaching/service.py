@@ -1,7 +1,8 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (push.py), and the hooks the run manager calls so the live view
-knows who is online and running (activity.py). Knows nothing of HTTP."""
+folder (push.py); it implements the runs' RunEvents (runs/events.py), so
+the live view knows who is online and running (activity.py). Knows
+nothing of HTTP."""
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
@@ -32,20 +33,16 @@ class Teaching:
         await self.live.close()
         await self.activity.close()
 
-    # -- hooks for the run manager (cheap, never raise, never wait for the database) --
+    # -- what runs tell (runs/events.py: RunEvents): cheap, never wait for the database --
 
-    async def student_online(self, user: dict, online: bool) -> None:
-        """An IDE socket (/ws/run) of `user` opened (True) or closed (False) here."""
-        await self.activity.student_online(user, online)
+    def student_online(self, user: dict, online: bool) -> None:
+        self.activity.student_online(user, online)
 
-    async def run_started(self, user: dict) -> None:
-        await self.activity.run_started(user)
+    def run_started(self, user: dict) -> None:
+        self.activity.run_started(user)
 
-    async def run_ended(self, user: dict, exit_message: dict, first_error_line: str | None = None) -> None:
-        """`exit_message`: the run's `exit` message; `first_error_line`: the
-        line of stderr that names the error (e.g. "NameError: ..."), if any:
-        `activity.error_line(the end of its stderr)` finds it."""
-        await self.activity.run_ended(user, exit_message, first_error_line)
+    def run_ended(self, user: dict, exit_message: dict, error_line: str | None) -> None:
+        self.activity.run_ended(user, exit_message, error_line)
 
     # -- the roster and pushes ------------------------------------------------------
 

@@ -1,20 +1,8 @@
-"""Where student code runs: what every kind of sandbox shares.
-
-A sandbox starts the launcher (launcher.py) ahead of time, with the
-student's home as the only writable folder, and hands back a prepared
-sandbox (`ChildSandbox` here, `DockerPrepared` for containers) that
-
-- reads the launcher's frames (`stdout`) and sends it frames (`send`);
-- reports the launcher's exit as the kernel gave it (`wait`);
-- kills everything the sandbox ever started, and returns only once the
-  kernel says it is gone (`kill`), whatever the program did to its pipes;
-- tells what the kernel counted for it (`oom_kills`, `cpu_seconds`), and
-  keeps the counts as its last run ended (`counts`, set by run.py);
-- offers its cgroup's write count and freezer (`writes`, a
-  disk_guard.GroupWrites, or None).
-
-The kinds are in sandbox_local.py (`local`: bubblewrap; `process`: no
-isolation, for development) and sandbox_docker.py; sandboxes.py picks one.
+"""What every kind of sandbox shares (see __init__.py for the interface):
+the launcher (child/launcher.py) and its settings, the limits it sets, the
+seccomp filter (child/seccomp_filter.py), the environment of student code,
+the kernel's exit, and `LauncherProcess`, a launcher started as a child
+process of the server (the `local` and `process` kinds' sandbox).
 """
 import asyncio
 import base64
@@ -26,14 +14,15 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-from . import cgroups
-from .disk_guard import GroupWrites
+from .. import cgroups
+from ..disk_guard import GroupWrites
 
 log = logging.getLogger(__name__)
 
-with open(os.path.join(os.path.dirname(__file__), "launcher.py"), encoding="utf-8") as _f:
+CHILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "child")  # runs/child/: code run in the sandbox
+with open(os.path.join(CHILD, "launcher.py"), encoding="utf-8") as _f:
     LAUNCHER_SOURCE = _f.read()
-SECCOMP_BUILDER = os.path.join(os.path.dirname(__file__), "seccomp_filter.py")
+SECCOMP_BUILDER = os.path.join(CHILD, "seccomp_filter.py")
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
 STREAM_LIMIT = 64 << 10  # bytes read ahead from a sandbox before its writes block
@@ -108,7 +97,7 @@ def seccomp_program(python):
     return base64.b64encode(done.stdout).decode("ascii")
 
 
-class ChildSandbox:
+class LauncherProcess:
     """A launcher started as a child process of the server (plain or inside
     bubblewrap), in its own cgroup when the host has them."""
 

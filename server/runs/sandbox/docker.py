@@ -38,8 +38,8 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .disk_guard import GroupWrites
-from .sandbox import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
+from ..disk_guard import GroupWrites
+from .launch import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
                       group_limits, launcher_argv, seccomp_program)
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ THREADS = 8
 MPL_CACHE = "/opt/pyclassroom/matplotlib"
 
 
-class DockerSandbox:
+class DockerKind:
     """Runs the launcher in a Docker container (see the module docstring)."""
 
     name = "docker"
@@ -91,7 +91,7 @@ class DockerSandbox:
                 self._client = _connect(API_TIMEOUT)
             return self._client
 
-    # -- the interface of sandbox.py ---------------------------------------
+    # -- SandboxKind (__init__.py) -------------------------------------------
 
     async def prepare(self, home, uid, settings):
         """Create a container for a run, attach to it, start it: its launcher
@@ -117,7 +117,7 @@ class DockerSandbox:
             raw.close()
             await self._call(_remove, container)
             raise
-        return DockerPrepared(self, container, reader, writer, cgroup_dirs)
+        return LauncherContainer(self, container, reader, writer, cgroup_dirs)
 
     def _discard_started(self, starting):
         if not starting.cancelled() and starting.exception() is None:
@@ -261,12 +261,11 @@ class DockerSandbox:
         return not _owner_alive(owner)  # no label at all counts as gone
 
 
-class DockerPrepared:
-    """A started container whose launcher waits for `go` (the contract of
-    sandbox.ChildSandbox)."""
+class LauncherContainer:
+    """A started container whose launcher waits for `go`: a StartedSandbox."""
 
-    def __init__(self, sandbox, container, conn_reader, conn_writer, cgroup_dirs):
-        self.sandbox = sandbox
+    def __init__(self, kind, container, conn_reader, conn_writer, cgroup_dirs):
+        self.kind = kind  # the DockerKind that started it
         self.container = container
         self._conn = conn_reader
         self._writer = conn_writer
@@ -332,7 +331,7 @@ class DockerPrepared:
             state = None
             if self._kill_task is None:
                 try:
-                    state = await self.sandbox._call(self.sandbox._finish, self.container)
+                    state = await self.kind._call(self.kind._finish, self.container)
                 except Exception:
                     log.exception("could not get the exit of sandbox container %.12s", self.container)
                     await self.kill()
@@ -357,7 +356,7 @@ class DockerPrepared:
 
     async def _remove(self):
         try:
-            await self.sandbox._call(_remove, self.container)
+            await self.kind._call(_remove, self.container)
         except Exception:
             log.exception("could not remove the sandbox container %.12s", self.container)
         # The daemon ends the attach stream as the container goes; close it

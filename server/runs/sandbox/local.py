@@ -21,9 +21,9 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from ..traverse import blocked_parent
-from . import cgroups
-from .sandbox import (MPL_CACHE_IN_SANDBOX, SANDBOX_HOME, SHM_BYTES, STREAM_LIMIT, TMP_BYTES, ChildSandbox,
+from ...traverse import blocked_parent
+from .. import cgroups
+from .launch import (MPL_CACHE_IN_SANDBOX, SANDBOX_HOME, SHM_BYTES, STREAM_LIMIT, TMP_BYTES, LauncherProcess,
                       SandboxError, environment, group_limits, launcher_argv, seccomp_program)
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ INFO_TIMEOUT = 10.0
 THREADS = 4
 
 
-class ProcessSandbox:
+class ProcessKind:
     """Development only: a child process with limits and nothing else."""
 
     name = "process"
@@ -76,8 +76,8 @@ class ProcessSandbox:
             raise
         if group is None:
             lower = launcher_pid if os.geteuid() == 0 else None
-            return ChildSandbox(proc, None, self._pool, lower_at_ready=lower)
-        sandbox = ChildSandbox(proc, group, self._pool)
+            return LauncherProcess(proc, None, self._pool, lower_at_ready=lower)
+        sandbox = LauncherProcess(proc, group, self._pool)
         try:
             if launcher_pid is None:
                 raise OSError("the sandbox did not start")
@@ -113,7 +113,7 @@ class ProcessSandbox:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.groups.cleanup_leftovers)
 
 
-class LocalSandbox(ProcessSandbox):
+class LocalKind(ProcessKind):
     """bubblewrap: the student's home is the only writable thing it sees."""
 
     name = "local"
@@ -131,7 +131,7 @@ class LocalSandbox(ProcessSandbox):
         return SANDBOX_HOME
 
     async def start(self, home, uid, settings):
-        """As ProcessSandbox.start; bubblewrap tells the launcher's pid (the
+        """As ProcessKind.start; bubblewrap tells the launcher's pid (the
         sandbox's first process) on an --info-fd pipe."""
         info_r, info_w = os.pipe()
         try:

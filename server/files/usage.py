@@ -1,0 +1,79 @@
+"""What each home holds, as the teacher's roster shows it (users.disk_bytes,
+disk_files) and as a student's next save or run counts it, walked again
+after runs (a program may have written anything).
+
+A student running again and again has their home walked at most every
+MEASURE_EVERY seconds: the walk after the last of those runs is put off
+until then (what a run writes meanwhile is bounded by its limits and its
+disk guard). A run that wrote files has it walked at once (`now`): the next
+run's write budget starts from the record. Most runs write nothing, and
+then nothing is written to the database either.
+"""
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable
+
+from ..db import Pool
+from ..errors import Refused
+
+log = logging.getLogger(__name__)
+
+MEASURE_EVERY = 1.0  # seconds between walks of one home after runs
+
+
+@dataclass
+class _Home:
+    recorded: tuple = None  # (bytes, files) as last written to the roster
+    measured_at: float = -MEASURE_EVERY  # monotonic time of the last walk
+    due: asyncio.Task = None  # a walk put off to keep to MEASURE_EVERY
+
+
+@dataclass
+class HomeUsage:
+    pool: Pool
+    measure: Callable[[str], Awaitable[tuple]]  # async (username) -> (bytes, files, problem or None)
+    track: Callable = asyncio.ensure_future  # runs a walk put off as a task the worker waits for
+    homes: dict = field(default_factory=dict)  # user id -> _Home (bounded by the worker's students)
+
+    async def after_run(self, user: dict, tell: Callable[[str], Awaitable], now: bool = False) -> None:
+        """A run of `user` ended: walk their home (now, or once MEASURE_EVERY
+        allows) and record it; `tell(sentence)` the student when it is over
+        its quota."""
+        home = self.homes.setdefault(user["id"], _Home())
+        if home.due is not None and not now:
+            return  # a walk is due, and will see what this run wrote
+        wait = home.measured_at + MEASURE_EVERY - time.monotonic()
+        if wait <= 0 or now:
+            await self._walk(user, home, tell)
+            return
+
+        async def later():
+            try:
+                await asyncio.sleep(wait)
+                await self._walk(user, home, tell)
+            finally:
+                home.due = None
+        home.due = self.track(later())
+
+    def forget(self, user: dict) -> None:
+        """`user` left this worker: what was recorded is read again next time."""
+        home = self.homes.get(user["id"])
+        if home is not None and home.due is None:
+            del self.homes[user["id"]]
+
+    async def _walk(self, user, home, tell):
+        home.measured_at = time.monotonic()
+        try:
+            used, files, problem = await self.measure(user["username"])
+            if home.recorded != (used, files):
+                await self.pool.execute(
+                    "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
+                    user["id"], used, files)
+                home.recorded = (used, files)
+        except Refused as e:  # busy, or the database away: the next run measures again
+            log.info("could not measure the home of %s after a run: %s", user["username"], e.message)
+            return
+        if problem:
+            await tell(problem)

@@ -1,0 +1,294 @@
+"""A run's life, from "run this" to its last message, whoever asked for it.
+
+A `Job` is made from who runs what (a `RunRequest`: the user and the session
+that asks, the file, its arguments, the terminal's size, the version the
+asker saw) and where its messages go (a `RunSink`: the IDE socket is one,
+a grader's collector another). Its collaborators are explicit (`Jobs`,
+which makes every job of the worker and holds what they share). It goes
+through its states in order, each step checking the state it needs (an
+impossible transition raises `WrongState`), and whatever it holds is given
+back in one place (`_end`), whichever state it ends in:
+
+    preparing  the file is checked runnable, the student's run lock
+               claimed if their session is still live (PostgreSQL, one
+               statement: one run per student across tabs, workers and
+               hosts), and a ready sandbox taken (warm.py)
+    ready      it waits for a place among the host's running programs
+               (admission.py), telling the sink its position
+    running    the program runs (run.py)
+    ending     the sandbox goes back (to serve the student's next run, or
+               killed as a whole), the place and the lock are given back
+    ended      only then does the last message go out, so a run asked for
+               right after it is never refused as already running; then
+               the IDEs showing the home look again and the home is walked
+
+The sink's `gone` event says nobody waits for the run any more (the socket
+closed): a job not running yet stops at its next step, a running one is
+stopped by its asker (`stop`).
+"""
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from .. import metrics
+from ..errors import Refused
+from ..files.area import Area
+from . import runlock
+from .admission import Admission, QueueFull
+from .disk_guard import DiskGuard
+from .events import RunEvents, error_line
+from .run import Run
+from .warm import Sandboxed, WarmSandboxes
+
+log = logging.getLogger(__name__)
+
+WROTE_MEASURE_NOW = 1 << 20  # a run that wrote this much to files has its home walked at once
+
+
+class State(enum.Enum):
+    PREPARING = "preparing"
+    READY = "ready"
+    RUNNING = "running"
+    ENDING = "ending"
+    ENDED = "ended"
+
+
+class WrongState(RuntimeError):
+    """A step of a job was taken in a state that does not allow it (a bug)."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Who runs what."""
+    user: dict
+    session: bytes  # the token hash of the session that asks: no run once it has ended
+    parts: tuple[str, ...]  # the file in the user's home
+    args: tuple[str, ...] = ()
+    cols: int = 80
+    rows: int = 24
+    etag: str | None = None  # the version the asker saw: nothing else may run
+
+
+class RunSink(Protocol):
+    """Where a job's messages go (PROTOCOL.md: queued, started, output,
+    image, input, notice, exit, error)."""
+
+    gone: asyncio.Event  # set when nobody waits for the run any more
+
+    async def send(self, message: dict) -> None:
+        """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
+
+
+def refusal(code, message):
+    return {"type": "error", "error": code, "message": message}
+
+
+SANDBOX_FAILED = refusal("sandbox_failed", "The sandbox could not start. Tell your teacher.")
+
+
+@dataclass
+class Jobs:
+    """Every job of this worker, and what they share."""
+    cfg: object
+    pool: object  # the database pool (the run lock)
+    files: object  # the files service: the file, the home's quota, its changes and usage
+    admission: Admission
+    warm: WarmSandboxes
+    events: RunEvents
+    draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
+    live: set = field(default_factory=set)  # jobs not ended
+    tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
+
+    def start(self, request: RunRequest, sink: RunSink) -> "Job":
+        """Make a job and start its life as a task."""
+        job = Job(request, sink, self)
+        self.track(job.live())
+        return job
+
+    def claims(self) -> list[str]:
+        """Run lock ids held by this worker's jobs (kept alive by its heartbeat)."""
+        return [job.claim for job in self.live if job.claim is not None]
+
+    def active_runs(self) -> list[Run]:
+        return [job.run for job in self.live if job.run is not None]
+
+    async def stop_all(self, reason: str) -> None:
+        """Stop every running program (each student is told `reason`) and
+        wait a little for their jobs to give back what they hold."""
+        await asyncio.gather(*(run.stop(reason) for run in self.active_runs()))
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=3)
+
+    def track(self, coroutine):
+        """Run it as a task the worker waits for when it shuts down, so no run
+        lock or sandbox is left behind when the database pool closes."""
+        task = asyncio.ensure_future(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+
+class Job:
+    """One run, asked for by `request`, told to `sink`."""
+
+    def __init__(self, request: RunRequest, sink: RunSink, jobs: Jobs):
+        self.request, self.sink, self.jobs = request, sink, jobs
+        self.state = State.PREPARING
+        self.claim = None  # the run lock's id, once held
+        self.admitted = False  # holds a place among the host's running programs
+        self.sandboxed: Sandboxed | None = None
+        self.run: Run | None = None
+        self.session_ended = False  # refused because the asker's session had ended
+        self.done = asyncio.Event()  # its last message is out
+
+    def _step(self, needs: State, to: State) -> None:
+        if self.state is not needs:
+            raise WrongState(f"a job goes from {needs.value} to {to.value}, not from {self.state.value}")
+        self.state = to
+
+    async def live(self) -> None:
+        """The whole life: the steps, the end, the last message."""
+        jobs, user = self.jobs, self.request.user
+        jobs.live.add(self)
+        try:
+            try:
+                message = await self._go()
+            except Refused as e:
+                message = refusal(e.code, e.message)
+            except Exception:
+                log.exception("a run failed")
+                message = refusal("internal_error", "Something went wrong on the server. It has been logged.")
+            finally:
+                await self._end()
+        finally:
+            jobs.live.discard(self)
+        if self.run is not None:  # the program started: the teacher's view hears how it ended
+            ended = message if message and message.get("type") == "exit" else {"type": "exit", "reason": "sandbox_lost"}
+            jobs.events.run_ended(user, ended, error_line(self.run.stderr_tail))
+        if message:
+            await self.sink.send(message)
+        if self.run is not None:
+            # It may have written, made, renamed or deleted files: the open IDEs look again.
+            jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
+            guard = self.run.disk_guard
+            await jobs.files.usage.after_run(user, self._notice,
+                                             now=guard is not None and guard.wrote() >= WROTE_MEASURE_NOW)
+        if user["id"] not in jobs.warm.wanted:
+            jobs.files.usage.forget(user)
+        self.done.set()
+
+    async def _notice(self, sentence):
+        await self.sink.send({"type": "notice", "message": sentence})
+
+    async def _go(self):
+        """preparing → ready → running: the exit message, or a refusal (None
+        when nobody waits for it any more)."""
+        jobs, request = self.jobs, self.request
+        user, area = request.user, Area.home(request.user["username"])
+        used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
+        claim = f"{id(self):x}-{time.monotonic_ns():x}"
+        claimed = await runlock.claim(jobs.pool, user["username"], claim, request.session)
+        if claimed == "session_ended":
+            self.session_ended = True
+            return refusal("session_ended", "Your session has ended. Log in again.")
+        if claimed == "busy":
+            return refusal("already_running", "You already have a program running (in another tab or "
+                                              "window). Stop it there first.")
+        self.claim = claim
+        self.sandboxed = await jobs.warm.take(user)
+        if self.sandboxed is None:
+            return SANDBOX_FAILED
+        if self.sink.gone.is_set():
+            return None
+
+        self._step(State.PREPARING, State.READY)
+        queued_at = time.monotonic()
+        try:
+            self.admitted = await self._admit()
+        except QueueFull:
+            return refusal("server_busy", "The server is busy. Try again in a moment.")
+        if not self.admitted:
+            return None  # nobody waits any more
+        metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
+        if jobs.draining():  # shutdown stopped the runs it found: this one must not start after it
+            return refusal("server_restart", "The server is restarting. Run it again in a moment.")
+
+        self._step(State.READY, State.RUNNING)
+        sandbox = self.sandboxed.sandbox
+        self.run = Run(jobs.cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
+                       disk_guard=self._disk_guard(sandbox, area, used))
+        jobs.warm.used(user, self.sandboxed)
+        metrics.RUNS_ACTIVE.inc()
+        jobs.events.run_started(user)
+        if self.sink.gone.is_set():
+            self.run.stop("killed")
+        await self.sink.send({"type": "started", "run_id": self.run.id})
+        message = await self.run.execute("/".join(request.parts), list(request.args), request.cols, request.rows,
+                                         request.etag)
+        metrics.RUN_DURATION.observe(message["duration"])
+        metrics.RUN_EXITS.labels(message["reason"]).inc()
+        return message
+
+    async def _admit(self):
+        """Wait for a place; False if the sink went first."""
+        admission = self.jobs.admission
+
+        async def queued(position):
+            metrics.RUN_QUEUE.set(len(admission.waiting))
+            await self.sink.send({"type": "queued", "position": position})
+        entering = asyncio.ensure_future(admission.enter(queued))
+        going = asyncio.ensure_future(self.sink.gone.wait())
+        try:
+            await asyncio.wait([entering, going], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            going.cancel()
+            if not entering.done():
+                entering.cancel()  # gives the place on if it came just now
+                await asyncio.gather(entering, return_exceptions=True)
+            metrics.RUN_QUEUE.set(len(admission.waiting))
+        if entering.cancelled():
+            return False
+        entering.result()  # QueueFull
+        return True
+
+    async def _end(self):
+        """(any state) → ending → ended: give back whatever the job holds."""
+        if self.state in (State.ENDING, State.ENDED):
+            raise WrongState(f"a job ends once, not again from {self.state.value}")
+        self.state = State.ENDING
+        jobs, user = self.jobs, self.request.user
+        if self.run is not None:
+            metrics.RUNS_ACTIVE.dec()
+        if self.sandboxed is not None:
+            await jobs.warm.give_back(user, self.sandboxed, ran=self.run is not None,
+                                      reusable=self.run is not None and self.run.reusable)
+        if self.admitted:
+            jobs.admission.leave()
+        if self.claim is not None:
+            try:
+                await runlock.release(jobs.pool, user["username"], self.claim)
+            except Exception:
+                log.exception("could not release the run lock of %s (it goes stale in %d s)",
+                              user["username"], runlock.STALE)
+        self._step(State.ENDING, State.ENDED)
+
+    # -- the home's quota, while the program runs ---------------------------------------
+
+    async def _over_quota(self, area):
+        """Has its home gone over its quota?"""
+        return await self.jobs.files.quota_problem(self.request.user["username"], area) is not None
+
+    def _disk_guard(self, sandbox, area, used):
+        """The run's write budget (disk_guard.py): what the quota leaves of
+        `used`; None where the sandbox has no cgroup to count its writes."""
+        if sandbox.writes is None or not isinstance(used, int):
+            return None
+        cfg, files, username = self.jobs.cfg, self.jobs.files, self.request.user["username"]
+
+        async def room_left():
+            used, _, problem = await files.measure(username, area)
+            return None if problem else cfg.QUOTA_BYTES - used
+        return DiskGuard(sandbox.writes, room_left, cfg.QUOTA_BYTES - used, cfg.RUN_FILE_MB << 20)

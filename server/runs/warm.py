@@ -1,0 +1,161 @@
+"""The sandbox kept started for each student who has an IDE open on this
+worker, so that Run starts a program at once instead of a sandbox.
+
+A student is `wanted` while they have a socket open here (the run manager
+says so); their ready sandbox is started then, and again after each run.
+A job `take`s it (or a fresh one, for a student with no IDE open here or
+whose ready one failed) and `give_back`s it when its run ends: a sandbox
+that may serve another run becomes the ready one again, any other is
+killed as a whole and its cgroup removed. A sandbox serves
+RUN_SANDBOX_RUNS runs at most (less up to a fifth at random, so that a
+class does not replace all its sandboxes at the same run).
+"""
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from .. import metrics
+from ..errors import Refused
+from .protocol import BadFrame, read_frame
+from .sandbox import SandboxKind, StartedSandbox
+from .sandbox.launch import ProgramLimits
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 20.0
+
+
+@dataclass
+class Sandboxed:
+    """A sandbox whose launcher said ready, and how many runs it may still serve."""
+    sandbox: StartedSandbox
+    runs_left: int
+
+
+class WarmSandboxes:
+    def __init__(self, kind: SandboxKind, cfg, home_of: Callable[[dict], Awaitable[str]],
+                 uid_of: Callable[[dict], int | None], draining: Callable[[], bool]):
+        self.kind = kind
+        self.cfg = cfg
+        self.home_of = home_of  # async (user) -> the path of their home, made if need be
+        self.uid_of = uid_of  # (user) -> the uid their programs run as
+        self.draining = draining  # () -> True once the worker shuts down: no new sandboxes
+        self.wanted = {}  # user id -> the user, while they have an IDE open here
+        self.ready = {}  # user id -> Future of a Sandboxed (or None: it failed)
+        self.discarding = set()  # tasks killing sandboxes nobody wants: awaited by close
+
+    def want(self, user: dict) -> None:
+        """`user` has an IDE open here: keep a sandbox ready for them."""
+        self.wanted[user["id"]] = user
+        self.warm_up(user)
+
+    def unwant(self, user: dict) -> None:
+        """Their last IDE here closed: the ready sandbox goes (a running one
+        goes when its run ends)."""
+        self.wanted.pop(user["id"], None)
+        ready = self.ready.pop(user["id"], None)
+        if ready is not None:
+            task = asyncio.ensure_future(self._discard_when_ready(ready))
+            self.discarding.add(task)
+            task.add_done_callback(self.discarding.discard)
+
+    def warm_up(self, user: dict) -> None:
+        """Start `user`'s ready sandbox, unless they have one or are not wanted."""
+        if user["id"] in self.wanted and user["id"] not in self.ready and not self.draining():
+            self.ready[user["id"]] = asyncio.ensure_future(self.new(user))
+
+    async def take(self, user: dict) -> Sandboxed | None:
+        """The user's ready sandbox, or a fresh one; None if none could start."""
+        ready = self.ready.pop(user["id"], None)
+        sandboxed = await ready if ready else None
+        return sandboxed or await self.new(user)
+
+    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+        """A job is done with `sandboxed` (`ran`: a program ran in it;
+        `reusable`: its launcher cleared up after it). It is kept ready
+        for the student's next run if it may serve one and nothing else is;
+        else it goes, and a new one is started for a student still here."""
+        keep = not ran or (reusable and sandboxed.runs_left > 0)
+        if keep and user["id"] in self.wanted and user["id"] not in self.ready and not self.draining():
+            self.ready[user["id"]] = asyncio.ensure_future(self._reuse(sandboxed, fresh=not ran))
+            return
+        await discard(sandboxed.sandbox)
+        self.warm_up(user)
+
+    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+        """A run starts in `sandboxed`. If it is the sandbox's last, its
+        successor starts now, ready for the next run. (One that serves one
+        run only is replaced after it, not during it: that would double
+        the sandboxes of a class.)"""
+        sandboxed.runs_left -= 1
+        if sandboxed.runs_left == 0 and self.kind.reusable:
+            self.warm_up(user)
+
+    async def new(self, user: dict) -> Sandboxed | None:
+        """Start a sandbox for `user` and wait until its launcher is ready."""
+        started = time.monotonic()
+        runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
+        try:
+            home = await self.home_of(user)
+            settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
+            sandbox = await self.kind.prepare(home, self.uid_of(user), settings)
+        except Refused as e:  # the storage's answer (failing, hung): logged once per episode by files/faults.py
+            log.info("no %s sandbox for %s now: %s", self.kind.name, user["username"], e.message)
+            return None
+        except Exception:
+            log.exception("could not start a %s sandbox", self.kind.name)
+            return None
+        if not await ready(sandbox):
+            await discard(sandbox)
+            log.error("a %s sandbox did not become ready: %s", self.kind.name,
+                      sandbox.diagnostics() or "(it said nothing)")
+            return None
+        metrics.SANDBOX_START.observe(time.monotonic() - started)
+        return Sandboxed(sandbox, runs)
+
+    async def _reuse(self, sandboxed, fresh):
+        """A sandbox back from a run (or one that never ran), once ready again."""
+        if fresh or await ready(sandboxed.sandbox):
+            if not fresh:
+                metrics.SANDBOX_REUSED.inc()
+            return sandboxed
+        await discard(sandboxed.sandbox)
+        return None
+
+    async def _discard_when_ready(self, ready):
+        sandboxed = await ready
+        if sandboxed:
+            await discard(sandboxed.sandbox)
+
+    async def close(self) -> None:
+        """At shutdown: every ready sandbox goes."""
+        self.wanted.clear()
+        ready, self.ready = list(self.ready.values()), {}
+        await asyncio.gather(*(self._discard_when_ready(r) for r in ready), *self.discarding, return_exceptions=True)
+
+
+def runs_per_sandbox(most: int) -> int:
+    """How many runs a new sandbox serves: `most`, less up to a fifth at
+    random, so that a class that opened the IDE together does not replace
+    all its sandboxes at the same run."""
+    return max(1, most - random.randrange(most // 5 + 1))
+
+
+async def ready(sandbox: StartedSandbox, timeout: float = READY_TIMEOUT) -> bool:
+    """Wait for the launcher's `ready` frame; False if it ended or broke."""
+    try:
+        item = await asyncio.wait_for(read_frame(sandbox.stdout), timeout)
+    except (asyncio.TimeoutError, BadFrame):
+        return False
+    if item is None or item[0] != b"R":
+        return False
+    sandbox.on_ready()
+    return True
+
+
+async def discard(sandbox: StartedSandbox) -> None:
+    await sandbox.kill()
+    await sandbox.release()
