@@ -135,7 +135,7 @@ def serve_single(cfg, instance, sockets, dsn, port):
         print(serving_line(cfg, port, [os.getpid()]), flush=True)
 
     try:
-        worker.run(cfg, instance, sockets, dsn, 1, ready)
+        worker.main(cfg, instance, sockets, dsn, 1, ready)
     except RuntimeError as e:  # the database could not be reached or prepared
         log.error("%s", e)
         return 1
@@ -202,7 +202,7 @@ class Supervisor:
             _die_with_parent(self.instance.pid)
             from . import worker
             ready_w = self.ready_w
-            worker.run(self.cfg, self.instance, self.sockets, self.dsn, self.cfg.process_count,
+            worker.main(self.cfg, self.instance, self.sockets, self.dsn, self.cfg.process_count,
                        lambda: os.write(ready_w, f"{os.getpid()}\n".encode()))
             code = 0
         except RuntimeError as e:

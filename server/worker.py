@@ -237,6 +237,6 @@ async def drain(ctx, server):
     ctx.files.health.close()
 
 
-def run(cfg, instance, sockets, dsn, processes, on_ready):
+def main(cfg, instance, sockets, dsn, processes, on_ready):
     """Serve until SIGTERM/SIGINT; the process then exits 0."""
     asyncio.run(serve(cfg, instance, sockets, dsn, processes, on_ready))

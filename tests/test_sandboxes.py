@@ -21,6 +21,7 @@ from server.runs import cgroups
 from server.runs.protocol import INPUT, OSC
 from server.runs.warm import ready
 from server.runs.protocol import ImageParser, frame, read_frame
+from server.runs.sandbox import SandboxKind, StartedSandbox
 from server.runs.sandbox.launch import LAUNCHER_PROCESSES, ProgramLimits
 from server.runs.sandbox.local import LocalKind, build_mpl_cache
 
@@ -155,8 +156,11 @@ def containers(*filters):
 
 
 def test_hello_and_nothing_is_left(sandbox, home):
+    kind = sandbox()
+    assert isinstance(kind, SandboxKind)  # the declared interface of a kind (runs/sandbox/__init__.py)
     text, _, err, status, exit_, prepared = asyncio.run(run(
-        sandbox(), home, "import sys\nprint('hello')\nprint('oops', file=sys.stderr)\n"))
+        kind, home, "import sys\nprint('hello')\nprint('oops', file=sys.stderr)\n"))
+    assert isinstance(prepared, StartedSandbox)  # ... and of what it started
     assert text == "hello\r\n"  # through the program's terminal
     assert err == "oops\n"
     assert status == {"code": 0, "signal": None, "interrupted": False, "memory_error": False}

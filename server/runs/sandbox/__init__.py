@@ -16,7 +16,7 @@ later, is one more pair of classes implementing these two protocols.
 """
 import asyncio
 import logging
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..disk_guard import GroupWrites
 from .launch import Exit, SandboxError
@@ -27,6 +27,7 @@ __all__ = ["SandboxKind", "StartedSandbox", "SandboxError", "Exit", "resolve", "
 log = logging.getLogger(__name__)
 
 
+@runtime_checkable
 class StartedSandbox(Protocol):
     """One started sandbox: a launcher that waits for `go` (its frames:
     protocol.py), as run.py and the job drive it."""
@@ -61,6 +62,7 @@ class StartedSandbox(Protocol):
         """CPU the kernel counted for its cgroup so far; None without one."""
 
 
+@runtime_checkable
 class SandboxKind(Protocol):
     """A kind of sandbox, made once per worker: it starts sandboxes."""
 
