@@ -1,1 +1,1 @@
-"""Running students' programs: sandboxes, admission, the WebSocket."""
+"""Running students' programs: jobs (job.py) for whoever asks, the IDE sockets (manager.py, handlers.py), sandboxes."""
