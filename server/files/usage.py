@@ -58,10 +58,9 @@ class HomeUsage:
         home.due = self.track(later())
 
     def forget(self, user: dict) -> None:
-        """`user` left this worker: what was recorded is read again next time."""
-        home = self.homes.get(user["id"])
-        if home is not None and home.due is None:
-            del self.homes[user["id"]]
+        """`user` left this worker: their record goes (a walk still due ends
+        on its own), and their next run here walks their home at once."""
+        self.homes.pop(user["id"], None)
 
     async def _walk(self, user, home, tell):
         home.measured_at = time.monotonic()

@@ -108,6 +108,12 @@ class Jobs:
         self.track(job.live())
         return job
 
+    def left(self, user: dict) -> None:
+        """`user` has no IDE open here any more: what is kept for them goes
+        (their ready sandbox, their home's usage record)."""
+        self.warm.unwant(user)
+        self.files.usage.forget(user)
+
     def claims(self) -> list[str]:
         """Run lock ids held by this worker's jobs (kept alive by its heartbeat)."""
         return [job.claim for job in self.live if job.claim is not None]

@@ -101,7 +101,7 @@ class RunManager:
             self.jobs.events.student_online(student.user, False)
         if not student.connections and not replaced:
             self.students.pop(student.user["id"], None)
-            self.jobs.warm.unwant(student.user)
+            self.jobs.left(student.user)
 
     # -- runs -----------------------------------------------------------------
 
