@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Callable
 
 from .. import metrics
 from ..accounts import rules
+from ..accounts.uids import run_uid
 from ..batch import Batch
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
-from ..runs.sandbox import run_uid
 from . import faults, gate, paths
 from .area import Area
 from .processes import FileProcesses

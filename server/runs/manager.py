@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from .. import metrics
 from ..accounts import sessions
+from ..accounts.uids import run_uid
 from ..errors import Refused
 from ..files.store import Area
 from ..teaching.activity import error_line
@@ -39,7 +40,7 @@ from .admission import QueueFull
 from .disk_guard import DiskGuard
 from .protocol import BadFrame, read_frame
 from .run import Run
-from .sandbox import ProgramLimits, run_uid
+from .sandbox import ProgramLimits
 
 log = logging.getLogger(__name__)
 
