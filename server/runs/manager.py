@@ -211,7 +211,7 @@ class RunManager:
         user = conn.student.user
         area = Area.home(user["username"])
         # A file, in a home within its quota:
-        used = await ctx.files.run(user["username"], "run", ctx.store.check_runnable, area, job.parts)
+        used = await ctx.files.check_runnable(user["username"], area, job.parts)
         claim = f"{id(job):x}-{time.monotonic_ns():x}"
         claimed = await runlock.claim(ctx.pool, user["username"], claim, conn.token_hash)
         if claimed == "session_ended":
@@ -307,7 +307,7 @@ class RunManager:
     async def _over_quota(self, area):
         """While a program runs: has its home gone over its quota?"""
         username = area.key.split("/", 1)[1]
-        return await self.ctx.files.run(username, "quota", self.ctx.store.quota_problem, area, True) is not None
+        return await self.ctx.files.quota_problem(username, area) is not None
 
     def _disk_guard(self, sandbox, area, used):
         """The run's write budget (disk_guard.py): what the quota leaves of
@@ -318,8 +318,7 @@ class RunManager:
         cfg, username = self.ctx.cfg, area.key.split("/", 1)[1]
 
         async def room_left():
-            used, _, problem = await self.ctx.files.run(username, "quota", self.ctx.store.measure, area)
-            return None if problem else cfg.QUOTA_BYTES - used
+            return await self.ctx.files.room_left(username, area)
         return DiskGuard(writes, room_left, cfg.QUOTA_BYTES - used, cfg.RUN_FILE_MB << 20)
 
     async def _measure_after_run(self, conn, now=False):
@@ -351,8 +350,7 @@ class RunManager:
         user, student = conn.student.user, conn.student
         student.measured_at = time.monotonic()
         try:
-            used, files, problem = await self.ctx.files.run(user["username"], "measure", self.ctx.store.measure,
-                                                            Area.home(user["username"]))
+            used, files, problem = await self.ctx.files.measure(user["username"], Area.home(user["username"]))
             if student.disk != (used, files):  # most runs write nothing: no statement then
                 await self.ctx.pool.execute(
                     "UPDATE users SET disk_bytes = $2, disk_files = $3, disk_measured_at = now() WHERE id = $1",
