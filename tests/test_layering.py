@@ -74,3 +74,17 @@ def test_every_file_operation_is_a_store_method():
     assert set(OPERATIONS) == set(Op)
     for op, fn in OPERATIONS.items():
         assert getattr(Store, fn.__name__) is fn, op
+
+
+def test_classes_are_what_files_needs_of_them():
+    """teaching's Classes implements the Membership files declares."""
+    import inspect
+
+    from server.files.service import Membership
+    from server.teaching.classes import Classes
+    needed = [n for n, f in vars(Membership).items() if inspect.iscoroutinefunction(f)]
+    assert needed == ["area", "may_read_home"]
+    for name in needed:
+        assert inspect.iscoroutinefunction(getattr(Classes, name))
+        assert inspect.signature(getattr(Classes, name)).parameters.keys() == \
+            inspect.signature(getattr(Membership, name)).parameters.keys()

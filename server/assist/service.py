@@ -1,6 +1,6 @@
 """The assist service: completions, signatures, descriptions and
 diagnostics for the text a user is editing, computed by the pool of assist
-processes (pool.py, engine.py).
+processes (pool.py; each runs child/).
 
 The text comes from the browser (it need not be saved); the modules it
 imports come from the user's area, read by the files service

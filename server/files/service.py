@@ -80,7 +80,7 @@ class Files:
         self.threads = threads  # the file threads, for the rest (executor.BoundedExecutor)
         self.pool = pool
         self.cfg = cfg
-        self.classes = classes  # who is in which class (teaching/classes.py)
+        self.classes = classes  # who is in which class (a Membership: teaching/classes.py)
         self._areas_made = set()  # keys of the course areas known to have their folder
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
