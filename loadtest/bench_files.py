@@ -111,7 +111,7 @@ PARTS = [("(waiting for events)", ("EpollSelector.select",)),
          ("session check", ("server/accounts/sessions.py",)),
          ("PostgreSQL (asyncpg, our pool)", ("asyncpg/", "server/db.py")),
          ("JSON", ("json/",)),
-         ("handing calls to the file processes", ("server/files/processes.py", "server/files/child.py")),
+         ("handing calls to the file processes", ("server/files/processes.py", "server/files/child/")),
          ("Tornado and asyncio", ("tornado/", "asyncio/", "selectors.py"))]
 
 

@@ -65,7 +65,7 @@ CASES = [
 # Runs in a process of its own, with the checkout under test first on sys.path.
 CHILD = """
 import json, sys, tempfile
-from server.assist.engine import Engine
+from server.assist.child.engine import Engine
 engine = Engine(sys.argv[1], tempfile.mkdtemp())
 out = []
 for source, _ in json.load(sys.stdin):

@@ -59,7 +59,7 @@ def process_cpu(pids):
 
 
 def file_processes(worker_pids):
-    """Pids of the file processes (server/files/child.py) of the workers
+    """Pids of the file processes (server/files/child/) of the workers
     `worker_pids`: the server's own work, like the workers'."""
     import psutil
     found = []

@@ -19,6 +19,7 @@ from . import db, metrics, notify
 from .app import make_app
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
+from .accounts.uids import run_uid
 from .assist.service import Assist
 from .executor import BoundedExecutor
 from .fifo import FifoGate
@@ -30,7 +31,6 @@ from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
 from .runs.events import Guarded
 from .runs.job import Jobs
-from .runs.sandbox.launch import run_uid
 from .runs.warm import WarmSandboxes
 from .teaching.classes import Classes
 from .teaching.service import Teaching

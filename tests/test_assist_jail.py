@@ -98,7 +98,7 @@ def test_helpers_never_run_as_root_and_status_says_how_they_are_walled(dotted_se
     helping = r.json()["editing_help"]
     assert helping["on"] is True and "bubblewrap" in helping["walls"]
     workers = [p for p in psutil.process_iter(["cmdline", "uids"])
-               if "server.assist.worker" in " ".join(p.info["cmdline"] or ())
+               if "server.assist.child" in " ".join(p.info["cmdline"] or ())
                and "--folder" in (p.info["cmdline"] or ())]
     mine = [p for p in workers if _descends_from(p, server.proc.pid)]
     assert len(mine) >= 2

@@ -12,6 +12,7 @@ import pytest
 from server.errors import Refused
 from server.executor import Busy
 from server.files.area import Area
+from server.files.child.protocol import NoSuchOperation, Op
 from server.files.paths import NotAFile
 from server.files.processes import FileProcesses
 from server.files.store import Limits, Store
@@ -47,16 +48,16 @@ def test_answers_and_refusals_cross_intact(tmp_path):
     os.mkfifo(os.path.join(store.home_path("ada"), "pipe"))  # a student's program made it
 
     async def check(processes):
-        meta = await processes.run("save", HOME, ("a.py",), b"print(1)\n", None)
-        data, etag, read_meta = await processes.run("read", HOME, ("a.py",), None)
+        meta = await processes.call(Op.SAVE, HOME, ("a.py",), b"print(1)\n", None)
+        data, etag, read_meta = await processes.call(Op.READ, HOME, ("a.py",), None)
         assert (data, etag, read_meta["size"]) == (b"print(1)\n", meta["etag"], 9)
         with pytest.raises(NotAFile) as refused:  # a subclass, with its own constructor
-            await processes.run("read", HOME, ("pipe",), None)
+            await processes.call(Op.READ, HOME, ("pipe",), None)
         assert (refused.value.status, refused.value.code) == (400, "not_a_file")
         with pytest.raises(Refused) as refused:
-            await processes.run("save", HOME, ("a.py",), b"print(2)\n", "not-the-etag")
+            await processes.call(Op.SAVE, HOME, ("a.py",), b"print(2)\n", "not-the-etag")
         assert refused.value.status == 409
-        data, _, _ = await processes.run("read", HOME, ("a.py",), None)
+        data, _, _ = await processes.call(Op.READ, HOME, ("a.py",), None)
         assert data == b"print(1)\n"  # the refused save changed nothing
     with_processes(store, 2, check)
 
@@ -68,12 +69,12 @@ def test_a_caller_that_gives_up_never_gets_or_leaves_another_calls_answer(tmp_pa
     slow = store_at(tmp_path, delay_ms=300)  # the same files, on a slow file system
 
     async def check(processes):
-        given_up = asyncio.ensure_future(processes.run("read", HOME, ("a.py",), None))
+        given_up = asyncio.ensure_future(processes.call(Op.READ, HOME, ("a.py",), None))
         await asyncio.sleep(0.1)  # the one process is in the call
         given_up.cancel()
-        data, _, _ = await processes.run("read", HOME, ("b.py",), None)
+        data, _, _ = await processes.call(Op.READ, HOME, ("b.py",), None)
         assert data == b"b"
-        data, _, _ = await processes.run("read", HOME, ("a.py",), None)
+        data, _, _ = await processes.call(Op.READ, HOME, ("a.py",), None)
         assert data == b"a"
     with_processes(slow, 1, check)
 
@@ -82,15 +83,15 @@ def test_a_killed_process_costs_its_own_call_only_and_is_replaced(tmp_path):
     store = store_at(tmp_path, delay_ms=300)
 
     async def check(processes):
-        await processes.run("save", HOME, ("a.py",), b"a", None)
+        await processes.call(Op.SAVE, HOME, ("a.py",), b"a", None)
         [first] = pids(processes)
-        call = asyncio.ensure_future(processes.run("save", HOME, ("a.py",), b"lost?", "*"))
+        call = asyncio.ensure_future(processes.call(Op.SAVE, HOME, ("a.py",), b"lost?", "*"))
         await asyncio.sleep(0.1)  # in the call
         os.kill(first, signal.SIGKILL)
         with pytest.raises(Refused) as refused:
             await call
         assert (refused.value.status, refused.value.code) == (503, "file_process_lost")
-        data, _, _ = await processes.run("read", HOME, ("a.py",), None)
+        data, _, _ = await processes.call(Op.READ, HOME, ("a.py",), None)
         assert data in (b"a", b"lost?")  # never acknowledged, atomic either way
         # Killed while idle: once the worker has seen it go, nobody's call fails.
         while pids(processes) in ({first}, set()):
@@ -100,7 +101,7 @@ def test_a_killed_process_costs_its_own_call_only_and_is_replaced(tmp_path):
         while pids(processes) in ({second}, set()):
             await asyncio.sleep(0.01)
         for _ in range(3):
-            await processes.run("save", HOME, ("a.py",), b"after", "*")
+            await processes.call(Op.SAVE, HOME, ("a.py",), b"after", "*")
         assert len(pids(processes)) == 1 and second not in pids(processes)
     with_processes(store, 1, check)
 
@@ -109,12 +110,12 @@ def test_calls_past_the_backlog_are_refused_at_once(tmp_path):
     store = store_at(tmp_path, delay_ms=200)
 
     async def check(processes):
-        held = [asyncio.ensure_future(processes.run("list", HOME, ())) for _ in range(2)]
+        held = [asyncio.ensure_future(processes.call(Op.LIST, HOME, ())) for _ in range(2)]
         await asyncio.sleep(0)
         with pytest.raises(Busy):
-            await processes.run("list", HOME, ())
+            await processes.call(Op.LIST, HOME, ())
         assert [len(listing) for listing in await asyncio.gather(*held)] == [0, 0]
-        assert await processes.run("list", HOME, ()) == []  # room again
+        assert await processes.call(Op.LIST, HOME, ()) == []  # room again
     with_processes(store, 1, check, max_pending=2)
 
 
@@ -123,7 +124,7 @@ def test_closing_ends_every_process(tmp_path):
     seen = set()
 
     async def check(processes):
-        await processes.run("list", HOME, ())
+        await processes.call(Op.LIST, HOME, ())
         seen.update(processes._watching)
     with_processes(store, 3, check)
     assert len(seen) == 3 and all(p.popen.returncode is not None for p in seen)
@@ -135,9 +136,9 @@ def test_a_call_that_fails_unexpectedly_is_answered_and_keeps_the_process(tmp_pa
     async def check(processes):
         [pid] = pids(processes)
         with pytest.raises(AttributeError) as failed:  # not a refusal: the worker logs it as a bug
-            await processes.run("no_such_method")
+            await processes.call("no_such_method")
         assert "no_such_method" in str(failed.value)
-        assert await processes.run("list", HOME, ()) == []
+        assert await processes.call(Op.LIST, HOME, ()) == []
         assert pids(processes) == {pid}  # the same process answered both
     with_processes(store, 1, check)
 
@@ -154,13 +155,28 @@ def test_a_call_past_its_deadline_is_refused_and_its_process_replaced(tmp_path):
         loop = asyncio.get_running_loop()
         before = pids(processes)
         with pytest.raises(NotAnswering) as refused:
-            await processes.run("save", HOME, ("a.py",), b"print(1)\n", None, deadline=loop.time() + 0.5)
+            await processes.call(Op.SAVE, HOME, ("a.py",), b"print(1)\n", None, deadline=loop.time() + 0.5)
         assert (refused.value.status, refused.value.code) == (503, "storage_not_answering")
         # The other process and the replacement answer (a listing does not wait).
         for _ in range(4):
-            assert await processes.run("list", HOME, (), deadline=loop.time() + HANG) is not None
+            assert await processes.call(Op.LIST, HOME, (), deadline=loop.time() + HANG) is not None
         while len(processes._live) < processes.count or processes._stuck:
             await asyncio.sleep(0.05)
         assert len(pids(processes)) == processes.count and pids(processes) != before
 
     with_processes(store, 2, check)
+
+
+def test_a_process_makes_only_the_operations_of_its_table(tmp_path):
+    """A call names an Op; a store method's name, or anything else not in
+    the table, is refused by the process, which then goes on."""
+    store = store_at(tmp_path)
+
+    async def check(processes):
+        [pid] = pids(processes)
+        for not_an_op in ("save", "home_path", "__init__", ["save"], None):
+            with pytest.raises(NoSuchOperation):
+                await processes.call(not_an_op, HOME, ("a.py",), b"x", None)
+        assert await processes.call(Op.LIST, HOME, ()) == []  # nothing was saved
+        assert pids(processes) == {pid}
+    with_processes(store, 1, check)

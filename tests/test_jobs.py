@@ -78,8 +78,7 @@ def worker_here(fresh_db, data_dir):
 
 
 async def save(ctx, user, name, source):
-    done = await ctx.files.upload(user, Area.home(user["username"]), (), [(name, source.encode())], True)
-    assert done["saved"] and not done["refused"], done
+    await ctx.files.save(user["username"], Area.home(user["username"]), (name,), source.encode(), "*")
 
 
 def held_by(ctx, job):
@@ -112,9 +111,8 @@ def test_a_job_with_no_socket_runs_with_every_defence_and_gives_everything_back(
         [exit_] = collector.of("exit")
         assert exit_["reason"] == "ok" and exit_["code"] == 0, exit_
         assert job.state is State.ENDED
-        home = ctx.files.store.home_path(user["username"])
-        with open(os.path.join(home, "out.txt")) as f:
-            assert f.read() == "made by a job"
+        data, _, _ = await ctx.files.read(user["username"], Area.home(user["username"]), ("out.txt",))
+        assert data == b"made by a job"
         # Nobody has an IDE open: the sandbox went with the run, and nothing else is held.
         assert held_by(ctx, job) == NOTHING
         assert await ctx.pool.fetchval("SELECT count(*) FROM active_runs WHERE username = 'ada'") == 0

@@ -16,8 +16,7 @@ from .. import db
 from ..config import Config
 from ..errors import Refused
 from ..executor import BoundedExecutor
-from ..teaching import classes
-from . import class_list, passwords, rules, sessions, throttle
+from . import class_list, memberships, passwords, rules, sessions, throttle
 from .audit import audit
 from .devices import Devices
 
@@ -229,7 +228,7 @@ class Accounts:
                     await audit(conn, actor, "create_user", r.username, role=r.role, source=source)
                     if r.class_name:
                         members.setdefault(r.class_name, []).append(created[r.username])
-            await classes.join_by_name(conn, actor, members)
+            await memberships.join_by_name(conn, actor, members)
         return [Imported(r.line, r.username, r.name, r.role, r.username in created,
                          plain[r.username] if r.username in created and r.password is None else None,
                          r.class_name)

@@ -31,7 +31,8 @@ import tempfile
 from ..runs import cgroups
 
 PACKAGES = ("jedi", "parso", "pyflakes")
-CODE = ("__init__.py", "assist/__init__.py", "assist/engine.py", "assist/ranking.py", "assist/worker.py")
+CODE = ("__init__.py", "assist/__init__.py", "assist/child/__init__.py", "assist/child/__main__.py",
+        "assist/child/engine.py", "assist/child/ranking.py")  # what runs in the jail: child/
 LIB = "/opt/assist"  # where the copy is seen in the jail
 FOLDER = "/tmp/assist"  # the process's own folder in the jail (its /tmp is private)
 TMP_BYTES = 64 << 20
@@ -91,7 +92,7 @@ class Jail:
 
     def worker(self, python):
         """The command line of one assist process."""
-        return self.argv("-m", "server.assist.worker", "--python", python, "--folder", FOLDER)
+        return self.argv("-m", "server.assist.child", "--python", python, "--folder", FOLDER)
 
     def argv(self, *args):
         argv = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",

@@ -1,4 +1,4 @@
-"""A bounded pool of assist processes (worker.py) and the line of requests
+"""A bounded pool of assist processes (child/) and the line of requests
 waiting for one.
 
 Each request has a key (a student and what they ask for). A student has at

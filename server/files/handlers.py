@@ -1,6 +1,6 @@
-"""HTTP endpoints of files: parse, authorize and call the files service
-(service.py), which runs the store's blocking work in the file processes;
-answer. Areas in URLs: `home`, `course`, `class/<id>`, `user/<username>`
+"""HTTP endpoints of files: parse, authorize and call the files service's
+named methods (service.py), which place the store's blocking work and
+announce the changes; answer. Areas in URLs: `home`, `course`, `class/<id>`, `user/<username>`
 (service.py).
 """
 import logging
@@ -19,19 +19,16 @@ AREA = r"(home|course|class/[^/]+|user/[^/]+)"
 
 class FilesBase(ApiHandler):
     @property
-    def store(self):
-        return self.ctx.store
+    def files(self):
+        return self.ctx.files
 
-    async def fs(self, op, fn, *args):
-        """A blocking store call, in the current user's place (service.Files.run)."""
-        return await self.ctx.files.run(self.current_user["username"], op, fn, *args)
+    @property
+    def username(self):
+        return self.current_user["username"]
 
     async def area(self, spec, write):
         """The Area `spec` names, if the current user may read (or write) it."""
-        return await self.ctx.files.area(await self.require_user(), spec, write)
-
-    def changed(self, area, kind, parts, etag=None, to=None):
-        self.ctx.files.changed(self.current_user["username"], area, kind, "/".join(parts), etag, to)
+        return await self.files.area(await self.require_user(), spec, write)
 
     def answer_meta(self, meta):
         if "etag" in meta:
@@ -39,20 +36,17 @@ class FilesBase(ApiHandler):
         self.finish_json(meta)
 
     async def stream_file(self, area, parts):
-        f = await self.fs("download", self.store.open_download, area, parts)
+        download = await self.files.download(self.username, area, parts)
         try:
             self.set_header("Content-Type", "application/octet-stream")
             self.set_header("Content-Disposition", _attachment(parts[-1]))
-            while True:
-                block = await self.fs("download", f.read, 256 << 10)
-                if not block:
-                    break
+            while (block := await download.next()) is not None:
                 self.write(block)
                 await self.flush()  # waits for the client: memory stays at one block
         except iostream.StreamClosedError:
             return
         finally:
-            await self.ctx.files.release(f.close)
+            await download.close()
         self.finish()
 
 
@@ -68,14 +62,14 @@ class FilesHandler(FilesBase):
         area = await self.area(spec, write=False)
         if self.get_argument("download", None):
             return await self.stream_file(area, parts)
-        if not parts or await self.fs("stat", self.store.is_dir, area, parts):
+        if not parts or await self.files.is_dir(self.username, area, parts):
             if self.get_argument("tree", None):
-                entries, truncated = await self.fs("tree", self.store.tree, area, parts)
+                entries, truncated = await self.files.tree(self.username, area, parts)
                 return self.finish_json({"path": "/".join(parts), "kind": "folder", "entries": entries,
                                          "truncated": truncated})
-            entries = await self.fs("list", self.store.list, area, parts)
+            entries = await self.files.list(self.username, area, parts)
             return self.finish_json({"path": "/".join(parts), "kind": "folder", "entries": entries})
-        data, etag, meta = await self.fs("read", self.store.read, area, parts, TEXT_LIMIT)
+        data, etag, meta = await self.files.read(self.username, area, parts, TEXT_LIMIT)
         text = as_text(data) if data is not None else None
         meta.update({"etag": etag, "content": text,
                      "encoding": "utf-8" if text is not None else None})
@@ -89,8 +83,7 @@ class FilesHandler(FilesBase):
         if_match = self.request.headers.get("If-Match")
         if if_match is not None:
             if_match = if_match.strip().removeprefix("W/").strip('"')
-        meta = await self.fs("save", self.store.save, area, parts, bytes(self._body), if_match)
-        self.changed(area, "save", parts, etag=meta.get("etag"))
+        meta = await self.files.save(self.username, area, parts, bytes(self._body), if_match)
         self.answer_meta(meta)
 
     async def post(self, spec, path):
@@ -99,26 +92,22 @@ class FilesHandler(FilesBase):
         body = self.json_body()
         action = self.field(body, "action", str, max_len=20)
         if action == "mkdir":
-            await self.fs("mkdir", self.store.mkdir, area, parts)
-            self.changed(area, "mkdir", parts)
+            await self.files.mkdir(self.username, area, parts)
             return self.finish_json({"path": "/".join(parts), "kind": "folder"}, 201)
         if action == "move":
             dest = paths.parse(self.field(body, "to", str, max_len=paths.MAX_PATH_BYTES), allow_root=False)
-            await self.fs("move", self.store.move, area, parts, dest)
-            self.changed(area, "move", parts, to="/".join(dest))
+            await self.files.move(self.username, area, parts, dest)
             return self.finish_json({"path": "/".join(dest)})
         if action == "restore":
             version = self.field(body, "version", str, max_len=100)
-            meta = await self.fs("restore", self.store.restore, area, parts, version)
-            self.changed(area, "save", parts, etag=meta.get("etag"))
+            meta = await self.files.restore(self.username, area, parts, version)
             return self.answer_meta(meta)
         raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
 
     async def delete(self, spec, path):
         parts = paths.parse(path or "", allow_root=False)
         area = await self.area(spec, write=True)
-        done = await self.fs("delete", self.store.delete, area, parts)
-        self.changed(area, "delete", parts)
+        done = await self.files.delete(self.username, area, parts)
         self.finish_json(done)
 
 
@@ -130,9 +119,9 @@ class HistoryHandler(FilesBase):
         parts = paths.parse(path or "", allow_root=False)
         version = self.get_argument("version", None)
         if version is None:
-            versions = await self.fs("history", self.store.history, area, parts)
+            versions = await self.files.history(self.username, area, parts)
             return self.finish_json({"path": "/".join(parts), "versions": versions})
-        data = await self.fs("read", self.store.read_version, area, parts, version)
+        data = await self.files.read_version(self.username, area, parts, version)
         text = as_text(data)
         self.finish_json({"path": "/".join(parts), "version": version, "size": len(data),
                           "content": text, "encoding": "utf-8" if text is not None else None})
@@ -158,8 +147,8 @@ class UploadHandler(FilesBase):
             raise ApiError(400, "bad_multipart", "The upload is not a valid multipart/form-data body.") \
                 from None
         uploads = [(f.filename, f.body) for group in files.values() for f in group]
-        report = await self.ctx.files.upload(self.current_user, area, folder, uploads,
-                                             overwrite=bool(self.get_argument("overwrite", None)))
+        report = await self.files.upload(self.username, area, folder, uploads,
+                                         overwrite=bool(self.get_argument("overwrite", None)))
         self.finish_json(report, 200 if report["saved"] else 409)
 
 
@@ -170,15 +159,15 @@ class ZipHandler(FilesBase):
         area = await self.area(spec, write=False)
         parts = paths.parse(path or "")
         name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
-        chunks = self.store.zip_chunks(area, parts)
-        first = await self.fs("zip", next, chunks, None)  # checks the folder: errors before headers
+        zipped = await self.files.zip(self.username, area, parts)
+        first = await zipped.next()  # checks the folder: errors before headers
         self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", _attachment(name))
         try:
             while first is not None:
                 self.write(first)
                 await self.flush()
-                first = await self.fs("zip", next, chunks, None)
+                first = await zipped.next()
         except iostream.StreamClosedError:
             return
         except Exception as e:
@@ -189,7 +178,7 @@ class ZipHandler(FilesBase):
             self.request.connection.close()
             return
         finally:
-            await self.ctx.files.release(chunks.close)
+            await zipped.close()
         self.finish()
 
 
@@ -199,16 +188,14 @@ class TrashHandler(FilesBase):
 
     async def get(self, spec):
         area = await self.area(spec, write=False)
-        self.finish_json({"entries": await self.fs("trash", self.store.trash_list, area)})
+        self.finish_json({"entries": await self.files.trash_list(self.username, area)})
 
     async def post(self, spec):
         area = await self.area(spec, write=True)
         body = self.json_body()
         record = self.field(body, "id", str, max_len=100)
         path = self.field(body, "path", str, max_len=paths.MAX_PATH_BYTES, required=False)
-        report = await self.fs("restore", self.store.trash_restore, area, record, path)
-        for restored in report["restored"]:
-            self.changed(area, "save", (restored,))
+        report = await self.files.trash_restore(self.username, area, record, path)
         self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 

@@ -1,4 +1,4 @@
-"""The store's calls, run in processes of the worker's own.
+"""The store's operations, made in processes of the worker's own.
 
 A file call is a chain of short system calls (a save makes about 55), and a
 Python thread hands the interpreter lock over at each of them. In the file
@@ -34,7 +34,9 @@ most `count` abandoned processes are kept waiting for their exit; beyond
 that no more are started until one exits, so a storage that stays hung
 costs a bounded number of processes.
 
-Each process runs child.py.
+Each process runs child/ (python -m server.files.child); a call names
+its operation by a protocol.Op, and the process makes only those in its
+table (child/protocol.py).
 """
 import asyncio
 import json
@@ -49,7 +51,7 @@ from .. import timing
 from ..errors import Refused
 from ..executor import Busy
 from . import child
-from .child import frame
+from .child.protocol import Op, frame
 from .faults import NotAnswering
 from .store import Store
 
@@ -186,14 +188,14 @@ class FileProcesses:
         process.close()
         self._fill()
 
-    async def run(self, method: str, *args, deadline: float = None):
-        """store.<method>(*args) in a file process, answered by the loop time
+    async def call(self, op: Op, *args, deadline: float = None):
+        """The operation `op` with `args` in a file process, answered by the loop time
         `deadline` or refused with NotAnswering; the seconds spent waiting for
         a process and in the call count as the request's `fs_wait` and `fs`."""
         if self.pending >= self.max_pending:
             raise Busy("fs")
         loop = asyncio.get_running_loop()
-        request = frame((method, args))
+        request = frame((op, args))
         self.pending += 1
         queued = time.perf_counter()
         try:

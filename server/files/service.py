@@ -12,51 +12,76 @@ reach what:
                     classes and admins (an admin may also read a teacher's
                     or admin's home)
 
-Handlers, the run service and the teaching service call it; each call
-takes one of the places its user has (gate.py), so no student can fill the
-file processes or threads the class shares.
+Handlers, the run service, the teaching service and editing help call
+its named methods (read, save, ..., check_runnable, measure, push,
+python_modules); where each call runs is its own business: the store's
+operations in a file process (processes.py, by an explicit child.protocol.Op),
+the rest (a download's blocks, a zip's, a push over many homes, a folder's
+modules) in a file thread. Each call takes one of the places its user has
+(gate.py), so no student can fill the file processes or threads the class
+shares, and has FILE_DEADLINE to answer; a storage error becomes a refusal
+that says so (faults.py). A change made is announced to the open IDEs
+(changes.py) by the method that made it.
+
+What it needs of classes (who may read or write a course folder, whose
+home a teacher may read) it declares as `Membership`, which
+teaching/classes.py implements: files imports nothing of teaching.
 """
+from __future__ import annotations  # the annotations name `list` in a class that has a method of that name
+
 import asyncio
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from .. import metrics
 from ..accounts import rules
+from ..accounts.uids import run_uid
 from ..batch import Batch
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
 from ..executor import BoundedExecutor
-from ..runs.sandbox.launch import run_uid
 from . import faults, gate, paths
 from .area import Area
+from .child.protocol import Op
+from .modules import modules
 from .processes import FileProcesses
+from .push import Pushed, copy_into_homes
 from .usage import HomeUsage
 from .store import Store
-
-if TYPE_CHECKING:
-    from ..teaching.classes import Classes
 
 log = logging.getLogger(__name__)
 
 STAFF = ("teacher", "admin")
 SIGN_IN_WAIT = 1.0  # seconds a sign-in waits for its home to be made
-_IN_THREADS = {"open_download"}  # its answer is an open file, read on in the worker
+DOWNLOAD_BLOCK = 256 << 10  # bytes of a download read at a time
 # Operations whose success shows the storage takes changes again (no longer read-only or full).
 _CHANGES = {"save", "upload", "mkdir", "move", "restore", "delete", "home", "push"}
 
 
+class Membership(Protocol):
+    """What files needs to know of classes (teaching/classes.py has it)."""
+
+    async def area(self, user: dict, spec: str, write: bool) -> Area:
+        """The course folder `spec` names (`course`, `class/<id>`), if `user`
+        may read it (or write it, with `write`); else Refused."""
+
+    async def may_read_home(self, user: dict, owner: str) -> bool | None:
+        """Whether `user` (staff) may read the home of `owner`; None when,
+        for `user`, there is no such student."""
+
+
 class Files:
     def __init__(self, store: Store, processes: FileProcesses, threads: BoundedExecutor, pool: Pool, cfg: Config,
-                 classes: "Classes"):
+                 classes: Membership):
         self.store = store
         self.processes = processes  # where the store's calls run (processes.py)
         self.threads = threads  # the file threads, for the rest (executor.BoundedExecutor)
         self.pool = pool
         self.cfg = cfg
-        self.classes = classes  # who is in which class (teaching/classes.py)
+        self.classes = classes  # who is in which class (a Membership: teaching/classes.py)
         self._areas_made = set()  # keys of the course areas known to have their folder
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
@@ -64,22 +89,20 @@ class Files:
         self.changes = None  # changes.FileChanges: the open IDEs are told of every change (set by the worker)
         self.usage = HomeUsage(pool, lambda username: self.measure(username, Area.home(username)))
 
-    async def run(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
-        """fn(*args) in `username`'s place, timed as `op`: a method of the
-        store in a file process, anything else (a stream's next block, work
-        over many homes) in a file thread. It has `seconds` (FILE_DEADLINE)
-        to answer, waiting for its place included; past that the student
-        is told the file server is not answering. A storage error (read-only,
-        full, I/O) becomes a refusal that says so (faults.py)."""
+    # -- where a call runs ------------------------------------------------------------
+
+    async def _placed(self, username: str, op: str, call: Callable, seconds: float = None):
+        """await call(deadline) in `username`'s place, timed as `op` (the
+        metric's label). It has `seconds` (FILE_DEADLINE) to answer, waiting
+        for its place included; past that the student is told the file
+        server is not answering. A storage error (read-only, full, I/O)
+        becomes a refusal that says so (faults.py)."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         deadline = loop.time() + (seconds or self.cfg.FILE_DEADLINE)
         try:
             async with gate.place(username, deadline):
-                if getattr(fn, "__self__", None) is self.store and fn.__name__ not in _IN_THREADS:
-                    result = await self.processes.run(fn.__name__, *args, deadline=deadline)
-                else:
-                    result = await self._in_thread(fn, args, deadline)
+                result = await call(deadline)
         except faults.NotAnswering:
             self.health.failed(faults.FAILING, f"a file call did not finish within {self.cfg.FILE_DEADLINE} s "
                                                "(the file server is not answering)")
@@ -94,6 +117,16 @@ class Files:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
         self.health.worked(changed=op in _CHANGES)
         return result
+
+    async def _in_process(self, username: str, op: str, operation: Op, *args, seconds: float = None):
+        """The store's `operation` with `args`, in a file process."""
+        return await self._placed(username, op, lambda deadline: self.processes.call(operation, *args,
+                                                                                      deadline=deadline), seconds)
+
+    async def _threaded(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
+        """fn(*args) in a file thread: what is not one of the store's
+        operations (a stream's next block, work over many homes)."""
+        return await self._placed(username, op, lambda deadline: self._in_thread(fn, args, deadline), seconds)
 
     async def _in_thread(self, fn, args, deadline):
         """fn(*args) in a file thread, answered by `deadline`. A thread stuck
@@ -116,7 +149,7 @@ class Files:
             given_up.set()
             raise faults.NotAnswering() from None
 
-    async def release(self, fn: Callable, *args):
+    async def _release(self, fn: Callable, *args):
         """A call that gives something back (closing a file): never refused,
         and waited for until the deadline at most. Behind a read stuck in a
         hung storage, the close happens when that read returns (a stream
@@ -143,8 +176,7 @@ class Files:
         if spec == "course" or spec.startswith("class/"):
             area = await self.classes.area(user, spec, write)
             if area.key not in self._areas_made:  # a class's folder is made at its first use
-                await self.run(user["username"], "area", self.store.ensure_area, area)
-                self._areas_made.add(area.key)
+                await self.ensure_area(user["username"], area)
             return area
         owner = spec[len("user/"):]
         if user["role"] not in STAFF:
@@ -160,7 +192,7 @@ class Files:
             raise Refused(403, "not_your_student", "This student is not in a class you teach.")
         return Area.home(owner)
 
-    def changed(self, username: str, area: Area, kind: str, path: str, etag: str | None = None,
+    def _changed(self, username: str, area: Area, kind: str, path: str, etag: str | None = None,
                 to: str | None = None) -> None:
         """`username` changed `path` in `area`: every open IDE that shows the
         area is told (changes.py), as done by "you" in one's own home and by
@@ -175,15 +207,6 @@ class Files:
         if self.changes is not None:
             self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher")
 
-    async def check_runnable(self, username: str, area: Area, parts: tuple[str, ...]):
-        return await self.run(username, "run", self.store.check_runnable, area, parts)
-
-    async def quota_problem(self, username: str, area: Area):
-        return await self.run(username, "quota", self.store.quota_problem, area, True)
-
-    async def measure(self, username: str, area: Area):
-        return await self.run(username, "measure", self.store.measure, area)
-
     async def _write_save_times(self, times: dict) -> None:
         # greatest(): another worker may have recorded a later save already.
         names = list(times)
@@ -192,7 +215,88 @@ class Files:
                FROM unnest($1::text[], $2::float8[]) AS t(username, at) WHERE u.username = t.username""",
             names, [times[n] for n in names])
 
-    async def upload(self, user: dict, area: Area, folder: tuple[str, ...], uploads: list[tuple[str, bytes]],
+    # -- reading ----------------------------------------------------------------------
+
+    async def is_dir(self, username: str, area: Area, parts: tuple) -> bool:
+        return await self._in_process(username, "stat", Op.IS_DIR, area, parts)
+
+    async def list(self, username: str, area: Area, parts: tuple) -> list[dict]:
+        """The entries of a folder."""
+        return await self._in_process(username, "list", Op.LIST, area, parts)
+
+    async def tree(self, username: str, area: Area, parts: tuple) -> tuple[list[dict], bool]:
+        """Everything below a folder: (entries, truncated)."""
+        return await self._in_process(username, "tree", Op.TREE, area, parts)
+
+    async def read(self, username: str, area: Area, parts: tuple, limit: int | None = None) -> tuple:
+        """(data, etag, meta) of a file; data None past `limit` bytes."""
+        return await self._in_process(username, "read", Op.READ, area, parts, limit)
+
+    async def history(self, username: str, area: Area, parts: tuple) -> list[dict]:
+        """The earlier versions of a file."""
+        return await self._in_process(username, "history", Op.HISTORY, area, parts)
+
+    async def read_version(self, username: str, area: Area, parts: tuple, version: str) -> bytes:
+        return await self._in_process(username, "read", Op.READ_VERSION, area, parts, version)
+
+    async def trash_list(self, username: str, area: Area) -> list[dict]:
+        """What was deleted from an area."""
+        return await self._in_process(username, "trash", Op.TRASH_LIST, area)
+
+    async def download(self, username: str, area: Area, parts: tuple) -> Stream:
+        """A file's bytes, block by block, read in the file threads (the
+        open file stays in the worker)."""
+        f = await self._threaded(username, "download", self.store.open_download, area, parts)
+        return Stream(self, username, "download", lambda: f.read(DOWNLOAD_BLOCK) or None, f.close)
+
+    async def zip(self, username: str, area: Area, parts: tuple) -> Stream:
+        """A folder as a zip, block by block, made in the file threads as it
+        is read; the first block checks the folder."""
+        chunks = self.store.zip_chunks(area, parts)
+        return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
+
+    async def python_modules(self, username: str, area: Area, folder: tuple, edited: str, source: str) -> dict:
+        """{file name: text} of the Python modules beside the edited file
+        `edited` in `folder` that editing help needs (modules.py)."""
+        return await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
+
+    # -- changing (each change is announced to the open IDEs) --------------------------
+
+    async def save(self, username: str, area: Area, parts: tuple, data: bytes, if_match: str | None) -> dict:
+        """Save a file (only if its etag is still `if_match`, when given; "*":
+        any existing file): its meta."""
+        meta = await self._in_process(username, "save", Op.SAVE, area, parts, data, if_match)
+        self._changed(username, area, "save", "/".join(parts), etag=meta.get("etag"))
+        return meta
+
+    async def mkdir(self, username: str, area: Area, parts: tuple) -> None:
+        await self._in_process(username, "mkdir", Op.MKDIR, area, parts)
+        self._changed(username, area, "mkdir", "/".join(parts))
+
+    async def move(self, username: str, area: Area, parts: tuple, dest: tuple) -> None:
+        await self._in_process(username, "move", Op.MOVE, area, parts, dest)
+        self._changed(username, area, "move", "/".join(parts), to="/".join(dest))
+
+    async def delete(self, username: str, area: Area, parts: tuple) -> dict:
+        """Delete a file or folder (into the area's trash): what was deleted."""
+        done = await self._in_process(username, "delete", Op.DELETE, area, parts)
+        self._changed(username, area, "delete", "/".join(parts))
+        return done
+
+    async def restore(self, username: str, area: Area, parts: tuple, version: str) -> dict:
+        """Save an earlier version of a file as its newest: its meta."""
+        meta = await self._in_process(username, "restore", Op.RESTORE, area, parts, version)
+        self._changed(username, area, "save", "/".join(parts), etag=meta.get("etag"))
+        return meta
+
+    async def trash_restore(self, username: str, area: Area, record: str, path: str | None) -> dict:
+        """Put back one delete (or the file `path` of it): {"restored", "skipped"}."""
+        report = await self._in_process(username, "restore", Op.TRASH_RESTORE, area, record, path)
+        for restored in report["restored"]:
+            self._changed(username, area, "save", restored)
+        return report
+
+    async def upload(self, username: str, area: Area, folder: tuple[str, ...], uploads: list[tuple[str, bytes]],
                      overwrite: bool) -> dict:
         """Save uploaded (file name, bytes) into `folder`: every name is checked
         first (nothing is saved if one is bad), then each file is saved or
@@ -203,16 +307,55 @@ class Files:
         saved, refused = [], []
         for (_, data), name in zip(uploads, names):
             try:
-                saved.append(await self.run(user["username"], "upload", self.store.save, area, folder + name, data,
-                                            "*" if overwrite else None))
+                saved.append(await self._in_process(username, "upload", Op.SAVE, area, folder + name, data,
+                                                    "*" if overwrite else None))
             except Refused as e:
                 if e.status == 503 and not saved:  # the storage fails, not this file: say so, as a save would
                     raise
                 refused.append({"path": "/".join(folder + name), "error": e.code, "message": e.message})
-        if saved:
-            for meta in saved:
-                self.changed(user["username"], area, "save", meta["path"], etag=meta.get("etag"))
+        for meta in saved:
+            self._changed(username, area, "save", meta["path"], etag=meta.get("etag"))
         return {"saved": saved, "refused": refused}
+
+    async def push(self, username: str, course: Area, source: tuple, usernames: list[str],
+                   as_pushed: dict) -> Pushed:
+        """Copy `source` of the course area `course` into the homes of
+        `usernames` (push.py); their open editors show it at once."""
+        # A push writes into every chosen home: its deadline grows with the class.
+        done = await self._threaded(username, "push", copy_into_homes, self.store, course, tuple(source), usernames,
+                                    as_pushed, seconds=self.cfg.FILE_DEADLINE * (2 + len(usernames) // 10))
+        for owner, pushed, etag in done.records:
+            self._changed(username, Area.home(owner), "save", pushed, etag)
+        return done
+
+    async def ensure_area(self, username: str, area: Area) -> None:
+        """A course area's folder, made if it is not there yet."""
+        await self._in_process(username, "area", Op.ENSURE_AREA, area)
+        self._areas_made.add(area.key)
+
+    # -- for runs ----------------------------------------------------------------------
+
+    async def check_runnable(self, username: str, area: Area, parts: tuple):
+        """Refused unless `parts` is a file that may run, in a home within its
+        quota; what the home holds (bytes) as recorded."""
+        return await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+
+    async def quota_problem(self, username: str, area: Area) -> str | None:
+        """While a program runs: the sentence saying the area is over its
+        quota, measured afresh; None within it."""
+        return await self._in_process(username, "quota", Op.QUOTA_PROBLEM, area, True)
+
+    async def room_left(self, username: str, area: Area) -> int | None:
+        """While a program runs: the bytes its quota leaves, measured afresh;
+        None when it is over."""
+        used, _, problem = await self._in_process(username, "quota", Op.MEASURE, area)
+        return None if problem else self.cfg.QUOTA_BYTES - used
+
+    async def measure(self, username: str, area: Area) -> tuple[int, int, str | None]:
+        """After a run: (bytes, files, the over-quota sentence or None) the area holds."""
+        return await self._in_process(username, "measure", Op.MEASURE, area)
+
+    # -- homes ---------------------------------------------------------------------------
 
     async def prepare_home(self, user: dict) -> None:
         """At sign-in: make the home, waiting SIGN_IN_WAIT seconds at most and
@@ -233,8 +376,8 @@ class Files:
     async def ensure_home(self, user: dict) -> str:
         """The user's home, made at first use (0700, theirs; a student's with
         the welcome file once); its path."""
-        await self.run(user["username"], "home", self.store.ensure_home, user["username"],
-                       user["role"] == "student", run_uid(self.cfg, user["id"]))
+        await self._in_process(user["username"], "home", Op.ENSURE_HOME, user["username"],
+                               user["role"] == "student", run_uid(self.cfg, user["id"]))
         self._homes_made.add(user["username"])
         return self.store.home_path(user["username"])
 
@@ -243,3 +386,21 @@ def _unexpected_logged(task):
     """Read a background call's outcome; a refusal is expected, anything else a bug."""
     if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), Refused):
         log.error("making a home failed", exc_info=task.exception())
+
+
+class Stream:
+    """A download or a zip read block by block, each in its user's place
+    in the file threads (Files.download, Files.zip)."""
+
+    def __init__(self, files: Files, username: str, op: str, next_block: Callable, close: Callable):
+        self._files, self._username, self._op = files, username, op
+        self._next_block, self._close = next_block, close
+
+    async def next(self) -> bytes | None:
+        """The next block; None at the end."""
+        return await self._files._threaded(self._username, self._op, self._next_block)
+
+    async def close(self) -> None:
+        """Give the open file back: never refused, waited for until the
+        deadline at most (Files._release)."""
+        await self._files._release(self._close)

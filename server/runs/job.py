@@ -293,8 +293,5 @@ class Job:
         if sandbox.writes is None or not isinstance(used, int):
             return None
         cfg, files, username = self.jobs.cfg, self.jobs.files, self.request.user["username"]
-
-        async def room_left():
-            used, _, problem = await files.measure(username, area)
-            return None if problem else cfg.QUOTA_BYTES - used
-        return DiskGuard(sandbox.writes, room_left, cfg.QUOTA_BYTES - used, cfg.RUN_FILE_MB << 20)
+        return DiskGuard(sandbox.writes, lambda: files.room_left(username, area), cfg.QUOTA_BYTES - used,
+                         cfg.RUN_FILE_MB << 20)

@@ -14,6 +14,7 @@ import asyncpg
 
 from ..accounts import rules
 from ..accounts.audit import audit
+from ..accounts.memberships import checked_name
 from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
@@ -159,7 +160,7 @@ class Classes:
     # -- administration ----------------------------------------------------------
 
     async def create(self, actor: str, name: str) -> dict:
-        name = _checked_name(name)
+        name = checked_name(name)
         async with self.pool.transaction() as conn:
             row = await conn.fetchrow(
                 "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id, name, is_default",
@@ -170,7 +171,7 @@ class Classes:
         return {"id": row["id"], "name": row["name"], "default": False, "area": spec_of(row["id"], False)}
 
     async def rename(self, actor: str, class_id: int, name: str) -> None:
-        name = _checked_name(name)
+        name = checked_name(name)
         async with self.pool.transaction() as conn:
             try:
                 old = await conn.fetchval("SELECT name FROM classes WHERE id = $1 FOR UPDATE", class_id)
@@ -210,30 +211,3 @@ class Classes:
             await audit(conn, actor, "class_members", str(class_id), added=len(added), removed=len(removed))
         return {"added": len(added), "removed": len(removed)}
 
-
-def _checked_name(name):
-    name = name.strip() if isinstance(name, str) else name
-    problem = rules.class_name_problem(name)
-    if problem:
-        raise Refused(400, "invalid_name", problem[0].upper() + problem[1:] + ".")
-    return name
-
-
-async def join_by_name(conn, actor: str, members: dict[str, list[int]]) -> dict[str, int]:
-    """In the caller's transaction: put users (ids) into classes by name,
-    making the classes that do not exist yet (a class list's `class`
-    column); {name: class id}."""
-    ids = {}
-    for name, user_ids in members.items():
-        name = _checked_name(name)
-        row = await conn.fetchrow(
-            "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id", name)
-        if row is not None:
-            await audit(conn, actor, "create_class", name, class_id=row["id"], source="import")
-            ids[name] = row["id"]
-        else:
-            ids[name] = await conn.fetchval("SELECT id FROM classes WHERE lower(name) = lower($1)", name)
-        await conn.execute(
-            "INSERT INTO class_members (class_id, user_id) SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING",
-            ids[name], user_ids)
-    return ids

@@ -1,18 +1,16 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (push.py); it implements the runs' RunEvents (runs/events.py), so
-the live view knows who is online and running (activity.py). Knows
-nothing of HTTP."""
+folder (the files service's push, files/push.py); it implements the runs'
+RunEvents (runs/events.py), so the live view knows who is online and
+running (activity.py). Knows nothing of HTTP."""
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
-from ..files.area import Area
 from ..files.service import Files
 from . import classes as classes_, roster
 from .activity import Activity
 from .classes import Classes
 from .live import LiveView
-from .push import copy_into_homes
 
 
 class Teaching:
@@ -57,7 +55,7 @@ class Teaching:
     async def create_class(self, actor: str, name: str) -> dict:
         made = await self.classes.create(actor, name)
         area = classes_.area_of(made["id"], False)
-        await self.files.run(actor, "area", self.files.store.ensure_area, area)
+        await self.files.ensure_area(actor, area)
         return made
 
     async def push(self, teacher: dict, spec: str, source: tuple[str, ...], chosen: list[str] | None = None) -> dict:
@@ -82,12 +80,7 @@ class Teaching:
                WHERE p.user_id = ANY($1::bigint[]) AND (p.path = $2 OR left(p.path, length($2) + 1) = $2 || '/')""",
             [ids[u] for u in targets], path)
         as_pushed = {(r["username"], r["path"]): r["etag"] for r in rows}
-        # A push writes into every chosen home: its deadline grows with the class.
-        done = await self.files.run(teacher["username"], "push", copy_into_homes,
-                                    self.files.store, area, tuple(source), targets, as_pushed,
-                                    seconds=self.cfg.FILE_DEADLINE * (2 + len(targets) // 10))
-        for username, pushed, etag in done.records:  # their open editors show it at once
-            self.files.changed(teacher["username"], Area.home(username), "save", pushed, etag)
+        done = await self.files.push(teacher["username"], area, tuple(source), targets, as_pushed)
         if done.records:
             # Should this fail, the copies are there all the same; pushed
             # again, they are found up to date and recorded then.

@@ -115,7 +115,7 @@ function completionSource(where) {
     return {
       from,
       // The server ranks what a beginner most likely means first
-      // (server/assist/ranking.py): the boost keeps its order.
+      // (server/assist/child/ranking.py): the boost keeps its order.
       options: answer.completions.map((c, i) => ({
         label: c.name,
         type: TYPES[c.type],

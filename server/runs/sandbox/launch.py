@@ -197,8 +197,3 @@ def lower_group(pid, nice):
     except OSError:
         pass  # already gone, or no autogroup scheduling: the launcher's nice still applies
 
-
-def run_uid(cfg, user_id):
-    """The host uid a user's programs run as: their own when the server is
-    root (so one student's processes cannot touch another's), else ours."""
-    return cfg.SANDBOX_UID_BASE + user_id if os.geteuid() == 0 else None

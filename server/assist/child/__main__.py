@@ -1,8 +1,8 @@
-"""One assist process: `python -m server.assist.worker --python P --folder F`.
+"""One assist process: `python -m server.assist.child --python P --folder F`.
 
-It is started by the pool (pool.py), warms up, says `{"ready": true}` and
+It is started by the pool (../pool.py), warms up, says `{"ready": true}` and
 then answers one JSON request per line on stdin with one JSON line on
-stdout, in order, until stdin closes. It runs walled in (jail.py), never as
+stdout, in order, until stdin closes. It runs walled in (../jail.py), never as
 root, at a lower CPU priority than the server, with an address-space limit
 (and a cgroup's, as root); the pool kills it (its whole process group: jedi's subprocess too) when a
 request outlives its deadline.
@@ -17,7 +17,7 @@ import sys
 MEMORY_BYTES = 2 << 30  # address space: a warm process maps ~150 MB
 NICE = 10
 
-log = logging.getLogger("server.assist.worker")
+log = logging.getLogger("server.assist.child")
 
 
 def answers():

@@ -1,6 +1,6 @@
 """What an assist process does: completions, signatures and descriptions
 (jedi) and diagnostics (pyflakes) on a student's text and copies of the
-modules it imports. It runs only in an assist process (worker.py), never
+modules it imports. It runs only in an assist process (__main__.py), never
 in a server worker: both are CPU work of unbounded appetite.
 
 Nothing here executes a student's code. jedi parses Python source; the
@@ -11,7 +11,7 @@ It never sees a student's home: the service reads the modules through the
 store (no links followed, nothing that blocks) and they are written here
 into a folder of this process's own (`Projects`), which holds only the
 modules of the student being answered; `sys.path` changes in the text are
-ignored. The process runs walled in (jail.py), so what a relative import
+ignored. The process runs walled in (../jail.py), so what a relative import
 can walk up to is the jail's read-only system folders and nothing else.
 
 Positions are a 1-based line and a 0-based column counted in characters

@@ -3,13 +3,14 @@ copied into students' homes at the same path. A student's copy that they
 have not changed since the last push (its etag is still the one pushed) is
 replaced by the starter as it is now; anything else a student has there is
 theirs and is left, and reported. Blocking (it reads and saves through the
-store): it runs in the file threads."""
+store): the files service (service.py, `Files.push`) runs it in a file
+thread, for the teaching service."""
 import logging
 from dataclasses import dataclass, field
 
 from ..errors import Refused
-from ..files.area import Area
-from ..files.history import etag_of
+from .area import Area
+from .history import etag_of
 
 log = logging.getLogger(__name__)
 

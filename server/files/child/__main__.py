@@ -1,6 +1,6 @@
-"""One file process (processes.py): it makes the store's calls the worker
-sends over its socket, one at a time, and answers each. It imports only
-the store, so that each process stays small.
+"""One file process (processes.py): it makes the operations the worker
+sends over its socket (protocol.py), one at a time, and answers each. It
+imports only the store, so that each process stays small.
 
     python -m server.files.child FD SETTINGS
 """
@@ -12,29 +12,13 @@ import signal
 import socket
 import sys
 
-from ..errors import Refused
-from .store import Limits, Store
+from ...errors import Refused
+from ..store import Limits, Store
+from .protocol import frame, operation, read_exactly
 
 log = logging.getLogger(__name__)
 
 NICE = 5  # below the worker's IOLoop, above students' programs (10)
-
-
-def frame(obj):
-    """A message: its pickle's length (4 bytes), then the pickle."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "big") + data
-
-
-def _read_exactly(sock, size):
-    buf = bytearray(size)
-    view, got = memoryview(buf), 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if not n:
-            return None
-        got += n
-    return buf
 
 
 def main(fd, settings):
@@ -51,20 +35,20 @@ def main(fd, settings):
         return  # the storage fails (EIO ...): the worker says so, once per streak, and tries again
     sock.sendall(frame((True, "ready")))
     while True:
-        head = _read_exactly(sock, 4)
-        body = head and _read_exactly(sock, int.from_bytes(head, "big"))
+        head = read_exactly(sock, 4)
+        body = head and read_exactly(sock, int.from_bytes(head, "big"))
         if body is None:
             return  # the worker closed the socket
-        method, args = pickle.loads(body)
+        op, args = pickle.loads(body)
         try:
-            answer = frame((True, getattr(store, method)(*args)))
+            answer = frame((True, operation(op)(store, *args)))
         except Exception as e:  # raised in the worker as the call's own
             if not isinstance(e, (Refused, OSError)):
-                log.exception("store.%s failed", method)  # its traceback stays here
+                log.exception("file operation %r failed", op)  # its traceback stays here
             try:
                 answer = frame((False, e))
             except Exception:  # it does not pickle: the worker still gets an answer
-                answer = frame((False, RuntimeError(f"store.{method} failed: {e!r}")))
+                answer = frame((False, RuntimeError(f"file operation {op!r} failed: {e!r}")))
         sock.sendall(answer)
 
 
