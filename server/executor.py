@@ -28,7 +28,7 @@ class BoundedExecutor:
         self.pending = 0
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
-    async def run(self, fn, *args):
+    async def call(self, fn, *args):
         """Run `fn(*args)` in a thread; the seconds spent waiting for a thread
         and running count as the request's `<name>_wait` and `<name>`."""
         if self.pending >= self.max_pending:

@@ -86,6 +86,6 @@ class MetricsHandler(BaseHandler):
 
     async def get(self):
         metrics.update_pool(self.ctx.pool)
-        body = await self.ctx.file_threads.run(metrics.render)
+        body = await self.ctx.file_threads.call(metrics.render)
         self.set_header("Content-Type", metrics.CONTENT_TYPE_LATEST)
         self.finish(body)

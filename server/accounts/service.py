@@ -77,7 +77,7 @@ class Accounts:
         self._check_seconds = 0.05  # a password check's usual time, until one is measured
 
     async def _hash(self, password):
-        return await self.hasher.run(passwords.hash_password, password)
+        return await self.hasher.call(passwords.hash_password, password)
 
     # -- signing in -------------------------------------------------------
 
@@ -124,7 +124,7 @@ class Accounts:
         """A password check in the hasher; how long checks take is kept (a
         moving average) for the answers that skip one."""
         started = time.monotonic()
-        result = await self.hasher.run(check, *args)
+        result = await self.hasher.call(check, *args)
         self._check_seconds += (time.monotonic() - started - self._check_seconds) / 8
         return result
 
@@ -138,7 +138,7 @@ class Accounts:
         if problem:
             raise Refused(400, "weak_password", problem[0].upper() + problem[1:] + ".")
         current = await self.pool.fetchval("SELECT password_hash FROM users WHERE id = $1", user["id"])
-        if not await self.hasher.run(passwords.verify_password, current, old):
+        if not await self.hasher.call(passwords.verify_password, current, old):
             raise Refused(403, "wrong_password", "The current password is not right.")
         new_hash = await self._hash(new)
         async with self.pool.transaction() as conn:

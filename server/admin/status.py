@@ -26,8 +26,8 @@ async def status(ctx):
     # Both read files (the instance's worker list, the metrics of every worker).
     # The storage's probe has a thread of its own: a hung storage is reported, not waited on.
     storage = await ctx.files.health.check(budget=1.0)
-    workers = await ctx.file_threads.run(ctx.instance.read_workers)
-    live = await ctx.file_threads.run(metrics.snapshot)
+    workers = await ctx.file_threads.call(ctx.instance.read_workers)
+    live = await ctx.file_threads.call(metrics.snapshot)
     return {
         "mode": "single process" if ctx.cfg.process_count == 1 else "multi-process",
         "processes": ctx.cfg.process_count,

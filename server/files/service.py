@@ -139,7 +139,7 @@ class Files:
                 raise faults.NotAnswering()
             return fn(*args)
 
-        future = asyncio.ensure_future(self.threads.run(call))
+        future = asyncio.ensure_future(self.threads.call(call))
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, also when given up
         try:
             return await asyncio.wait_for(asyncio.shield(future), max(0, deadline - asyncio.get_running_loop().time()))
