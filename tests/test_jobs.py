@@ -161,6 +161,33 @@ def test_a_job_whose_asker_left_before_it_ran_starts_nothing(worker_here):
     worker_here(story)
 
 
+def test_runs_under_one_lock_with_their_input_given(worker_here):
+    """A check's runs: several jobs under one run lock its asker holds,
+    each fed its input at once; the lock stays held between them (a Run
+    pressed meanwhile is refused) and goes only when the asker gives it back."""
+    async def story(ctx, user, session):
+        await save(ctx, user, "add.py", "a = int(input('a? '))\nb = int(input('b? '))\nprint('sum', a + b)\n")
+        claim = await ctx.jobs.claim(user, session)
+        outputs = []
+        for given in ("3\n4\n", "10\n-2\n"):
+            collector = Collector()
+            job = ctx.jobs.start(RunRequest(user, session, ("add.py",), claim=claim, stdin=given), collector)
+            await asyncio.wait_for(job.done.wait(), TIMEOUT)
+            assert collector.of("exit")[0]["reason"] == "ok", collector.messages
+            outputs.append("".join(m["data"] for m in collector.of("output")).replace("\r\n", "\n"))
+            # Between the runs the lock is still the asker's: another run is refused.
+            refused = Collector()
+            other = ctx.jobs.start(RunRequest(user, session, ("add.py",)), refused)
+            await asyncio.wait_for(other.done.wait(), TIMEOUT)
+            assert [m.get("error") for m in refused.messages] == ["already_running"]
+        assert [o.splitlines()[-1].endswith(f"sum {n}") for o, n in zip(outputs, (7, 8))] == [True, True], outputs
+        assert ctx.jobs.claims() == [claim]
+        await ctx.jobs.release(user, claim)
+        assert ctx.jobs.claims() == []
+        assert await ctx.pool.fetchval("SELECT count(*) FROM active_runs") == 0
+    worker_here(story)
+
+
 def test_a_step_in_the_wrong_state_is_an_error_not_a_silent_no_op():
     job = Job(RunRequest({"id": 1, "username": "ada"}, b"", ("main.py",)), Collector(), jobs=None)
     with pytest.raises(WrongState):  # preparing: it cannot start running before it had its place

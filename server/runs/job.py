@@ -30,6 +30,7 @@ import asyncio
 import enum
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -70,6 +71,9 @@ class RunRequest:
     cols: int = 80
     rows: int = 24
     etag: str | None = None  # the version the asker saw: nothing else may run
+    claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
+    go: dict = field(default_factory=dict)  # more of the launcher's `go` (PROTOCOL.md): echo, nice, ...
+    stdin: str | None = None  # typed in as the program starts, then the end of input
 
 
 class RunSink(Protocol):
@@ -80,6 +84,11 @@ class RunSink(Protocol):
 
     async def send(self, message: dict) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
+
+
+class SessionEnded(Refused):
+    def __init__(self):
+        super().__init__(401, "session_ended", "Your session has ended. Log in again.")
 
 
 def refusal(code, message):
@@ -100,6 +109,7 @@ class Jobs:
     events: RunEvents
     draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
     live: set = field(default_factory=set)  # jobs not ended
+    held: set = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
     tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
 
     def start(self, request: RunRequest, sink: RunSink) -> "Job":
@@ -114,9 +124,32 @@ class Jobs:
         self.warm.unwant(user)
         self.files.usage.forget(user)
 
+    async def claim(self, user: dict, session: bytes) -> str:
+        """Claim `user`'s run lock for a run asked for by `session` (one run
+        per student across tabs, workers and hosts): its id. Refused when
+        they have a run already; SessionEnded when the session has."""
+        claim = uuid.uuid4().hex
+        claimed = await runlock.claim(self.pool, user["username"], claim, session)
+        if claimed == "session_ended":
+            raise SessionEnded()
+        if claimed == "busy":
+            raise Refused(409, "already_running", "You already have a program running (in another tab or "
+                                                  "window). Stop it there first.")
+        self.held.add(claim)
+        return claim
+
+    async def release(self, user: dict, claim: str) -> None:
+        """Give the run lock back (never raises: a lock not given back goes stale)."""
+        self.held.discard(claim)
+        try:
+            await runlock.release(self.pool, user["username"], claim)
+        except Exception:
+            log.exception("could not release the run lock of %s (it goes stale in %d s)",
+                          user["username"], runlock.STALE)
+
     def claims(self) -> list[str]:
-        """Run lock ids held by this worker's jobs (kept alive by its heartbeat)."""
-        return [job.claim for job in self.live if job.claim is not None]
+        """Run lock ids held by this worker (kept alive by its heartbeat)."""
+        return list(self.held)
 
     def active_runs(self) -> list[Run]:
         return [job.run for job in self.live if job.run is not None]
@@ -143,7 +176,7 @@ class Job:
     def __init__(self, request: RunRequest, sink: RunSink, jobs: Jobs):
         self.request, self.sink, self.jobs = request, sink, jobs
         self.state = State.PREPARING
-        self.claim = None  # the run lock's id, once held
+        self.claim = None  # the run lock's id, once this job holds it (not when its asker does)
         self.admitted = False  # holds a place among the host's running programs
         self.sandboxed: Sandboxed | None = None
         self.run: Run | None = None
@@ -162,6 +195,9 @@ class Job:
         try:
             try:
                 message = await self._go()
+            except SessionEnded as e:
+                self.session_ended = True
+                message = refusal(e.code, e.message)
             except Refused as e:
                 message = refusal(e.code, e.message)
             except Exception:
@@ -195,15 +231,8 @@ class Job:
         jobs, request = self.jobs, self.request
         user, area = request.user, Area.home(request.user["username"])
         used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
-        claim = f"{id(self):x}-{time.monotonic_ns():x}"
-        claimed = await runlock.claim(jobs.pool, user["username"], claim, request.session)
-        if claimed == "session_ended":
-            self.session_ended = True
-            return refusal("session_ended", "Your session has ended. Log in again.")
-        if claimed == "busy":
-            return refusal("already_running", "You already have a program running (in another tab or "
-                                              "window). Stop it there first.")
-        self.claim = claim
+        if request.claim is None:
+            self.claim = await jobs.claim(user, request.session)
         self.sandboxed = await jobs.warm.take(user)
         if self.sandboxed is None:
             return SANDBOX_FAILED
@@ -233,7 +262,7 @@ class Job:
             self.run.stop("killed")
         await self.sink.send({"type": "started", "run_id": self.run.id})
         message = await self.run.execute("/".join(request.parts), list(request.args), request.cols, request.rows,
-                                         request.etag)
+                                         request.etag, request.go, request.stdin)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
@@ -274,11 +303,7 @@ class Job:
         if self.admitted:
             jobs.admission.leave()
         if self.claim is not None:
-            try:
-                await runlock.release(jobs.pool, user["username"], self.claim)
-            except Exception:
-                log.exception("could not release the run lock of %s (it goes stale in %d s)",
-                              user["username"], runlock.STALE)
+            await jobs.release(user, self.claim)
         self._step(State.ENDING, State.ENDED)
 
     # -- the home's quota, while the program runs ---------------------------------------

@@ -129,9 +129,11 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows, etag=None):
+    async def execute(self, path, args, cols, rows, etag=None, go_extra=None, stdin=None):
         """Start the program and stream it to the client; return the exit
-        message. With `etag`, only if the file is that version."""
+        message. With `etag`, only if the file is that version; `go_extra`: more
+        of the launcher's settings for it; `stdin`: typed in at once, then
+        the end of input."""
         started = self.last_activity = time.monotonic()
         # The kernel's counts as the sandbox's last run ended are this run's
         # start (its launcher did nothing since): two cgroup reads saved.
@@ -139,7 +141,10 @@ class Run:
         go = {"path": path, "args": args, "cols": cols, "rows": rows}
         if etag:
             go["etag"] = etag
-        self.sandbox.send(frame(b"g", json.dumps(go).encode()))
+        self.sandbox.send(frame(b"g", json.dumps(dict(go_extra or {}, **go)).encode()))
+        if stdin is not None:
+            self.stdin(stdin)
+            self.end_of_input()
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
