@@ -37,6 +37,7 @@ import tomllib
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from ..errors import Refused
 from ..files import paths
 
 EXERCISE_TOML = "exercise.toml"
@@ -287,6 +288,14 @@ def slug_problem(slug: str) -> str | None:
         return None
     return ("An exercise's folder name must be 1 to 64 lowercase letters, digits, '-' or '_', "
             "starting with a letter or digit (e.g. average or week-2).")
+
+
+def checked_slug(slug: str) -> str:
+    """`slug`, or Refused 400 (from a URL: before any file or row is looked up)."""
+    problem = slug_problem(slug)
+    if problem:
+        raise Refused(400, "bad_slug", problem)
+    return slug
 
 
 # -- writing ---------------------------------------------------------------------
