@@ -13,9 +13,11 @@ from datetime import datetime, timedelta, timezone
 
 import asyncpg
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from server import config, db
 from server.executor import BoundedExecutor
+from server.exercises import model
 from server.exercises.service import Exercises
 from server.files.processes import FileProcesses
 from server.files.service import Files
@@ -383,6 +385,7 @@ def test_bad_input_gets_a_clear_json_error_and_changes_nothing(server, people, r
         ("starter path", {"json": form(starter={"../../escape.py": "x"})}),
         ("starter absolute", {"json": form(starter={"/etc/passwd": "x"})}),
         ("starter not text", {"json": form(starter={"a.py": 3})}),
+        ("starter file and folder", {"json": form(starter={"data": "x", "data/b.py": "y"})}),
         ("lone surrogate", {"data": b'{"title": "\\ud800"}', "headers": {"Content-Type": "application/json"}}),
         ("due", {"json": form(due="tomorrow")}),
         ("due no zone", {"json": form(due="2030-01-01T10:00:00")}),
@@ -418,3 +421,43 @@ def test_bad_input_gets_a_clear_json_error_and_changes_nothing(server, people, r
     assert teacher.get(f"/api/classes/{number}/exercises/average").json() == before
     assert [e["slug"] for e in teacher.get(base).json()["exercises"]] == ["average"]
     assert teacher.get(f"/api/files/checks/{number}").json()["entries"][0]["name"] == "average"
+
+
+NASTY = ["", "\x00", "\ud800", "\u202e", "../..", "/etc/passwd", "x" * 300, "1e999", "[[check]]", '"\n[x]\n',
+         "test_two", "average.py", "uses_loop", "2030-01-01T10:00:00+01:00", "defines:", "hidden"]
+any_text = st.one_of(st.sampled_from(NASTY), st.text(max_size=30))
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), any_text)
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+                      max_leaves=8)
+check_tables = st.fixed_dictionaries({}, optional={k: st.one_of(values, st.sampled_from(model.KINDS + model.COMPARES
+                                                                                         + model.VISIBILITIES))
+                                                   for k in model.COMMON_KEYS + ("input", "expected", "compare",
+                                                                                  "test", "rule", "declared")})
+forms = st.fixed_dictionaries({}, optional={
+    "title": values, "file": values, "due": values, "instructions": values, "tests": values, "etag": values,
+    "starter": st.one_of(values, st.dictionaries(any_text, values, max_size=3)),
+    "checks": st.one_of(values, st.lists(check_tables, max_size=3))})
+
+
+@pytest.fixture
+def fuzzed_room(server, people):
+    teacher, ann = people.teacher("mrs-f"), people.student("ann")
+    number = a_class(server, teacher, ann)
+    put_exercise(teacher, number)
+    return number, teacher, teacher.get(f"/api/classes/{number}/exercises/average").json()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=forms)
+def test_any_form_is_saved_whole_or_refused_in_a_sentence(fuzzed_room, body):
+    number, teacher, before = fuzzed_room
+    data = json.dumps(body, allow_nan=False).encode("utf-8", "surrogatepass")
+    r = teacher.request("PUT", f"/api/classes/{number}/exercises/average", data=data,
+                        headers={"Content-Type": "application/json"})
+    assert r.status_code < 500 and r.json(), r.text
+    if r.status_code != 200:
+        assert r.json()["error"] and r.json()["message"]
+        assert teacher.get(f"/api/classes/{number}/exercises/average").json() == before
+    else:
+        put_exercise(teacher, number)  # back as it was, for the next example

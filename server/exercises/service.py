@@ -313,6 +313,10 @@ def _from_form(form: dict) -> tuple[Exercise, dict, dict | None]:
         if len(starter) > MAX_STARTER_FILES:
             raise Refused(400, "too_many", f"An exercise may have at most {MAX_STARTER_FILES} starter files.")
         starter = {"/".join(paths.parse(p, allow_root=False)): text_ for p, text_ in starter.items()}
+        folders = {path.rsplit("/", n)[0] for path in starter for n in range(1, path.count("/") + 1)}
+        if folders & set(starter):
+            raise Refused(400, "not_a_folder", f"The starter file {sorted(folders & set(starter))[0]} is also "
+                                               "the name of a folder of starter files.")
         if sum(len(t.encode("utf-8")) for t in starter.values()) > model.MAX_TEXT * 4:
             raise Refused(400, "too_long", "The starter files are too large together.")
     return exercise, texts, starter
