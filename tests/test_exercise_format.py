@@ -116,3 +116,10 @@ def test_what_the_writer_writes_reads_back_the_same(exercise):
     again, problems = model.parse(model.render(exercise), tests)
     assert problems == [] and again == exercise
     assert again.due is None or again.due.utcoffset() == exercise.due.utcoffset()
+
+
+def test_the_readmes_example_reads_without_problems():
+    readme = (EXAMPLE.parent.parent.parent / "README.md").read_text()
+    toml = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    exercise, problems = model.parse(toml, (EXAMPLE / "tests.py").read_text())
+    assert problems == [] and exercise.title == "Average"
