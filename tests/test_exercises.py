@@ -461,3 +461,24 @@ def test_any_form_is_saved_whole_or_refused_in_a_sentence(fuzzed_room, body):
         assert teacher.get(f"/api/classes/{number}/exercises/average").json() == before
     else:
         put_exercise(teacher, number)  # back as it was, for the next example
+
+
+def test_files_the_form_cannot_show_are_named_or_left_as_they_are(server, room):
+    number, teacher, ann, *_ = room
+    area = f"/api/files/checks/{number}"
+    put_exercise(teacher, number)
+    picture = bytes(range(256)) * 4
+    teacher.request("PUT", f"{area}/average/starter/picture.png", data=picture)
+    made = teacher.get(f"/api/classes/{number}/exercises/average").json()
+    assert made["starter"]["picture.png"] is None
+    # The form sent back as read leaves the picture; the student gets it.
+    back = {k: made[k] for k in ("title", "file", "due", "instructions", "tests", "starter", "checks", "etag")}
+    assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=back).status_code == 200
+    assert teacher.get(f"{area}/average/starter/picture.png?download=1").content == picture
+    assert "average/picture.png" in ann.post(f"/api/exercises/{number}/average/start").json()["copied"]
+    assert ann.get("/api/files/home/average/picture.png?download=1").content == picture
+    # An exercise.toml that is not text is a problem named, not an error.
+    teacher.request("PUT", f"{area}/binary/exercise.toml", data=b"\xff\xfe title")
+    listed = {e["slug"]: e["problems"] for e in teacher.get(f"/api/classes/{number}/exercises").json()["exercises"]}
+    assert listed["binary"] == ["binary/exercise.toml is not text (UTF-8)."]
+    assert teacher.get(f"/api/classes/{number}/exercises/binary").json()["problems"] == listed["binary"]

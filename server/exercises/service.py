@@ -67,19 +67,34 @@ class Exercises:
                 return None, None
             raise
         if data is None:
-            raise Refused(413, "too_large", f"{'/'.join(parts)} is larger than {model.MAX_TEXT} bytes.")
+            raise Refused(413, "not_text", f"{'/'.join(parts)} is larger than {model.MAX_TEXT} bytes.")
         try:
             return data.decode("utf-8"), etag
         except UnicodeDecodeError:
-            return data.decode("utf-8", "replace"), etag
+            raise Refused(415, "not_text", f"{'/'.join(parts)} is not text (UTF-8).") from None
 
     async def _found(self, username: str, area: Area, slug: str) -> Found:
-        toml, etag = await self._text(username, area, (slug, EXERCISE_TOML))
-        if toml is None:
-            return Found(slug, None, [f"{slug}/{EXERCISE_TOML} is missing: every exercise folder needs one."])
-        tests, _ = await self._text(username, area, (slug, TESTS))
+        try:
+            toml, etag = await self._text(username, area, (slug, EXERCISE_TOML))
+            if toml is None:
+                return Found(slug, None, [f"{slug}/{EXERCISE_TOML} is missing: every exercise folder needs one."])
+            tests, _ = await self._text(username, area, (slug, TESTS))
+        except Refused as e:
+            if e.code != "not_text":
+                raise
+            return Found(slug, None, [e.message])
         exercise, problems = model.parse(toml, tests)
         return Found(slug, exercise, problems, toml, etag, tests)
+
+    async def _shown_text(self, username: str, area: Area, parts: tuple) -> str | None:
+        """A file's text as a browser can show it; None for one it cannot
+        (not text, or too large: a starter so shown is left by a save)."""
+        try:
+            return (await self._text(username, area, parts))[0]
+        except Refused as e:
+            if e.code != "not_text":
+                raise
+            return None
 
     async def _all(self, username: str, area: Area) -> list[Found]:
         """Every exercise folder of a checks area, by slug."""
@@ -123,20 +138,21 @@ class Exercises:
         """One exercise whole, as the browser's form shows it."""
         area = await self._teachers_area(teacher, class_id)
         found = await self._found(teacher["username"], area, checked_slug(slug))
-        if found.exercise is None and found.etag is None:
+        if found.etag is None and not await self._exists(teacher["username"], area, (slug,)):
             raise Refused(*NO_EXERCISE)
-        instructions, _ = await self._text(teacher["username"], area, (slug, INSTRUCTIONS))
-        starter = {path: await self._text(teacher["username"], area, (slug, STARTER) + tuple(path.split("/")))
+        instructions = await self._shown_text(teacher["username"], area, (slug, INSTRUCTIONS))
+        starter = {path: await self._shown_text(teacher["username"], area, (slug, STARTER) + tuple(path.split("/")))
                    for path in await self._starter_files(teacher["username"], area, slug)}
         return {**_summary(found), "toml": found.toml, "etag": found.etag, "tests": found.tests or "",
-                "instructions": instructions or "", "starter": {p: text for p, (text, _) in starter.items()},
+                "instructions": instructions or "", "starter": starter,
                 "checks": [{**model.as_table(c, defaults=True), "declared": c.declared}
                            for c in found.exercise.checks] if found.exercise else []}
 
     async def save(self, teacher: dict, class_id: int, slug: str, form: dict) -> dict:
         """Create or replace an exercise from the browser's form: {title, file,
         due, checks: [{id, kind, ...}], instructions, tests, starter: {path:
-        text} (absent: the starter files are left as they are), etag (of
+        text, or null to leave a file (one read() could not show) as it is}
+        (absent: the starter files are left as they are), etag (of
         exercise.toml as the form read it: absent, it is replaced whatever
         it is)}. Nothing is written unless the whole form is valid."""
         area = await self._teachers_area(teacher, class_id, write=True)
@@ -152,7 +168,8 @@ class Exercises:
                 if path not in starter:
                     await self.files.delete(username, area, (slug, STARTER) + tuple(path.split("/")))
             for path, text in starter.items():
-                await self._write(username, area, (slug, STARTER) + tuple(path.split("/")), text)
+                if text is not None:  # None: a file the form cannot show, left as it is
+                    await self._write(username, area, (slug, STARTER) + tuple(path.split("/")), text)
         return await self.read(teacher, class_id, slug)
 
     async def delete(self, teacher: dict, class_id: int, slug: str) -> None:
@@ -167,7 +184,12 @@ class Exercises:
     async def _write(self, username: str, area: Area, parts: tuple, text: str, expected: str | None = None) -> None:
         """Save `text` as a file unless it holds it already (no version for
         nothing); `expected`: the etag it must still have (None: any)."""
-        current, etag = await self._text(username, area, parts)
+        try:
+            current, etag = await self._text(username, area, parts)
+        except Refused as e:
+            if e.code != "not_text":
+                raise
+            current, etag = None, "*"  # a binary file replaced by text
         if expected is not None and etag != expected:
             raise Refused(409, "conflict", "The exercise was changed since you opened it: open it again, "
                                            "then make your changes.")
@@ -205,7 +227,7 @@ class Exercises:
         found_class = await self.classes.member_of(student, class_id)
         area = Area.checks(found_class["id"])
         found = await self.exercise(student["username"], found_class["id"], slug)
-        instructions, _ = await self._text(student["username"], area, (slug, INSTRUCTIONS))
+        instructions = await self._shown_text(student["username"], area, (slug, INSTRUCTIONS))
         return {"class": {"id": found_class["id"], "name": found_class["name"]}, **_for_students(found),
                 "instructions": instructions or "",
                 "starter": await self._starter_files(student["username"], area, slug),
@@ -308,8 +330,9 @@ def _from_form(form: dict) -> tuple[Exercise, dict, dict | None]:
         raise Refused(400, "invalid_exercise", " ".join(problems[:3]), problems=problems)
     starter = form.get("starter")
     if starter is not None:
-        if not isinstance(starter, dict) or not all(isinstance(v, str) for v in starter.values()):
-            raise Refused(400, "wrong_type", "The field 'starter' must map file names to their text.")
+        if not isinstance(starter, dict) or not all(v is None or isinstance(v, str) for v in starter.values()):
+            raise Refused(400, "wrong_type", "The field 'starter' must map file names to their text "
+                                             "(or null: leave that file as it is).")
         if len(starter) > MAX_STARTER_FILES:
             raise Refused(400, "too_many", f"An exercise may have at most {MAX_STARTER_FILES} starter files.")
         starter = {"/".join(paths.parse(p, allow_root=False)): text_ for p, text_ in starter.items()}
@@ -317,6 +340,6 @@ def _from_form(form: dict) -> tuple[Exercise, dict, dict | None]:
         if folders & set(starter):
             raise Refused(400, "not_a_folder", f"The starter file {sorted(folders & set(starter))[0]} is also "
                                                "the name of a folder of starter files.")
-        if sum(len(t.encode("utf-8")) for t in starter.values()) > model.MAX_TEXT * 4:
+        if sum(len(t.encode("utf-8")) for t in starter.values() if t) > model.MAX_TEXT * 4:
             raise Refused(400, "too_long", "The starter files are too large together.")
     return exercise, texts, starter
