@@ -51,6 +51,7 @@ def _public(row, staff):
     if staff:
         found["teachers"] = list(row["teachers"])
         found["students"] = row["students"]
+        found["checks"] = f"checks/{row['id']}"  # the class's exercises (exercises/), its teachers' only
     return found
 
 
