@@ -9,6 +9,8 @@ from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
+from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, ClassExercisesHandler, ExerciseHandler,
+                                 GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, NotFoundHandler, TeacherPage
@@ -45,6 +47,14 @@ ROUTES = [
     (r"/api/classes", ClassesHandler),
     (r"/api/classes/([0-9]{1,18})", ClassHandler),
     (r"/api/classes/([0-9]{1,18})/members", ClassMembersHandler),
+    (r"/api/classes/([0-9]{1,18})/exercises", ClassExercisesHandler),
+    (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}", ClassExerciseHandler),
+    (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}/attempts/([^/]+)", AttemptHandler),
+    (r"/api/classes/([0-9]{1,18})/grid", GridHandler),
+    (r"/api/classes/([0-9]{1,18})/grades\.csv", GradesHandler),
+    (r"/api/exercises", MyExercisesHandler),
+    (rf"/api/exercises/([0-9]{{1,18}})/{SLUG}", ExerciseHandler),
+    (rf"/api/exercises/([0-9]{{1,18}})/{SLUG}/start", StartHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),

@@ -23,6 +23,7 @@ from .accounts.uids import run_uid
 from .assist.service import Assist
 from .executor import BoundedExecutor
 from .fifo import FifoGate
+from .exercises.service import Exercises
 from .files.changes import FileChanges
 from .files.processes import FileProcesses
 from .files.service import Files
@@ -42,7 +43,7 @@ FLUSH_SECONDS = 1.0  # how long batched bookkeeping (save times, session renewal
 
 class Context:
     """What handlers reach through `self.ctx`: settings, pools, executors,
-    and the services (accounts, files, teaching, runs), which exist once
+    and the services (accounts, files, teaching, exercises, runs), which exist once
     the database pool is open (open_database), and editing help (assist),
     whose processes start with the worker."""
 
@@ -87,6 +88,7 @@ async def open_database(ctx, dsn):
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
+    ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
                          lambda: ctx.draining)
     # Every run of this worker is a job (runs/job.py); the IDE sockets' manager makes theirs.

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Area:
-    key: str          # 'home/ada', 'course' or 'class/3'
+    key: str          # 'home/ada', 'course', 'class/3' or 'checks/3'
     parts: tuple      # folders below STORAGE_ROOT
     quota: bool       # homes have quotas; the course area does not
 
@@ -21,6 +21,12 @@ class Area:
     def of_class(class_id):
         """The course folder of any other class."""
         return Area(f"class/{class_id}", ("classes", str(class_id)), False)
+
+    @staticmethod
+    def checks(class_id):
+        """A class's exercises with their checks: its teachers' only (students
+        must never read the hidden checks, nor their programs reach them)."""
+        return Area(f"checks/{class_id}", ("checks", str(class_id)), False)
 
     @property
     def slug(self):

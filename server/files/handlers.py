@@ -1,6 +1,6 @@
 """HTTP endpoints of files: parse, authorize and call the files service's
 named methods (service.py), which place the store's blocking work and
-announce the changes; answer. Areas in URLs: `home`, `course`, `class/<id>`, `user/<username>`
+announce the changes; answer. Areas in URLs: `home`, `course`, `class/<id>`, `checks/<id>`, `user/<username>`
 (service.py).
 """
 import logging
@@ -14,7 +14,7 @@ from .store import TEXT_LIMIT, as_text
 
 log = logging.getLogger(__name__)
 
-AREA = r"(home|course|class/[^/]+|user/[^/]+)"
+AREA = r"(home|course|class/[^/]+|checks/[^/]+|user/[^/]+)"
 
 
 class FilesBase(ApiHandler):

@@ -8,6 +8,8 @@ reach what:
     course          the default class's course folder; class/<id>, another
                     class's: its students read, its teachers and admins
                     write (teaching/classes.py)
+    checks/<id>     a class's exercises (exercises/): its teachers and admins
+                    read and write, students nothing
     user/<name>     a student's home, read-only, for the teachers of their
                     classes and admins (an admin may also read a teacher's
                     or admin's home)
@@ -65,8 +67,9 @@ class Membership(Protocol):
     """What files needs to know of classes (teaching/classes.py has it)."""
 
     async def area(self, user: dict, spec: str, write: bool) -> Area:
-        """The course folder `spec` names (`course`, `class/<id>`), if `user`
-        may read it (or write it, with `write`); else Refused."""
+        """The course folder `spec` names (`course`, `class/<id>`) or a
+        class's checks (`checks/<id>`), if `user` may read it (or write it,
+        with `write`); else Refused."""
 
     async def may_read_home(self, user: dict, owner: str) -> bool | None:
         """Whether `user` (staff) may read the home of `owner`; None when,
@@ -161,7 +164,7 @@ class Files:
             pass
 
     async def area(self, user: dict, spec: str, write: bool) -> Area:
-        """The Area `spec` names (home, course, user/<name>), if `user` may
+        """The Area `spec` names (home, course, class/<id>, checks/<id>, user/<name>), if `user` may
         read it (or write it, with `write`)."""
         if spec == "home":
             if user["username"] not in self._homes_made:
@@ -173,7 +176,7 @@ class Files:
                     if write or e.code not in ("storage_read_only", "storage_full"):
                         raise
             return Area.home(user["username"])
-        if spec == "course" or spec.startswith("class/"):
+        if spec == "course" or spec.startswith(("class/", "checks/")):
             area = await self.classes.area(user, spec, write)
             if area.key not in self._areas_made:  # a class's folder is made at its first use
                 await self.ensure_area(user["username"], area)

@@ -6,6 +6,7 @@ the same thing):
     STORAGE_ROOT/home/<username>/     each user's files (mode 0700)
     STORAGE_ROOT/course/              the default class's course folder: its teachers write, students read
     STORAGE_ROOT/classes/<id>/        each other class's course folder
+    STORAGE_ROOT/checks/<id>/         each class's exercises and their checks (0700: its teachers' only)
     STORAGE_ROOT/.system/history/     earlier versions, per area and file (history.py)
     STORAGE_ROOT/.system/trash/       what each delete removed (trash.py)
     STORAGE_ROOT/.system/usage/       each area's usage record (quota.py)
@@ -102,6 +103,9 @@ class Store:
         self._owners = {}  # home area key -> (uid, gid) that its files must belong to
         for sub in _SYSTEM:
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+        # No sandboxed program, whatever its uid, may even look into the checks.
+        os.makedirs(os.path.join(self.root, "checks"), mode=0o700, exist_ok=True)
+        os.chmod(os.path.join(self.root, "checks"), 0o700)
         self._root_fd = paths.open_root(self.root)
         # The folders of the store's own records stay open for the worker's
         # life: a save would otherwise open each again, name by name.

@@ -20,6 +20,7 @@ from ..errors import Refused
 from ..files.area import Area
 
 CLASS_SPEC = re.compile(r"^class/([0-9]{1,18})$")
+CHECKS_SPEC = re.compile(r"^checks/([0-9]{1,18})$")
 MAX_MEMBERS_CHANGE = 1000  # usernames in one change of a class's members
 NOT_A_CLASS = (404, "no_such_class", "There is no such class.")
 
@@ -50,6 +51,7 @@ def _public(row, staff):
     if staff:
         found["teachers"] = list(row["teachers"])
         found["students"] = row["students"]
+        found["checks"] = f"checks/{row['id']}"  # the class's exercises (exercises/), its teachers' only
     return found
 
 
@@ -104,6 +106,13 @@ class Classes:
             raise Refused(403, "not_your_class", "You do not teach this class.")
         return row
 
+    async def member_of(self, user: dict, class_id: int) -> asyncpg.Record:
+        """The class, if `user` is in it (teachers and admins included)."""
+        row = await self._membership(user, class_id)
+        if not row["member"]:
+            raise Refused(403, "not_your_class", "You are not in this class.")
+        return row
+
     async def taught_by(self, user: dict) -> list[int]:
         """Ids of the classes `user` teaches (an admin: every class)."""
         rows = await self.pool.fetch(
@@ -120,7 +129,13 @@ class Classes:
     async def area(self, user: dict, spec: str, write: bool) -> Area:
         """The course folder `spec` names (`course`, `class/<id>`), if `user`
         may read it (or write it, with `write`): its class's students
-        read it, its teachers and admins also write it."""
+        read it, its teachers and admins also write it. A class's checks
+        (`checks/<id>`, the exercises) are its teachers' and admins' alone."""
+        checks = CHECKS_SPEC.match(spec)
+        if checks:
+            return Area.checks((await self.teaching(user, int(checks.group(1))))["id"])
+        if spec.startswith("checks/"):
+            raise Refused(*NOT_A_CLASS)
         row = await self._membership(user, class_id_of(spec))
         if not row["member"]:
             raise Refused(403, "not_your_class", "This course folder belongs to a class you are not in.")
@@ -141,9 +156,9 @@ class Classes:
         return user["role"] == "admin" or row["shared"]
 
     async def students(self, class_id: int) -> list[asyncpg.Record]:
-        """(id, username) of the active students of a class."""
+        """(id, username, display_name) of the active students of a class."""
         return await self.pool.fetch(
-            """SELECT u.id, u.username FROM class_membership m JOIN users u ON u.id = m.user_id
+            """SELECT u.id, u.username, u.display_name FROM class_membership m JOIN users u ON u.id = m.user_id
                WHERE m.class_id = $1 AND u.role = 'student' AND u.active ORDER BY u.username""", class_id)
 
     async def members(self, class_id: int) -> list[dict]:
