@@ -74,6 +74,7 @@ class RunRequest:
     claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
     go: dict = field(default_factory=dict)  # more of the launcher's `go` (PROTOCOL.md): echo, nice, ...
     stdin: str | None = None  # typed in as the program starts, then the end of input
+    limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
 
 
 class RunSink(Protocol):
@@ -253,7 +254,8 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        self.run = Run(jobs.cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
+        cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
+        self.run = Run(cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
                        disk_guard=self._disk_guard(sandbox, area, used))
         jobs.warm.used(user, self.sandboxed)
         metrics.RUNS_ACTIVE.inc()
