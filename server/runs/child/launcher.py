@@ -290,6 +290,7 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
     code = 0
     try:
         if go.get("mode"):
+            sys.argv = [""]  # not the launcher's settings
             code = run_checking(go, CHANNEL_FD if channel is not None else None) or 0
         else:
             path = go["path"]
