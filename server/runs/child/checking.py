@@ -555,7 +555,7 @@ class Caller:
         call = call_text(function, args, kwargs)
         request = {"type": "call", "id": self.last_id, "function": function,
                    "args": encode(list(args)), "kwargs": encode(dict(kwargs))}
-        if not isinstance(request["args"], list) or "$" in request["kwargs"]:
+        if not isinstance(request["args"], list) or request["kwargs"].get("$") == "too_large":
             raise ValueError("the arguments of %s are too large to send" % call)
         self.channel.send(request)
         while True:
