@@ -37,7 +37,6 @@ from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
 from ..runs.job import Jobs, RunRequest
 from ..runs.run import Run
-from ..runs.sandbox.launch import CHECKING_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +200,7 @@ class Check:
         cfg = self.grader.cfg
         sink = Collected()
         job = self.grader.jobs.start(RunRequest(
-            self.user, self.session, parts, claim=claim, etag=etag, stdin=given,
-            go={"echo": False, "nice": CHECK_NICE},
+            self.user, self.session, parts, claim=claim, etag=etag, stdin=given, echo=False, nice=CHECK_NICE,
             limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
         await job.done.wait()
         if sink.exit is None or sink.exit.get("type") == "error":
@@ -234,16 +232,19 @@ class Check:
             async def from_checker(message):
                 kind = message.get("type")
                 if kind == "call":
-                    run.tell(await self._call(parts, etag, claim, message))
+                    reply = await self._call(parts, etag, claim, message)
+                    try:
+                        run.tell(reply)
+                    except ValueError:  # a value over the channel's bound
+                        run.tell({"type": "reply", "id": message.get("id"),
+                                  "failed": {"message": "The value your function returned is too large to check."}})
                 elif kind == "result" and isinstance(message.get("id"), str):
                     check_id = test_ids.get(message["id"], message["id"])
                     verdicts.setdefault(check_id, message)
                 elif kind == "not_gradable":
                     verdicts["not_gradable"] = message.get("error") or {}
             run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
-            exit_ = await run.execute("tests.py", [], 80, 24, go_extra={
-                "channel": True, "mode": "test", "code": CHECKING_SOURCE, "options": options, "echo": False,
-                "nice": CHECK_NICE})
+            exit_ = await run.check("test", options, CHECK_NICE)
             reusable = run.reusable
             if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
                 log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
@@ -284,9 +285,7 @@ class Check:
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
         job = self.grader.jobs.start(RunRequest(
-            self.user, self.session, parts, claim=claim, etag=etag, stdin="",
-            go={"channel": True, "mode": "serve", "code": CHECKING_SOURCE, "options": {"file": "/".join(parts)},
-                "echo": False, "nice": CHECK_NICE},
+            self.user, self.session, parts, claim=claim, etag=etag, serve={"file": "/".join(parts)}, nice=CHECK_NICE,
             limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
         self.serving = (job, sink)
         first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
@@ -326,7 +325,7 @@ class Check:
         if serving is not None:
             job, _ = serving
             if job.run is not None:
-                job.run.tell({"type": "end"})
+                job.run.end_channel()
             try:
                 await asyncio.wait_for(job.done.wait(), 1.0)
             except asyncio.TimeoutError:
@@ -338,7 +337,8 @@ class Check:
 def _result(check, verdict):
     """What record_attempt keeps of one verdict of the checker."""
     passed = verdict.get("passed") is True
-    shown = {k: verdict[k] for k in ("expected", "actual", "diff", "line", "input") if k in verdict}
+    # Not its `line`: that is the tests file's, which the student does not have.
+    shown = {k: verdict[k] for k in ("expected", "actual", "diff") if isinstance(verdict.get(k), str)}
     if check.kind == "output":
         shown.setdefault("input", check.input)
     return {"id": check.id, "passed": passed, "message": str(verdict.get("message") or ""),

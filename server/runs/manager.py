@@ -182,5 +182,7 @@ class RunManager:
                 conn.close(1012, "server restarting")
                 self.closed(conn)
         await self.jobs.warm.close()
+        if self.grader is not None:
+            await self.grader.checkers.close()
         if self.jobs.tasks:
             await asyncio.wait(list(self.jobs.tasks), timeout=5)
