@@ -85,11 +85,12 @@ def exercise(**changes):
 def room(request, shared_servers):
     """(server, class id, teacher, [students]) with the average exercise
     given, on a shared server of the sandbox kind `request.param` (local
-    unless a test asks for another) with short check limits."""
+    unless a test asks for another) with short check limits, one check at a
+    time (the others wait in line)."""
     kind = getattr(request, "param", "local")
     if kind == "docker":
         request.getfixturevalue("docker_image")
-    server = shared_servers.get(SANDBOX=kind, CHECK_SECONDS="3")
+    server = shared_servers.get(SANDBOX=kind, CHECK_SECONDS="3", CHECKS_AT_ONCE="1")
     people = People(server)
     teacher = people.teacher("mr-t")
     students = [people.student(f"s{i}") for i in range(3)]
@@ -155,6 +156,22 @@ def test_a_wrong_program_fails_in_words_and_a_right_one_passes(room):
     grid = teacher.get(f"/api/classes/{number}/grid").json()
     [row] = [s for s in grid["students"] if s["username"] == ann.username]
     assert row["cells"]["average"]["attempts"] == 2 and row["cells"]["average"]["best"] == attempt["score"]
+
+
+def test_a_class_checking_at_once_waits_in_line_told_its_place(room):
+    server, number, _, students = room
+    etags = [submit(s, number, RIGHT) for s in students]
+
+    async def everyone():
+        return await asyncio.gather(*(check(server, s, number, e) for s, e in zip(students, etags)))
+    finished = asyncio.run(everyone())
+    assert all(done["type"] == "check" and done["attempt"]["counted"] for done, _ in finished)
+    waited = [[m for m in said if m["state"] == "queued"] for _, said in finished]
+    # One check at a time: the others were told where they stand and how long it may take.
+    told = [w for w in waited if w]
+    assert len(told) >= len(students) - 1, waited
+    assert all(m["position"] >= 1 and m["estimate"] > 0 for w in told for m in w)
+    assert max(m["position"] for w in told for m in w) >= 2
 
 
 def test_a_program_that_does_not_parse_costs_no_attempt(room):
