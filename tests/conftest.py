@@ -10,6 +10,7 @@ stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
 import os
+import random
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +37,11 @@ EDITING_HELP = {"ASSIST_PROCESSES": "2"}
 # a server a hundred times: two per worker run calls side by side; the
 # tests about concurrency ask for more.
 os.environ.setdefault("FILE_PROCESSES", "2")
+# The servers of this test process run students' programs as uids of their
+# own: another test process on the machine (a parallel worker, another
+# checkout's suite) has students with the same ids, and a test that looks
+# for a student's processes by uid must never find the other's.
+os.environ.setdefault("SANDBOX_UID_BASE", str(random.SystemRandom().randrange(1, 2000) * 1_000_000))
 
 
 def with_database(dsn, name):

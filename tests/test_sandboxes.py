@@ -27,7 +27,7 @@ from server.runs.sandbox.local import LocalKind, build_mpl_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE = "pyclassroom-sandbox:latest"
-UID = 200001  # as the server runs a student's code when it is root
+UID = int(os.environ.get("SANDBOX_UID_BASE", 200000)) + 1  # as the server runs a student's code when it is root
 
 if os.geteuid() != 0:
     pytest.skip("the sandboxes run programs as students' uids: these tests need root",
