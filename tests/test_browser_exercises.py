@@ -1,0 +1,315 @@
+"""Exercises in Chromium (issue 23): a teacher writes an exercise with the
+browser's form and it appears for the class's student, who opens it (the
+instructions rendered safely), starts it and checks it; the teacher's
+gradebook shows the student's row and grades.csv downloads. The tests
+that need the grader (the server's answer to Check) wait for it: they run
+once `server.checks` exists."""
+import csv
+import importlib.util
+import io
+import re
+
+import pytest
+
+from tests.browser import LIMITS, editor, expect, expect_saved, login, replace_text, shot, student
+from tests.helpers import create_user
+from tests.live_support import a_class
+
+WAIT = 15_000  # ms: only catches a hang
+SECRETS = ("SECRET-IN-7f3", "SECRET-OUT-9a1", "SECRET-HINT-42", "secret-case")
+INSTRUCTIONS = """# Average
+
+Read numbers until an empty line, then print `Average: ` and their average.
+
+<script>window.pwned = 1</script>
+<img src=x onerror="window.pwned = 2">
+[a trap](javascript:window.pwned=3) and [the Python docs](https://docs.python.org/3/)
+"""
+STARTER = 'numbers = []\nwhile (line := input()):\n    numbers.append(float(line))\nprint("Average: 0")\n'
+SOLUTION = 'numbers = []\nwhile (line := input()):\n    numbers.append(float(line))\n' \
+           'print("Average:", sum(numbers) / len(numbers) if numbers else "none")\n'
+
+
+def grader_available():
+    return importlib.util.find_spec("server.checks") is not None
+
+
+needs_grader = pytest.mark.skipif(not grader_available(), reason="the grader (server.checks) is not merged yet")
+
+
+def people(server):
+    """A teacher and a student of one class: the class's number."""
+    student(server, "ada")
+    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
+    return a_class(server, "grace", "ada", name="8A Python")
+
+
+def teacher_page(new_page, server):
+    page = new_page(server)
+    login(page, "grace", "grace-password", lands_on="/teacher")
+    return page
+
+
+def write_exercise(teacher):
+    """The teacher writes the Average exercise with the form: a visible
+    output check, a hidden one, a code check and a starter file."""
+    panel = teacher.locator("#class-panel")
+    panel.get_by_role("button", name="New exercise").click()
+    form = teacher.get_by_role("dialog", name="New exercise")
+    form.get_by_label("Folder name").fill("average")
+    form.get_by_label("Title", exact=True).fill("Average")
+    form.get_by_label("The student's file").fill("average.py")
+    form.get_by_label("Instructions (Markdown)").fill(INSTRUCTIONS)
+    checks = [("two-numbers", "4\n6\n\n", "Average: 5.0\n", "visible", "Print 'Average: ' and the average."),
+              ("secret-case", "SECRET-IN-7f3", "SECRET-OUT-9a1", "hidden", "SECRET-HINT-42")]
+    for n, (check_id, given, expected, visibility, hint) in enumerate(checks):
+        form.get_by_role("button", name="Add a check").click()
+        check = form.locator(".check-form").nth(n)
+        check.get_by_label("Id", exact=True).fill(check_id)
+        check.get_by_label("Input (what is typed)").fill(given)
+        check.get_by_label("Expected output").fill(expected)
+        check.get_by_label("Compare", exact=True).select_option("normalized")
+        check.get_by_label("Points", exact=True).fill("2")
+        check.get_by_label("Visibility", exact=True).select_option(visibility)
+        check.get_by_label("Hint (shown when the check fails)").fill(hint)
+    form.get_by_role("button", name="Add a check").click()
+    loop = form.locator(".check-form").nth(2)
+    loop.get_by_label("Id", exact=True).fill("loop")
+    loop.get_by_label("Kind", exact=True).select_option("code")
+    loop.get_by_label("Rule", exact=True).fill("uses_loop")
+    form.get_by_role("button", name="Add a starter file").click()
+    form.get_by_label("File name").fill("average.py")
+    form.locator(".starter-form textarea").fill(STARTER)
+    shot(teacher, "60-teacher-exercise-form")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_have_count(0)
+    expect(panel.locator('.ex-row[data-slug="average"]')).to_contain_text("3 checks, 5 points")
+
+
+def open_exercise(page):
+    page.get_by_role("tab", name="Exercises").click()
+    page.locator("#exercises-panel .ex-item", has_text="Average").click()
+    view = page.locator("#exercises-panel .ex-view")
+    expect(view.locator(".ex-title-big")).to_have_text("Average")
+    return view
+
+
+def test_a_teacher_writes_an_exercise_and_the_student_starts_it(start_server, new_page, tmp_path):
+    server = start_server(**LIMITS)
+    number = people(server)
+    teacher = teacher_page(new_page, server)
+
+    # A mistake comes back as a sentence, and nothing is saved.
+    teacher.locator("#class-panel").get_by_role("button", name="New exercise").click()
+    form = teacher.get_by_role("dialog", name="New exercise")
+    form.get_by_label("Folder name").fill("broken")
+    form.get_by_label("Title", exact=True).fill("Broken")
+    form.get_by_role("button", name="Save").click()
+    expect(form.locator(".form-problems")).to_contain_text("'file' is missing")
+    form.get_by_role("button", name="Cancel").click()
+    expect(teacher.locator("#class-panel .ex-list-note")).to_contain_text("No exercises yet")
+
+    write_exercise(teacher)
+    # The exercise is files in the class's checks area, in the teacher's tree too.
+    teacher.get_by_role("tab", name="Files").click()
+    checks_tree = teacher.locator(f'.tree-section[data-area="checks/{number}"]')
+    expect(checks_tree.locator('.tree-row[data-path="average"]')).to_be_visible()
+
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    page.get_by_role("tab", name="Exercises").click()
+    item = page.locator("#exercises-panel .ex-item", has_text="Average")
+    expect(item).to_contain_text("5 points · not checked yet")
+    expect(item).to_contain_text("No due date")
+    view = open_exercise(page)
+
+    # The instructions are Markdown, shown safely: no script, no handler, no javascript: link.
+    instructions = view.locator(".ex-instructions")
+    expect(instructions.locator("h1")).to_have_text("Average")
+    expect(instructions.locator("code")).to_have_text("Average: ")
+    expect(instructions).to_contain_text("<script>window.pwned = 1</script>")
+    expect(instructions).to_contain_text('<img src=x onerror="window.pwned = 2">')
+    assert instructions.locator("script, img, [onerror]").count() == 0
+    assert instructions.locator('a[href^="javascript"]').count() == 0
+    docs = instructions.get_by_role("link", name="the Python docs")
+    expect(docs).to_have_attribute("target", "_blank")
+    expect(docs).to_have_attribute("rel", re.compile("noopener"))
+    assert page.evaluate("window.pwned") is None
+
+    # The checks as she may see them: the hidden one only by its number and points.
+    items = view.locator(".check-item")
+    expect(items).to_have_count(3)
+    expect(items.nth(0)).to_contain_text("Output: two-numbers")
+    expect(items.nth(1)).to_contain_text("Hidden check 1")
+    expect(items.nth(1)).to_contain_text("2 points")
+    expect(items.nth(2)).to_contain_text("Uses a loop")
+    items.nth(0).get_by_text("What this check does").click()
+    expect(items.nth(0)).to_contain_text("ignoring spaces and capitals")
+    expect(items.nth(0)).to_contain_text("Print 'Average: ' and the average.")
+    for secret in SECRETS:
+        assert secret not in page.content()
+
+    # Start: the starter file, in her files, open in the editor; then Check.
+    expect(view.get_by_role("button", name="Check")).to_be_hidden()
+    view.get_by_role("button", name="Start").click()
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    expect(editor(page)).to_contain_text('print("Average: 0")')
+    expect(view.get_by_role("button", name="Check")).to_be_visible()
+    expect(view.get_by_role("button", name="Start")).to_be_hidden()
+    expect(page.locator('.tree-section[data-area="home"] .tree-row[data-path="average"]')).to_have_count(1)
+    view.get_by_role("button", name="Open my file").focus()
+    box = page.locator("#sidebar").bounding_box()
+    assert box["width"] >= 330, box  # room for the instructions at 1366x768
+    shot(page, "61-student-exercise")
+
+    # The teacher's gradebook has her row (not started), and grades.csv downloads.
+    teacher.get_by_role("tab", name="Class").click()
+    teacher.locator("#class-panel").get_by_role("button", name="Gradebook").click()
+    book = teacher.get_by_role("dialog", name="Gradebook: 8A Python")
+    row = book.locator('tr[data-username="ada"]')
+    expect(row).to_contain_text("Ada Student")
+    expect(row.locator('td[data-slug="average"]')).to_have_text("not started")
+    with teacher.expect_download() as download:
+        book.get_by_role("link", name="Download grades (CSV)").click()
+    path = tmp_path / "grades.csv"
+    download.value.save_as(path)
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    assert rows == [["username", "name", "Average (5)"], ["ada", "Ada Student", ""]]
+    shot(teacher, "62-teacher-gradebook")
+
+    # Changed in the form: the student sees the new title; deleted (after a confirmation): gone.
+    book.get_by_role("button", name="Close").first.click()
+    teacher.locator('#class-panel .ex-row[data-slug="average"] .ex-item').click()
+    form = teacher.get_by_role("dialog", name="Exercise: Average")
+    expect(form.get_by_label("Instructions (Markdown)")).to_have_value(INSTRUCTIONS)
+    expect(form.locator(".check-form")).to_have_count(3)
+    form.get_by_label("Title", exact=True).fill("Average of numbers")
+    form.get_by_role("button", name="Save").click()
+    expect(teacher.locator('#class-panel .ex-row[data-slug="average"]')).to_contain_text("Average of numbers")
+    view.get_by_role("button", name="← All exercises").click()
+    expect(page.locator("#exercises-panel .ex-item")).to_contain_text("Average of numbers")
+    teacher.get_by_role("button", name="Delete Average of numbers").click()
+    teacher.get_by_role("dialog").get_by_role("button", name="Delete").click()
+    expect(teacher.locator("#class-panel .ex-row")).to_have_count(0)
+    assert teacher.errors == [] and page.errors == []
+
+
+def test_the_student_panel_fits_and_is_keyboard_reachable(start_server, new_page):
+    """The side bar's tabs move with the arrow keys; an exercise opens from the keyboard."""
+    server = start_server(**LIMITS)
+    people(server)
+    teacher = teacher_page(new_page, server)
+    write_exercise(teacher)
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    page.locator("#tab-files").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("#tab-exercises")).to_be_focused()
+    expect(page.locator("#exercises-panel")).to_be_visible()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")  # past Refresh, to the exercise
+    expect(page.locator("#exercises-panel .ex-item").first).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#exercises-panel .ex-title-big")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Start")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    assert page.errors == []
+
+
+# -- with the grader ----------------------------------------------------------------------
+
+def recording(page):
+    """Every response body and WebSocket frame the page receives, to search for what must not leak."""
+    seen = []
+
+    def response(r):
+        try:
+            seen.append(r.text())
+        except Exception:  # a redirect or a body gone with its page: no content to search
+            pass
+    page.on("response", response)
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: seen.append(
+        frame if isinstance(frame, str) else frame.decode("utf-8", "replace"))))
+    return seen
+
+
+@needs_grader
+def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start_server, new_page):
+    server = start_server(**LIMITS)
+    people(server)
+    teacher = teacher_page(new_page, server)
+    write_exercise(teacher)
+    teacher.locator("#class-panel").get_by_role("button", name="Gradebook").click()
+    book = teacher.get_by_role("dialog", name="Gradebook: 8A Python")
+    cell = book.locator('tr[data-username="ada"] td[data-slug="average"]')
+    expect(cell).to_have_text("not started")
+
+    page = new_page(server)
+    seen = recording(page)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    view = open_exercise(page)
+    view.get_by_role("button", name="Start").click()
+    expect(editor(page)).to_contain_text('print("Average: 0")')
+
+    # The starter fails the visible output check: the diff shows what differs.
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-status")).to_have_attribute("data-state", "done", timeout=30_000)
+    first = view.locator('.check-item[data-check="two-numbers"]')
+    expect(first).to_have_attribute("data-state", "failed")
+    expect(first.locator(".check-points")).to_have_text("0/2")
+    expect(first.locator(".diff .del")).to_contain_text("Average: 5.0")
+    expect(first.locator(".diff .add")).to_contain_text("Average: 0")
+    expect(first).to_contain_text("Hint: Print 'Average: ' and the average.")
+    expect(first.locator(".check-field", has_text="Input")).to_contain_text("4")
+    expect(view.locator('.check-item[data-check="hidden-1"]')).to_contain_text("Not passed yet.")
+    expect(view.locator('.check-item[data-check="loop"]')).to_have_attribute("data-state", "passed")
+    expect(view.locator(".ex-progress")).to_contain_text("1 attempt")
+    shot(page, "63-student-check-failed")
+    expect(cell).to_contain_text("1 attempt", timeout=WAIT)  # the teacher's grid follows, live
+    expect(cell).to_contain_text("stuck on")
+
+    # Fixed in the editor, checked again: everything passes.
+    replace_text(page, SOLUTION)
+    expect_saved(page)
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-status")).to_contain_text("3 of 3 checks passed", timeout=30_000)
+    expect(view.locator('.check-item[data-state="passed"]')).to_have_count(3)
+    expect(view.locator(".ex-progress")).to_contain_text("5/5")
+    shot(page, "64-student-check-passed")
+    expect(cell).to_contain_text("best 5/5", timeout=WAIT)
+    expect(cell).to_contain_text("2 attempts")
+
+    # The result stays when the exercise is opened again, after a reload too.
+    page.reload()
+    view = open_exercise(page)
+    expect(view.locator('.check-item[data-state="passed"]')).to_have_count(3)
+
+    # The teacher opens her latest attempt; the hidden check's contents never reached her browser.
+    cell.get_by_role("button").click()
+    attempt = teacher.get_by_role("dialog", name="Ada Student: Average")
+    expect(attempt.locator(".check-item")).to_have_count(3)
+    assert not [s for s in SECRETS for body in seen if s in body]
+    assert teacher.errors == [] and page.errors == []
+
+
+@needs_grader
+def test_check_waits_for_a_running_program_and_says_so(start_server, new_page):
+    """Check while the student's own program runs: a sentence, and nothing checked."""
+    server = start_server(**LIMITS)
+    people(server)
+    write_exercise(teacher_page(new_page, server))
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    view = open_exercise(page)
+    view.get_by_role("button", name="Start").click()
+    expect(editor(page)).to_contain_text("Average: 0")
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(page.locator("#run-state")).to_contain_text("Waiting for your input", timeout=WAIT)
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-status")).to_have_text("Stop your program, then press Check.")
+    page.get_by_role("button", name="Stop").click()
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-status")).to_have_attribute("data-state", "done", timeout=30_000)
+    assert page.errors == []
