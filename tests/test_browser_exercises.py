@@ -8,15 +8,18 @@ import csv
 import importlib.util
 import io
 import re
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 import pytest
 
 from tests.browser import LIMITS, editor, expect, expect_saved, login, replace_text, shot, student
 from tests.helpers import create_user
-from tests.live_support import a_class
+from tests.live_support import a_class, user_of
+from tests.test_exercises import grader
 
 WAIT = 15_000  # ms: only catches a hang
-SECRETS = ("SECRET-IN-7f3", "SECRET-OUT-9a1", "SECRET-HINT-42", "secret-case")
+SECRETS = ("SECRET-IN-7f3", "SECRET-OUT-9a1", "SECRET-HINT-42", "secret-case", "SECRET-MESSAGE-13")
 INSTRUCTIONS = """# Average
 
 Read numbers until an empty line, then print `Average: ` and their average.
@@ -194,6 +197,59 @@ def test_a_teacher_writes_an_exercise_and_the_student_starts_it(start_server, ne
     assert teacher.errors == [] and page.errors == []
 
 
+def test_an_attempt_shows_in_the_gradebook_and_to_the_student_without_the_hidden_check(start_server, new_page):
+    """An attempt recorded by the exercises service (as the grader records
+    one): the teacher's grid cell opens it with everything the grader saw;
+    the student sees her results, the hidden check only as passed or not."""
+    server = start_server(**LIMITS)
+    number = people(server)
+    teacher = teacher_page(new_page, server)
+    write_exercise(teacher)
+    results = [
+        {"id": "two-numbers", "passed": False, "message": "The output is not what was expected.",
+         "details": {"input": "4\n6\n\n", "expected": "Average: 5.0\n", "actual": "Average: 0\n",
+                     "diff": "-Average: 5.0\n+Average: 0"}},
+        {"id": "secret-case", "passed": True, "message": "SECRET-MESSAGE-13", "details": {"input": "SECRET-IN-7f3"}},
+        {"id": "loop", "passed": True, "message": ""}]
+    teacher.locator("#class-panel").get_by_role("button", name="Gradebook").click()
+    book = teacher.get_by_role("dialog", name="Gradebook: 8A Python")
+    cell = book.locator('tr[data-username="ada"] td[data-slug="average"]')
+    expect(cell).to_have_text("not started")
+    ada = user_of(server, "ada")
+    record = lambda exercises: exercises.record_attempt(ada, number, "average", datetime.now(timezone.utc), results)  # noqa: E731
+    with ThreadPoolExecutor(1) as thread:  # asyncio.run, beside Playwright's own event loop
+        thread.submit(grader, server, record).result()
+    # The open gradebook follows: the live class says she checked.
+    expect(cell).to_contain_text("best 3/5", timeout=WAIT)
+
+    page = new_page(server)
+    seen = recording(page)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    page.get_by_role("tab", name="Exercises").click()
+    expect(page.locator("#exercises-panel .ex-item")).to_contain_text("3/5 points · 1 attempt")
+    view = open_exercise(page)
+    expect(view.locator(".ex-progress")).to_have_text("Best 3/5 · latest 3/5 · 1 attempt")
+    failed = view.locator('.check-item[data-check="two-numbers"]')
+    expect(failed).to_have_attribute("data-state", "failed")
+    expect(failed).to_contain_text("The output is not what was expected.")
+    expect(failed).to_contain_text("Hint: Print 'Average: ' and the average.")
+    expect(view.locator('.check-item[data-check="hidden-1"]')).to_contain_text("Passed.")
+    expect(view.locator('.check-item[data-check="hidden-1"] .check-points')).to_have_text("2/2")
+    expect(view.locator('.check-item[data-check="loop"]')).to_have_attribute("data-state", "passed")
+    assert not [s for s in SECRETS for body in seen if s in body]
+
+    expect(teacher.locator('#class-panel .student[data-username="ada"]')).to_contain_text("checked average: 3/5")
+    expect(cell).to_contain_text("latest 3/5 · 1 attempt")
+    expect(cell).to_contain_text("stuck on two-numbers")
+    cell.get_by_role("button").click()
+    attempt = teacher.get_by_role("dialog", name="Ada Student: Average")
+    expect(attempt.locator(".attempt > .check-list > .check-item")).to_have_count(3)
+    expect(attempt.locator('.check-item[data-check="two-numbers"] .diff .del')).to_have_text("-Average: 5.0")
+    expect(attempt.locator('.check-item[data-check="secret-case"]')).to_contain_text("SECRET-MESSAGE-13")
+    shot(teacher, "63-teacher-attempt")
+    assert teacher.errors == [] and page.errors == []
+
+
 def test_the_student_panel_fits_and_is_keyboard_reachable(start_server, new_page):
     """The side bar's tabs move with the arrow keys; an exercise opens from the keyboard."""
     server = start_server(**LIMITS)
@@ -289,7 +345,7 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
     # The teacher opens her latest attempt; the hidden check's contents never reached her browser.
     cell.get_by_role("button").click()
     attempt = teacher.get_by_role("dialog", name="Ada Student: Average")
-    expect(attempt.locator(".check-item")).to_have_count(3)
+    expect(attempt.locator(".attempt > .check-list > .check-item")).to_have_count(3)
     assert not [s for s in SECRETS for body in seen if s in body]
     assert teacher.errors == [] and page.errors == []
 

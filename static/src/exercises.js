@@ -127,7 +127,7 @@ export class ExercisesPanel {
           h("div", { class: "ex-buttons" }, this.startBtn, this.checkBtn, this.openBtn),
           this.statusEl,
           h("p", { class: "ex-progress" }, attempt
-            ? `This check: ${attempt.score}/${attempt.max_score} · ${attempt.attempts} attempt${attempt.attempts === 1 ? "" : "s"}`
+            ? `Last check: ${attempt.score}/${attempt.max_score} · ${attempt.attempts} attempt${attempt.attempts === 1 ? "" : "s"}`
               + (progress?.best !== null && progress?.best !== undefined ? ` · best ${progress.best}/${progress.best_max}` : "")
             : progressWords(progress)),
           note ? h("p", { class: "ex-note" }, note) : null),
