@@ -9,7 +9,7 @@ import importlib.util
 import io
 import re
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -180,20 +180,46 @@ def test_a_teacher_writes_an_exercise_and_the_student_starts_it(start_server, ne
     assert rows == [["username", "name", "Average (5)"], ["ada", "Ada Student", ""]]
     shot(teacher, "62-teacher-gradebook")
 
-    # Changed in the form: the student sees the new title; deleted (after a confirmation): gone.
+    # Changed in the form (a new title, a due date in three days): the student sees it in words.
     book.get_by_role("button", name="Close").first.click()
     teacher.locator('#class-panel .ex-row[data-slug="average"] .ex-item').click()
     form = teacher.get_by_role("dialog", name="Exercise: Average")
     expect(form.get_by_label("Instructions (Markdown)")).to_have_value(INSTRUCTIONS)
     expect(form.locator(".check-form")).to_have_count(3)
     form.get_by_label("Title", exact=True).fill("Average of numbers")
+    soon = datetime.now() + timedelta(days=3)  # the browser's clock and time zone are this machine's
+    form.get_by_label("Due (optional)").fill(f"{soon:%Y-%m-%d}T16:00")
     form.get_by_role("button", name="Save").click()
     expect(teacher.locator('#class-panel .ex-row[data-slug="average"]')).to_contain_text("Average of numbers")
     view.get_by_role("button", name="← All exercises").click()
     expect(page.locator("#exercises-panel .ex-item")).to_contain_text("Average of numbers")
+    expect(page.locator("#exercises-panel .ex-item")).to_contain_text(f"due {soon:%A} 16:00")
+    # Past its due date, checks no longer count, and the student is told so.
+    teacher.locator('#class-panel .ex-row[data-slug="average"] .ex-item').click()
+    form = teacher.get_by_role("dialog", name="Exercise: Average of numbers")
+    form.get_by_label("Due (optional)").fill("2020-01-31T16:00")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_have_count(0)
+    page.get_by_role("button", name="Refresh").click()
+    # (in the browser's own way of writing dates: en-US here)
+    expect(page.locator("#exercises-panel .ex-item")).to_contain_text("was due Jan 31, 2020, 16:00")
+    page.locator("#exercises-panel .ex-item").click()
+    expect(view.locator(".ex-due")).to_have_text("The due date has passed: checks no longer count.")
+    view.get_by_role("button", name="← All exercises").click()
+
+    # An exercise written as files with a mistake: the teacher reads what to fix; students do not see it.
+    files = server.client()
+    files.login_ok("grace", "grace-password")
+    r = files.request("PUT", f"/api/files/checks/{number}/broken/exercise.toml", data=b'title = "Broken"\n')
+    assert r.status_code == 200, r.text
+    teacher.reload()
+    expect(teacher.locator('#class-panel .ex-row[data-slug="broken"]')).to_contain_text(
+        "Not shown to students until this is fixed:exercise.toml: 'file' is missing")
+    page.get_by_role("button", name="Refresh").click()
+    expect(page.locator("#exercises-panel .ex-item")).to_have_count(1)
     teacher.get_by_role("button", name="Delete Average of numbers").click()
     teacher.get_by_role("dialog").get_by_role("button", name="Delete").click()
-    expect(teacher.locator("#class-panel .ex-row")).to_have_count(0)
+    expect(teacher.locator("#class-panel .ex-row")).to_have_count(1)
     assert teacher.errors == [] and page.errors == []
 
 
@@ -216,7 +242,9 @@ def test_an_attempt_shows_in_the_gradebook_and_to_the_student_without_the_hidden
     cell = book.locator('tr[data-username="ada"] td[data-slug="average"]')
     expect(cell).to_have_text("not started")
     ada = user_of(server, "ada")
-    record = lambda exercises: exercises.record_attempt(ada, number, "average", datetime.now(timezone.utc), results)  # noqa: E731
+
+    def record(exercises):
+        return exercises.record_attempt(ada, number, "average", datetime.now(timezone.utc), results)
     with ThreadPoolExecutor(1) as thread:  # asyncio.run, beside Playwright's own event loop
         thread.submit(grader, server, record).result()
     # The open gradebook follows: the live class says she checked.

@@ -52,30 +52,34 @@ export class CheckControl extends EventTarget {
     this.saving = true;
     this.runControl?.hold("Wait for the check to finish, then press Run.");
     this.status(key, "saving", "Saving your file…");
+    let problem = "";
     try {
-      const doc = await this.workspace.open("home", path, { activate: false, quiet: true });
-      if (!doc) {
-        this.status(key, "error", `Your file ${path} is missing: press Start to get it again.`);
-        return;
-      }
-      const saved = await this.saver.flush(doc);
-      if (!saved) {
-        const why = doc.status === "conflict" ? "resolve the conflict first" : doc.message || STATUS_TEXT[doc.status];
-        this.status(key, "error", `Not checked: your file could not be saved (${why.replace(/[.\s]+$/, "")}).`);
-        return;
-      }
-      if (!this.socket.open) {
-        this.socket.connectNow();
-        this.status(key, "error", "Not connected to the server: reconnecting… Press Check again in a moment.");
-        return;
-      }
-      this.pending = { key, doc };
-      this.socket.send({ type: "check", class: classId, exercise: slug, etag: doc.etag });
-      this.status(key, "queued", "Sent: waiting for the checker…");
+      problem = await this.send(classId, slug, path, key);
     } finally {
       this.saving = false;
       if (!this.pending) this.runControl?.hold("");
     }
+    // Said once nothing is waiting any more, so that Check can be pressed again.
+    if (problem) this.status(key, "error", problem);
+  }
+
+  /** Save the file and send the check; a sentence saying why not, or "". */
+  async send(classId, slug, path, key) {
+    const doc = await this.workspace.open("home", path, { activate: false, quiet: true });
+    if (!doc) return `Your file ${path} is missing: press Start to get it again.`;
+    const saved = await this.saver.flush(doc);
+    if (!saved) {
+      const why = doc.status === "conflict" ? "resolve the conflict first" : doc.message || STATUS_TEXT[doc.status];
+      return `Not checked: your file could not be saved (${why.replace(/[.\s]+$/, "")}).`;
+    }
+    if (!this.socket.open) {
+      this.socket.connectNow();
+      return "Not connected to the server: reconnecting… Press Check again in a moment.";
+    }
+    this.pending = { key, doc };
+    this.socket.send({ type: "check", class: classId, exercise: slug, etag: doc.etag });
+    this.status(key, "queued", "Sent: waiting for the checker…");
+    return "";
   }
 
   finish(state, text) {

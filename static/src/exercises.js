@@ -38,7 +38,7 @@ export class ExercisesPanel {
     this.loaded = false;
     checker.addEventListener("status", (e) => {
       this.statusOf.set(e.detail.key, e.detail);
-      if (this.shown && e.detail.key === this.key(this.shown)) this.showStatus();
+      if (this.shown) this.showStatus(); // Check waits while any check does
     });
     checker.addEventListener("done", (e) => {
       this.attempts.set(e.detail.key, e.detail.attempt);

@@ -96,6 +96,7 @@ socket.addEventListener("message", (e) => { if (checker.claims(e.detail)) checke
 const exercises = new ExercisesPanel({ el: $("#exercises-panel"), checker, workspace, layout, home,
   openLine: (path, line) => runErrors.open(path, line) });
 home.addEventListener("loaded", () => exercises.showButtons());
+sidebar.addEventListener("shown", (e) => { if (e.detail === "exercises") exercises.load(); }); // a new one shows up
 // Files changed elsewhere (another tab, the teacher, a program): the trees and open files follow.
 socket.addEventListener("message", (e) => { if (e.detail.type === "files") workspace.changedElsewhere(e.detail); });
 // What the student types next goes to the code again, once a run is over or refused.
