@@ -211,6 +211,13 @@ SETTINGS = [
     Setting("RUN_FILE_MB", _int(1, 64 * 1024), "20", "largest file a run may write"),
     Setting("RUN_OPEN_FILES", _int(16, 65536), "128", "files a run's process may have open"),
     Setting("RUN_OUTPUT_KB", _int(1, 1 << 20), "2048", "output (text and images) a run may print"),
+    Setting("CHECKS_AT_ONCE", _int(1, 1000), "4",
+            "exercise checks running at once on this host (each runs the student's program several times); "
+            "the others wait in line, told their place"),
+    Setting("CHECK_QUEUE_MAX", _int(0, 100000), "200", "checks that may wait in line on this host"),
+    Setting("CHECK_SECONDS", _int(1, 3600), "10",
+            "longest one program of a check may run (an output check, or a function called by a test), "
+            "and how long a check's tests may take in all, times 3"),
     Setting("ASSIST_PROCESSES", _int(0, 64, ", 0 = no editing help"), "2",
             "processes per worker that complete code and check it while students type (jedi, pyflakes)"),
     Setting("ASSIST_QUEUE_MAX", _int(1, 100000), "240",
@@ -230,6 +237,10 @@ class Config:
 
     def __init__(self, values):
         self.__dict__.update(values)
+
+    def but(self, **values) -> "Config":
+        """These settings with `values` in place of some (a check's runs' shorter limits)."""
+        return Config(dict(self.__dict__, **values))
 
     def masked(self):
         """(name, value) pairs for display, with secrets hidden."""

@@ -21,6 +21,7 @@ from .accounts import sessions, throttle
 from .accounts.service import Accounts
 from .accounts.uids import run_uid
 from .assist.service import Assist
+from .checks.grader import Grader
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .exercises.service import Exercises
@@ -30,6 +31,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .runs.checkers import CheckerSandboxes
 from .runs.events import Guarded
 from .runs.job import Jobs
 from .runs.warm import WarmSandboxes
@@ -93,7 +95,9 @@ async def open_database(ctx, dsn):
                          lambda: ctx.draining)
     # Every run of this worker is a job (runs/job.py); the IDE sockets' manager makes theirs.
     ctx.jobs = Jobs(ctx.cfg, ctx.pool, ctx.files, ctx.admission, warm, Guarded(ctx.teaching), lambda: ctx.draining)
-    ctx.runs = manager.RunManager(ctx.jobs)
+    ctx.grader = Grader(ctx.cfg, ctx.jobs, CheckerSandboxes(ctx.sandbox_kind, ctx.cfg), ctx.exercises, ctx.files,
+                        ctx.processes)
+    ctx.runs = manager.RunManager(ctx.jobs, ctx.grader)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
     # Its own connection, without the request paths' timeouts: migrating (or

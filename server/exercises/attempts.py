@@ -68,8 +68,10 @@ class Attempts:
     async def record(self, student: dict, class_id: int, slug: str, started_at: datetime, results: list[dict],
                      not_gradable: bool = False, message: str = "") -> dict:
         """Keep an attempt of `student` at an exercise. `results`: per check
-        {"id", "passed": bool, "message": for the student (a shown check's
-        diff, the failing line), "details": any JSON, for the teacher only};
+        {"id", "passed": bool, "message": a sentence for the student,
+        "shown": what a student may see of a shown check (its input,
+        expected and actual output, the diff, the failing line: JSON),
+        "details": any JSON, for the teacher only};
         a check of the exercise missing from them did not pass (one no
         longer in the exercise is left out). `not_gradable`: the code could
         not be checked (it does not parse; `message` says why). It counts
@@ -86,7 +88,7 @@ class Attempts:
             got = by_id.get(check.id, {})
             passed = got.get("passed") is True and not not_gradable
             text = str(got.get("message") or ("" if got else NOT_RUN))[:MAX_MESSAGE]
-            outcomes[check.id] = (passed, text)
+            outcomes[check.id] = (passed, text, _details(got.get("shown")) if got.get("shown") else None)
             details.append({"id": check.id, "kind": check.kind, "passed": passed, "points": check.points,
                             "earned": check.points if passed else 0, "message": text,
                             "details": _details(got.get("details"))})

@@ -56,10 +56,10 @@ def student_results(exercise: Exercise, outcomes: dict, now: datetime) -> list[d
     """The results of an attempt as the student may see them: per check,
     passed, points earned and a message (the grader's, with the hint when
     failed, for a shown check; only passed or not for a hidden one).
-    `outcomes`: {check id: (passed, message)}."""
+    `outcomes`: {check id: (passed, message, what a shown check shows or None)}."""
     out = []
     for check, face in faces(exercise, now):
-        passed, message = outcomes[check.id]
+        passed, message, details = outcomes[check.id]
         result = {"id": face["id"], "label": face["label"], "passed": passed, "points": check.points,
                   "earned": check.points if passed else 0}
         if face.get("hidden"):
@@ -68,5 +68,7 @@ def student_results(exercise: Exercise, outcomes: dict, now: datetime) -> list[d
             result["message"] = message or (PASSED if passed else NOT_PASSED)
             if not passed and check.hint:
                 result["hint"] = check.hint
+            if details:
+                result["shown"] = details
         out.append(result)
     return out

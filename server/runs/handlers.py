@@ -111,6 +111,9 @@ class RunSocket(websocket.WebSocketHandler):
             return self.start_watching()
         if kind == "run":
             return self.manager.start(self.conn, *self.run_request(msg))
+        if kind == "check":
+            return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
+                                      _etag(msg))
         if kind not in INPUT_KINDS:
             raise Refused(400, "unknown_type", f"Unknown message type {kind[:40]!r}.")
         run = self.manager.running(self.conn)
@@ -135,10 +138,7 @@ class RunSocket(websocket.WebSocketHandler):
         if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
                 isinstance(a, str) and len(a) <= 1000 and "\x00" not in a and _encodable(a) for a in args):
             raise Refused(400, "bad_args", f"args must be a list of at most {MAX_ARGS} strings.")
-        etag = msg.get("etag")
-        if etag is not None and not (isinstance(etag, str) and ETAG.fullmatch(etag)):
-            raise Refused(400, "bad_field", "'etag' must be the version the editor shows (20 hex digits).")
-        return parts, args, _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24), etag
+        return parts, args, _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24), _etag(msg)
 
     async def send(self, message):
         if self.ws_connection is None or self.ws_connection.is_closing():
@@ -162,6 +162,13 @@ def _text(msg, key, max_len):
     if not isinstance(value, str) or len(value) > max_len:
         raise Refused(400, "bad_field", f"'{key}' must be text of at most {max_len} characters.")
     return value
+
+
+def _etag(msg):
+    etag = msg.get("etag")
+    if etag is not None and not (isinstance(etag, str) and ETAG.fullmatch(etag)):
+        raise Refused(400, "bad_field", "'etag' must be the version the editor shows (20 hex digits).")
+    return etag
 
 
 def _int(msg, key, lo, hi, default=None):

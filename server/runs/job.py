@@ -72,8 +72,11 @@ class RunRequest:
     rows: int = 24
     etag: str | None = None  # the version the asker saw: nothing else may run
     claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
-    go: dict = field(default_factory=dict)  # more of the launcher's `go` (PROTOCOL.md): echo, nice, ...
     stdin: str | None = None  # typed in as the program starts, then the end of input
+    echo: bool = True  # False: the terminal does not echo what is typed (a check compares the output)
+    nice: int = 0  # 0..10 more: a check's runs go below interactive ones
+    serve: dict | None = None  # the options of checking.py's serve mode: the program's functions serve a check
+    limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
 
 
 class RunSink(Protocol):
@@ -84,6 +87,9 @@ class RunSink(Protocol):
 
     async def send(self, message: dict) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
+
+    # A job that serves a check (RunRequest.serve) also has its program's
+    # channel messages: `async def channel(self, message: dict) -> None`.
 
 
 class SessionEnded(Refused):
@@ -253,16 +259,21 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        self.run = Run(jobs.cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
-                       disk_guard=self._disk_guard(sandbox, area, used))
+        cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
+        self.run = Run(cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
+                       disk_guard=self._disk_guard(sandbox, area, used),
+                       channel=self.sink.channel if request.serve is not None else None)
         jobs.warm.used(user, self.sandboxed)
         metrics.RUNS_ACTIVE.inc()
         jobs.events.run_started(user)
         if self.sink.gone.is_set():
             self.run.stop("killed")
         await self.sink.send({"type": "started", "run_id": self.run.id})
-        message = await self.run.execute("/".join(request.parts), list(request.args), request.cols, request.rows,
-                                         request.etag, request.go, request.stdin)
+        if request.serve is not None:
+            message = await self.run.check("serve", request.serve, request.nice)
+        else:
+            message = await self.run.execute("/".join(request.parts), list(request.args), request.cols, request.rows,
+                                             request.etag, request.echo, request.nice, request.stdin)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message

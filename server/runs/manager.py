@@ -46,17 +46,21 @@ class Connection:
         self.send = send
         self.close = close
         self.job = None  # its latest job
+        self.check = None  # its latest check (server/checks/grader.py)
         self.gone = asyncio.Event()  # the socket closed (or is closing): its run stops
         self.ending = False  # its session ended: it closes once its run has
 
     @property
     def busy(self) -> bool:
-        return self.job is not None and self.job.state is not State.ENDED
+        """A program or a check of this socket's is under way."""
+        return (self.job is not None and self.job.state is not State.ENDED) or \
+            (self.check is not None and not self.check.done.is_set())
 
 
 class RunManager:
-    def __init__(self, jobs: Jobs):
+    def __init__(self, jobs: Jobs, grader=None):
         self.jobs = jobs
+        self.grader = grader  # checks.grader.Grader: exercises' checks asked for on these sockets
         self.students = {}  # user id -> Student
 
     # -- sockets ------------------------------------------------------------
@@ -113,9 +117,20 @@ class RunManager:
         conn.job = self.jobs.start(request, conn)
         self.jobs.track(self._after(conn, conn.job))
 
+    def check(self, conn: Connection, class_id: int, slug: str, etag: str | None) -> None:
+        """Check the student's program against an exercise's checks; the
+        check's messages come on this socket."""
+        if conn.busy:
+            raise Refused(409, "already_running", "A program or a check is already running here. Stop it, "
+                                                  "then press Check.")
+        if self.grader is None:
+            raise Refused(503, "no_checks", "Checks are not available on this server.")
+        conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, conn)
+
     def running(self, conn: Connection) -> Run | None:
         """The Run of the socket's program, or None."""
-        return conn.job.run if conn.busy else None
+        job = conn.job
+        return job.run if job is not None and job.state is not State.ENDED else None
 
     async def _after(self, conn, job: Job):
         await job.done.wait()
@@ -167,5 +182,7 @@ class RunManager:
                 conn.close(1012, "server restarting")
                 self.closed(conn)
         await self.jobs.warm.close()
+        if self.grader is not None:
+            await self.grader.checkers.close()
         if self.jobs.tasks:
             await asyncio.wait(list(self.jobs.tasks), timeout=5)

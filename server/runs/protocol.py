@@ -15,8 +15,8 @@ import asyncio
 import struct
 
 HEADER = 5
-MAX_FRAME = 1 << 20  # the launcher sends at most 64 KiB at a time; more means it is broken
-LAUNCHER_KINDS = {b"R", b"o", b"e", b"X"}
+MAX_FRAME = 1 << 20  # the launcher sends at most 256 KiB at a time; more means it is broken
+LAUNCHER_KINDS = {b"R", b"o", b"e", b"c", b"X"}
 OSC = b"\x1b]7011;"
 BEL = b"\x07"
 IMAGE = b"image;"

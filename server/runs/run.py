@@ -9,6 +9,12 @@ writes it (disk_guard.py), and its home walked every few seconds besides. Sends 
 slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
+A run may also have a control channel (`channel`, see PROTOCOL.md, "The
+check channel"): lines of JSON between the server and the program, which
+holds its end at fd 3. What comes on it is the program's data, never the
+launcher's word: it is parsed with bounds and handed to `channel`, which is
+awaited (a flood goes at the server's pace), and it can never end a run.
+
 The run ends when the launcher reports the program's exit (which it learns
 from the kernel, on a channel the program never holds) or when the server
 stops it: then the sandbox is killed as a whole and the run is over once
@@ -27,6 +33,7 @@ import uuid
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
+from .sandbox.launch import CHECKING_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,7 @@ DISK_CHECK_SECONDS = 3.0
 DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
+CHANNEL_LINE = 256 << 10  # the largest message on a run's channel, either way (as the launcher's)
 
 # How a run ended, as the console's last line says it; for a limit, what to try.
 MESSAGES = {
@@ -66,10 +74,12 @@ MESSAGES = {
 
 
 class Run:
-    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None):
+    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None):
         self.cfg = cfg
         self.sandbox = sandbox  # a ready sandbox.StartedSandbox
         self.send = send  # async callable taking a message dict
+        self.channel = channel  # async callable taking each message from the run's channel; None: no channel
+        self.channel_dropped = 0  # lines from the channel that were not JSON objects
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
@@ -109,6 +119,22 @@ class Run:
     def resize(self, cols, rows):
         self.sandbox.send(frame(b"r", json.dumps({"cols": cols, "rows": rows}).encode()))
 
+    def tell(self, message):
+        """Send `message` (a dict) to the program on its channel, once the
+        run has started. ValueError if it is larger than CHANNEL_LINE."""
+        if self.channel is None:
+            raise RuntimeError("this run has no channel")
+        data = json.dumps(message, separators=(",", ":")).encode()  # ASCII: no newline inside
+        if len(data) > CHANNEL_LINE:
+            raise ValueError(f"a channel message of {len(data)} bytes is over the limit of {CHANNEL_LINE}")
+        self.last_activity = time.monotonic()
+        self.sandbox.send(frame(b"c", data))
+
+    def end_channel(self):
+        """The program reads the end of its channel after what it was told
+        (a `serve` check then exits)."""
+        self.sandbox.send(frame(b"C"))
+
     def stop(self, reason=None):
         """End the run now (the first reason given is the one reported); an
         awaitable that is done once the sandbox's processes are gone."""
@@ -129,22 +155,39 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows, etag=None, go_extra=None, stdin=None):
+    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None):
         """Start the program and stream it to the client; return the exit
-        message. With `etag`, only if the file is that version; `go_extra`: more
-        of the launcher's settings for it; `stdin`: typed in at once, then
-        the end of input."""
+        message. With `etag`, only if the file is that version. `echo`
+        False: the terminal does not echo typed input (a check compares the
+        output); `nice` (0..10): below interactive runs; `stdin`: typed in
+        at once, then the end of input (a check's given input)."""
+        go = {"path": path, "args": args, "cols": cols, "rows": rows}
+        if etag:
+            go["etag"] = etag
+        typed = b"" if stdin is None else frame(b"d", stdin.encode("utf-8", "replace")) + frame(b"e")
+        return await self._go(go, echo, nice, typed)
+
+    async def check(self, mode, options, nice=0):
+        """Run checking.py's main in `mode` ("serve": the student's module,
+        "test": the teacher's tests) with `options`, talking on the channel
+        (see PROTOCOL.md); return the exit message, as execute does."""
+        if self.channel is None:
+            raise ValueError("a check talks on the run's channel: make the Run with one")
+        go = {"mode": mode, "code": CHECKING_SOURCE, "options": options, "cols": 80, "rows": 24}
+        return await self._go(go, True, nice, typed=frame(b"e"))  # nobody types in a check: input() ends
+
+    async def _go(self, go, echo, nice, typed=b""):
         started = self.last_activity = time.monotonic()
         # The kernel's counts as the sandbox's last run ended are this run's
         # start (its launcher did nothing since): two cgroup reads saved.
         oom_before, cpu_before = self.sandbox.counts or (self.sandbox.oom_kills(), self.sandbox.cpu_seconds())
-        go = {"path": path, "args": args, "cols": cols, "rows": rows}
-        if etag:
-            go["etag"] = etag
-        self.sandbox.send(frame(b"g", json.dumps(dict(go_extra or {}, **go)).encode()))
-        if stdin is not None:
-            self.stdin(stdin)
-            self.end_of_input()
+        if self.channel is not None:
+            go["channel"] = True
+        if not echo:
+            go["echo"] = False
+        if nice:
+            go["nice"] = nice
+        self.sandbox.send(frame(b"g", json.dumps(go).encode()) + typed)
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
@@ -154,6 +197,9 @@ class Run:
             try:
                 self.status = self._reading.result()
             except (asyncio.CancelledError, BadFrame):
+                self.status = None
+            except Exception:  # the channel's reader failed: the run cannot go on
+                log.exception("run %s: reading its frames failed", self.id)
                 self.status = None
         finally:
             watchdog.cancel()
@@ -192,10 +238,26 @@ class Run:
                     await self._stdout_item(*part)
             elif kind == b"e":
                 await self._text("stderr", payload)
+            elif kind == b"c":
+                await self._from_channel(payload)
             elif kind == b"X":
                 return _status(payload)
             else:
                 raise BadFrame(f"unexpected {kind!r} during a run")
+
+    async def _from_channel(self, payload):
+        """A line the program wrote on its channel: its data, so whatever is
+        not a JSON object is dropped (and counted), never an error."""
+        if self.channel is None:
+            return  # the run did not ask for one
+        try:
+            message = json.loads(payload.decode("utf-8")) if len(payload) <= CHANNEL_LINE else None
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+            message = None
+        if not isinstance(message, dict):
+            self.channel_dropped += 1
+            return
+        await self.channel(message)
 
     async def _stdout_item(self, kind, payload):
         if kind == "text":

@@ -27,14 +27,21 @@ needs nothing but a Python interpreter. The launcher
    the same never-used interpreter), up to settings["runs"], or exits.
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
-  server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?}   d stdin bytes
+  server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?, "channel"?, "echo"?,
+                             "nice"?, "mode"?, "code"?, "options"?}   d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
+                       c a line for the program's channel   C end of the channel
   launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
-                       after its prompt)   e stderr output
+                       after its prompt)   e stderr output   c a line from the channel
                        X exit {"code", "signal", "interrupted", "memory_error", "changed"?}
 With an etag, the program runs only if its bytes are that version (the
 one the student's editor shows); else nothing runs and the exit says
-"changed".
+"changed". With "channel": true the program also holds a control channel,
+a socket at fd 3 (PYCLASSROOM_CHANNEL=3) carrying lines of JSON both ways
+(see Channel). "echo": false turns the terminal's echo off; "nice": N
+(0..10) lowers the program's priority. With "mode" ("serve" or "test"),
+no file is run: the check's code (checking.py, sent as "code") runs in its
+place as main(mode, options, channel fd).
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -56,7 +63,12 @@ import termios
 import time
 import types
 
-READ_SIZE = 65536  # also the largest frame the launcher sends
+READ_SIZE = 65536  # also the largest frame the launcher sends, but for channel lines
+CHANNEL_FD = 3
+CHANNEL_LINE = 256 << 10  # the longest line relayed from the channel: longer ones are dropped
+CHANNEL_BUFFER = 1 << 20  # lines waiting for a program that does not read its channel
+OVERFLOW = b'{"type":"overflow"}'  # sent in place of a line too long to relay
+SHUT_WR = 1  # socket.SHUT_WR: the socket module is imported by channel runs only
 INPUT_BUFFER = 64 << 10  # typed input waiting for a program that does not read it
 # Written by input() after its prompt; the server cuts it out (protocol.py).
 INPUT_MARK = b"\x1b]7011;input\x07"
@@ -114,7 +126,12 @@ def write_all(fd, data):
 def send(kind, payload=b""):
     """One frame to the server (blocking: when the server stops reading, the
     relay stops, and the program stops at its next write)."""
-    write_all(1, kind + struct.pack(">I", len(payload)) + payload)
+    send_all(kind, [payload])
+
+
+def send_all(kind, payloads):
+    """Frames of one kind in one write (a flood of short lines costs one call)."""
+    write_all(1, b"".join(kind + struct.pack(">I", len(p)) + p for p in payloads))
 
 
 # -- the launcher as its own principal ------------------------------------------
@@ -226,9 +243,10 @@ def read_program(path):
         return f.read()
 
 
-def run_program(go, source, slave, err_w, limits, own_session):
-    """In the forked child: take the terminal, drop every descriptor of the
-    launcher's, set the limits, run the program. Never returns."""
+def run_program(go, source, slave, err_w, limits, own_session, channel=None):
+    """In the forked child: take the terminal (and the channel, at fd 3),
+    drop every other descriptor of the launcher's, set the limits, run the
+    program (or the check's code). Never returns."""
     try:
         if own_session:  # the launcher could not own the terminal: take it ourselves
             os.setsid()
@@ -243,12 +261,17 @@ def run_program(go, source, slave, err_w, limits, own_session):
         os.dup2(slave, 0)  # over the launcher's stdin (the server's frames)
         os.dup2(slave, 1)  # over the launcher's stdout (the frames to the server)
         os.dup2(err_w, 2)
+        first_closed = 3
+        if channel is not None:
+            os.dup2(channel, CHANNEL_FD)  # the program's end, never the launcher's
+            first_closed = CHANNEL_FD + 1
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.closerange(3, 1 << 16)  # nothing else of the launcher's reaches the program
+        os.closerange(first_closed, 1 << 16)  # nothing else of the launcher's reaches the program
         apply_limits(limits)
+        os.nice(max(0, min(int(go.get("nice", 0)), 10)))  # checks run below interactive runs
     except BaseException:
         os._exit(126)
     sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8",
@@ -261,13 +284,20 @@ def run_program(go, source, slave, err_w, limits, own_session):
     builtins.input = _input
     sys.meta_path.append(_BackendFinder)
     os.environ["MPLBACKEND"] = "module://pyclassroom_mpl"
-    path = go["path"]
-    script = os.path.abspath(path)
-    sys.argv = [path] + list(go.get("args", []))
-    sys.path[0:0] = [os.path.dirname(script)]
+    if channel is not None:
+        os.environ["PYCLASSROOM_CHANNEL"] = str(CHANNEL_FD)
+    script = None
     code = 0
     try:
-        run_script(script, source)
+        if go.get("mode"):
+            sys.argv = [""]  # not the launcher's settings
+            code = run_checking(go, CHANNEL_FD if channel is not None else None) or 0
+        else:
+            path = go["path"]
+            script = os.path.abspath(path)
+            sys.argv = [path] + list(go.get("args", []))
+            sys.path[0:0] = [os.path.dirname(script)]
+            run_script(script, source)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -278,7 +308,7 @@ def run_program(go, source, slave, err_w, limits, own_session):
             code = 1
     except BaseException as e:
         tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        while tb is not None and script and tb.tb_frame.f_code.co_filename != script:
             tb = tb.tb_next  # hide the launcher's frames
         # The interpreter's own printing, as `python3 script` does: on 3.11
         # only it adds "Did you mean: 'print'?" (traceback.print_exception does not).
@@ -295,6 +325,16 @@ def run_program(go, source, slave, err_w, limits, own_session):
     except Exception:
         pass
     os._exit(code)
+
+
+def run_checking(go, channel_fd):
+    """A check's code (checking.py, sent by the server) in the program's
+    place: its main() serves the student's functions or runs the tests.
+    Its exit code."""
+    module = types.ModuleType("pyclassroom_checking")
+    sys.modules[module.__name__] = module
+    exec(compile(go["code"], "<checking>", "exec"), module.__dict__)
+    return module.main(go["mode"], go.get("options") or {}, channel_fd)
 
 
 def run_script(script, source=None):
@@ -420,9 +460,9 @@ def main():
         go = wait_for_go(frames)
         if go is None:
             os._exit(0)  # the server went away before the run started
-        source = read_program(go["path"])
+        source = None if go.get("mode") else read_program(go["path"])  # a check runs no file
         etag = go.get("etag")
-        if etag and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
+        if etag and not go.get("mode") and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
             # Not the text the student's editor shows: nothing runs.
             send(b"X", json.dumps({"code": None, "signal": None, "changed": True}).encode())
             continue
@@ -475,34 +515,54 @@ def run_once(go, source, frames, wake_r, limits):
     nothing of the run is left: the exit, as the kernel reported it."""
     master, slave = os.openpty()
     set_size(master, go.get("cols", 80), go.get("rows", 24))
+    if go.get("echo") is False:  # a check feeds input and compares output: no echo in it
+        no_echo(slave)
     try:
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
         owns_terminal = True
     except OSError:
         owns_terminal = False
     err_r, err_w = os.pipe()
+    ours = theirs = None
+    if go.get("channel"):
+        import socket  # a few ms: paid by the runs that ask for a channel only
+        ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
-        run_program(go, source, slave, err_w, limits, own_session=not owns_terminal)
+        run_program(go, source, slave, err_w, limits, own_session=not owns_terminal,
+                    channel=theirs.fileno() if theirs else None)
     os.close(slave)
     os.close(err_w)
+    if theirs:
+        theirs.close()
     try:
-        return Relay(pid, master, err_r, frames, wake_r).run()
+        return Relay(pid, master, err_r, frames, wake_r, Channel(ours) if ours else None).run()
     finally:
         for fd in (master, err_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
+        if ours:
+            ours.close()
+
+
+def no_echo(fd):
+    attrs = termios.tcgetattr(fd)
+    attrs[3] &= ~termios.ECHO
+    termios.tcsetattr(fd, termios.TCSANOW, attrs)
 
 
 class Relay:
     """Moves bytes between the server and one run until the run is over."""
 
-    def __init__(self, pid, master, err_r, frames, wake_r):
+    def __init__(self, pid, master, err_r, frames, wake_r, channel=None):
         self.pid, self.master, self.err_r, self.frames, self.wake_r = pid, master, err_r, frames, wake_r
         os.set_blocking(master, False)  # typed input never blocks the relay (see `typed`)
         self.outputs = {master: b"o", err_r: b"e"}
+        self.channel = channel
+        if channel:
+            self.outputs[channel.fd] = b"c"
         self.typed = b""  # input for a program that is not reading it yet: bounded
         self.interrupted = False
 
@@ -518,7 +578,7 @@ class Relay:
                 status = wstatus
         # The program has exited. As the namespace's first process we end
         # what it left (background children, daemons) and reap it; then no
-        # one holds the terminal or the stderr pipe, and both reach their end.
+        # one holds the terminal, the stderr pipe or the channel, and all reach their end.
         if os.getpid() == 1:
             clear_namespace()
         deadline = time.monotonic() + (30.0 if os.getpid() == 1 else 0.2)
@@ -532,6 +592,8 @@ class Relay:
     def step(self, timeout):
         watch = list(self.outputs) + [self.wake_r] + ([] if self.frames.closed else [0])
         writable = [self.master] if self.typed and self.master in self.outputs else []
+        if self.channel and self.channel.wants_to_write():
+            writable.append(self.channel.fd)
         ready, can_write, _ = select.select(watch, writable, [], timeout)
         for fd in ready:
             if fd == self.wake_r:
@@ -541,19 +603,24 @@ class Relay:
                 self.act_on_frames()
             else:
                 self.relay(fd)
-        if can_write:
+        if self.master in can_write:
             self.feed()
+        if self.channel and self.channel.fd in can_write:
+            self.channel.flush()
 
     def relay(self, fd):
         try:
             data = os.read(fd, READ_SIZE)
         except BlockingIOError:
             return
-        except OSError:  # EIO: the terminal's last user is gone
+        except OSError:  # EIO: the terminal's last user is gone (ECONNRESET: the channel's)
             data = b""
-        if data:
-            send(self.outputs[fd], data)
-        else:
+        kind = self.outputs[fd]
+        if kind == b"c":
+            send_all(kind, self.channel.lines(data))
+        elif data:
+            send(kind, data)
+        if not data:
             del self.outputs[fd]
 
     def act_on_frames(self):
@@ -575,6 +642,10 @@ class Relay:
                 elif kind == b"e":
                     self.typed += b"\x04"
                     self.feed()
+                elif kind == b"c" and self.channel:  # no channel asked for: dropped
+                    self.channel.queue(payload)
+                elif kind == b"C" and self.channel:
+                    self.channel.close()
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # the program is gone or the frame was bad: nothing to do
 
@@ -586,6 +657,72 @@ class Relay:
         except OSError:
             written = len(self.typed)  # the terminal is gone: the input with it
         self.typed = self.typed[written:]
+
+
+class Channel:
+    """The launcher's end of a run's control channel (a socket; the
+    program's end is its fd 3). Lines of JSON both ways, bounded both ways:
+    a line from the program longer than CHANNEL_LINE is dropped up to its
+    newline (OVERFLOW is relayed instead, once), and lines for a program
+    that does not read wait up to CHANNEL_BUFFER, then are dropped whole.
+    Neither way ever blocks the relay: the program's lines are read as the
+    server reads its frames, so a flood goes at the server's pace."""
+
+    def __init__(self, sock):
+        sock.setblocking(False)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.line = b""  # the start of the line the program is writing
+        self.dropping = False  # inside a line too long: dropped up to its newline
+        self.outgoing = b""  # lines for the program, not taken yet
+        self.closing = False  # the server ended the channel: EOF once `outgoing` is written
+
+    def lines(self, data):
+        """The complete lines in what the program wrote next (b"" at its
+        end: an unfinished line is dropped), as payloads of `c` frames."""
+        if not data:
+            self.line, self.dropping = b"", False
+            return []
+        pieces = data.split(b"\n")
+        payloads = []
+        for piece in pieces[:-1]:
+            line, self.line = self.line + piece, b""
+            if self.dropping:
+                self.dropping = False  # the end of the line that overflowed
+            elif len(line) > CHANNEL_LINE:
+                payloads.append(OVERFLOW)
+            elif line:
+                payloads.append(line)
+        if not self.dropping:
+            self.line += pieces[-1]
+            if len(self.line) > CHANNEL_LINE:
+                payloads.append(OVERFLOW)
+                self.line, self.dropping = b"", True
+        return payloads
+
+    def queue(self, payload):
+        if len(self.outgoing) + len(payload) < CHANNEL_BUFFER and not self.closing:
+            self.outgoing += payload + b"\n"
+            self.flush()
+
+    def close(self):
+        self.closing = True
+        self.flush()
+
+    def wants_to_write(self):
+        return bool(self.outgoing) or self.closing
+
+    def flush(self):
+        try:
+            if self.outgoing:
+                self.outgoing = self.outgoing[self.sock.send(self.outgoing):]
+            if self.closing and not self.outgoing:
+                self.closing = False
+                self.sock.shutdown(SHUT_WR)
+        except BlockingIOError:
+            pass
+        except OSError:  # the program closed its end: nobody will read these
+            self.outgoing, self.closing = b"", False
 
 
 def clear_namespace():

@@ -1,0 +1,356 @@
+"""One press of Check: an exercise's checks run against the student's
+saved program, the verdicts decided where the student's code cannot reach.
+
+A check waits in a line (CHECKS_AT_ONCE on this host at once; the others
+are told their place and an estimate), then holds the student's run lock
+for its whole length (no Run meanwhile, no second check), and:
+
+1. reads the student's file, the version their editor showed (etag);
+2. runs it in the student's own sandbox once per output check, fed the
+   check's input, echo off, below interactive runs (CHECK_NICE), each for
+   CHECK_SECONDS at most: jobs with a collector for a sink;
+3. runs the teacher's side in a checker sandbox (runs/checkers.py), which
+   holds the exercise's tests.py and nothing of the student's: code checks
+   on the source text, output comparisons, and tests.py's test functions.
+   When a test calls a student's function, the call crosses as JSON to the
+   student's program, served in the student's own sandbox (a job in the
+   launcher's `serve` mode), and the value comes back the same way; each
+   call has CHECK_SECONDS. A program that exits, hangs or prints anything
+   only fails the tests that needed it;
+4. records the attempt: the exercises service computes the score from the
+   exercise's points and keeps what the student may see (attempts.py).
+
+The checks' verdicts come from the checker sandbox and nothing else; the
+student's program only ever produces output and values. The whole check
+has 3 × CHECK_SECONDS for its tests, past which what did not report failed.
+"""
+import asyncio
+import logging
+import time
+from collections import deque
+from datetime import datetime, timezone
+from dataclasses import dataclass, field
+
+from ..errors import Refused
+from ..files.area import Area
+from ..runs.admission import Admission, QueueFull
+from ..runs.checkers import CheckerSandboxes
+from ..runs.job import Jobs, RunRequest
+from ..runs.run import Run
+
+log = logging.getLogger(__name__)
+
+CHECK_NICE = 5  # a check's programs run below students' interactive ones
+SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
+OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
+RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) produced no output to compare
+
+
+def refusal(code, message):
+    return {"type": "error", "error": code, "message": message}
+
+
+@dataclass
+class Collected:
+    """A sink that keeps a run's output (bounded) and its exit."""
+    gone: asyncio.Event = field(default_factory=asyncio.Event)
+    stdout: list = field(default_factory=list)
+    size: int = 0
+    exit: dict = None
+    channel_messages: asyncio.Queue = None  # the program's channel messages, when it has a channel
+
+    async def send(self, message):
+        kind = message.get("type")
+        if kind == "output" and message.get("stream") == "stdout" and self.size < OUTPUT_LIMIT:
+            text = message["data"][:OUTPUT_LIMIT - self.size]
+            self.stdout.append(text)
+            self.size += len(text)
+        elif kind in ("exit", "error"):
+            self.exit = message
+
+    async def channel(self, message):
+        if self.channel_messages is not None:
+            await self.channel_messages.put(message)  # bounded: the program waits while it is full
+
+    @property
+    def text(self):
+        return "".join(self.stdout).replace("\r\n", "\n")
+
+
+class Grader:
+    """Every check of this worker."""
+
+    def __init__(self, cfg, jobs: Jobs, checkers: CheckerSandboxes, exercises, files, processes: int = 1):
+        self.cfg = cfg
+        self.jobs = jobs
+        self.checkers = checkers
+        self.exercises = exercises  # the exercises service: the exercise, and recording the attempt
+        self.files = files
+        self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
+        self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
+        self.checking = {}  # user id -> Check: one at a time per student
+
+    def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Check":
+        if user["id"] in self.checking:
+            raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
+        check = self.checking[user["id"]] = Check(self, user, session, class_id, slug, etag, sink)
+        self.jobs.track(check.live())
+        return check
+
+    def estimate(self, position: int) -> float:
+        """Seconds until a check at `position` in the line has its result."""
+        each = sum(self.took) / len(self.took)
+        return round(each * (1 + position / self.line.slots), 1)
+
+
+class Check:
+    def __init__(self, grader: Grader, user, session, class_id, slug, etag, sink):
+        self.grader, self.user, self.session = grader, user, session
+        self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
+        self.done = asyncio.Event()
+        self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.verdicts = {}  # check id -> the checker's result
+
+    async def live(self):
+        try:
+            try:
+                message = await self._check()
+            except Refused as e:
+                message = refusal(e.code, e.message)
+            except Exception:
+                log.exception("a check failed")
+                message = refusal("internal_error", "Something went wrong on the server. It has been logged.")
+        finally:
+            self.grader.checking.pop(self.user["id"], None)
+        await self.sink.send(message)
+        self.done.set()
+
+    async def _check(self):
+        grader, user = self.grader, self.user
+        await grader.exercises.classes.member_of(user, self.class_id)  # before anything of the class is read
+        found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
+        await self._wait_in_line()
+        started_at, started = _now(), time.monotonic()
+        try:
+            claim = await grader.jobs.claim(user, self.session)
+            try:
+                await self.sink.send({"type": "check", "state": "running"})
+                results, not_gradable, why = await self._run(found, claim)
+            finally:
+                await self._stop_serving()
+                await grader.jobs.release(user, claim)
+        finally:
+            grader.line.leave()
+            grader.took.append(time.monotonic() - started)
+        attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
+                                                        not_gradable, why)
+        return {"type": "check", "state": "done", "attempt": attempt}
+
+    async def _wait_in_line(self):
+        grader = self.grader
+
+        async def queued(position):
+            await self.sink.send({"type": "check", "state": "queued", "position": position,
+                                  "estimate": grader.estimate(position)})
+        try:
+            await grader.line.enter(queued)
+        except QueueFull:
+            raise Refused(503, "server_busy", "Too many checks are waiting. Try again in a minute.") from None
+
+    # -- the steps -------------------------------------------------------------------------
+
+    async def _run(self, found, claim):
+        """(results for record_attempt, not gradable, why)."""
+        exercise, username = found.exercise, self.user["username"]
+        parts = (self.slug,) + tuple(exercise.file.split("/"))
+        data, etag, _ = await self.grader.files.read(username, Area.home(username), parts, SOURCE_LIMIT)
+        if data is None:
+            raise Refused(413, "too_large", f"{'/'.join(parts)} is too large to check.")
+        if self.etag and etag != self.etag:
+            raise Refused(409, "changed", "Your file was changed somewhere else after you last saw it. "
+                                          "Look at the new version, then press Check again.")
+        results = {}
+        output_checks = []
+        for check in exercise.checks:
+            if check.kind != "output":
+                continue
+            ran = await self._output_run(parts, etag, claim, check.input)
+            if ran.exit.get("reason") == "changed":
+                raise Refused(409, "changed", "Your file was changed while it was being checked. Press Check again.")
+            if ran.exit.get("reason") in RUN_ENDINGS:
+                output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
+                                      "actual": ran.text})
+            else:  # stopped by a limit: nothing to compare
+                results[check.id] = {"id": check.id, "passed": False,
+                                     "message": "Your program " + (ran.exit.get("message") or "did not finish") + ".",
+                                     "shown": {"input": check.input, "actual": ran.text},
+                                     "details": {"exit": ran.exit}}
+        verdicts = await self._checker(found, parts, etag, claim, data.decode("utf-8", "replace"), output_checks)
+        if "not_gradable" in verdicts:
+            error = verdicts["not_gradable"]
+            return [], True, _sentence(error)
+        by_id = {c.id: c for c in exercise.checks}
+        for check_id, verdict in verdicts.items():
+            check = by_id.get(check_id)
+            if check is not None and check_id not in results:
+                results[check_id] = _result(check, verdict)
+        return list(results.values()), False, ""
+
+    async def _output_run(self, parts, etag, claim, given):
+        cfg = self.grader.cfg
+        sink = Collected()
+        job = self.grader.jobs.start(RunRequest(
+            self.user, self.session, parts, claim=claim, etag=etag, stdin=given, echo=False, nice=CHECK_NICE,
+            limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
+        await job.done.wait()
+        if sink.exit is None or sink.exit.get("type") == "error":
+            raise Refused(503, "check_failed", (sink.exit or {}).get("message") or
+                          "Your program could not be run for the check. Try again in a moment.")
+        return sink
+
+    async def _checker(self, found, parts, etag, claim, source, output_checks):
+        """The teacher's side, in a checker sandbox: {check id: verdict}, or
+        {"not_gradable": error} when the source does not parse."""
+        grader, exercise = self.grader, found.exercise
+        checker = await grader.checkers.take()
+        if checker is None:
+            raise Refused(503, "sandbox_failed", "The checks could not start. Try again in a moment.")
+        reusable = False
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                None, grader.checkers.write, checker, {"tests.py": (found.tests or "").encode()})
+            options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
+                       "tests": [c.test for c in exercise.checks if c.kind == "function"], "source": source,
+                       "code_checks": [{"id": c.id, "rule": c.rule} for c in exercise.checks if c.kind == "code"],
+                       "output_checks": output_checks}
+            test_ids = {c.test: c.id for c in exercise.checks if c.kind == "function"}
+            collected = Collected()
+            cfg = grader.cfg.but(RUN_WALL_SECONDS=3 * grader.cfg.CHECK_SECONDS,
+                                 RUN_IDLE_SECONDS=3 * grader.cfg.CHECK_SECONDS)
+            verdicts = {}
+
+            async def from_checker(message):
+                kind = message.get("type")
+                if kind == "call":
+                    reply = await self._call(parts, etag, claim, message)
+                    try:
+                        run.tell(reply)
+                    except ValueError:  # a value over the channel's bound
+                        run.tell({"type": "reply", "id": message.get("id"),
+                                  "failed": {"message": "The value your function returned is too large to check."}})
+                elif kind == "result" and isinstance(message.get("id"), str):
+                    check_id = test_ids.get(message["id"], message["id"])
+                    verdicts.setdefault(check_id, message)
+                elif kind == "not_gradable":
+                    verdicts["not_gradable"] = message.get("error") or {}
+            run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
+            exit_ = await run.check("test", options, CHECK_NICE)
+            reusable = run.reusable
+            if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
+                log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
+            return verdicts
+        finally:
+            await grader.checkers.give_back(checker, reusable)
+
+    # -- the student's functions, served ---------------------------------------------------
+
+    async def _call(self, parts, etag, claim, call):
+        """A test's call of the student's function: the reply to send the
+        checker (the student's value, what it raised, or why it failed)."""
+        reply = {"type": "reply", "id": call.get("id")}
+        serving = await self._serving(parts, etag, claim)
+        if isinstance(serving, dict):  # it could not even be imported
+            return {**reply, "failed": serving}
+        job, sink = serving
+        job.run.tell({"type": "call", "id": call.get("id"), "function": call.get("function"),
+                      "args": call.get("args", []), "kwargs": call.get("kwargs", {})})
+        try:
+            answer = await asyncio.wait_for(self._reply_to(sink, call.get("id")), self.grader.cfg.CHECK_SECONDS)
+        except asyncio.TimeoutError:
+            await self._stop_serving()
+            return {**reply, "failed": {"message": f"{call.get('function')}() did not return within "
+                                                   f"{self.grader.cfg.CHECK_SECONDS} s: is there a loop that "
+                                                   "never ends?"}}
+        if answer is None:
+            self.serving = None
+            return {**reply, "failed": {"message": "Your program ended while a check was calling "
+                                                   f"{call.get('function')}() (it called exit() or os._exit?)."}}
+        return {**reply, **{k: answer[k] for k in ("value", "raised") if k in answer}}
+
+    async def _serving(self, parts, etag, claim):
+        """The student's program serving calls, started if need be: (job,
+        sink), or what failed when it could not be imported."""
+        if self.serving is not None and not self.serving[0].done.is_set():
+            return self.serving
+        cfg = self.grader.cfg
+        sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
+        job = self.grader.jobs.start(RunRequest(
+            self.user, self.session, parts, claim=claim, etag=etag, serve={"file": "/".join(parts)}, nice=CHECK_NICE,
+            limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
+        self.serving = (job, sink)
+        first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
+        if first is not None and first.get("type") == "ready":
+            return self.serving
+        await self._stop_serving()
+        if first is not None and first.get("type") == "import_failed":
+            return {"message": "Your program could not be imported: " + _sentence(first.get("error") or {})}
+        return {"message": "Your program did not start for the check: " +
+                           ((sink.exit or {}).get("message") or "it did not answer") + "."}
+
+    async def _reply_to(self, sink, call_id):
+        """The served program's reply to call `call_id`; None once it has ended."""
+        job = self.serving[0]
+        while True:
+            message = await self._next_message(sink, job)
+            if message is None:
+                return None
+            if message.get("type") == "reply" and message.get("id") == call_id:
+                return message
+
+    @staticmethod
+    async def _next_message(sink, job, timeout=None):
+        """The next channel message of a served program, or None once it ended."""
+        getting = asyncio.ensure_future(sink.channel_messages.get())
+        ending = asyncio.ensure_future(job.done.wait())
+        try:
+            done, _ = await asyncio.wait([getting, ending], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ending.cancel()
+            if not getting.done():
+                getting.cancel()
+        return getting.result() if getting in done else None
+
+    async def _stop_serving(self):
+        serving, self.serving = self.serving, None
+        if serving is not None:
+            job, _ = serving
+            if job.run is not None:
+                job.run.end_channel()
+            try:
+                await asyncio.wait_for(job.done.wait(), 1.0)
+            except asyncio.TimeoutError:
+                if job.run is not None:
+                    await job.run.stop("killed")
+                await job.done.wait()
+
+
+def _result(check, verdict):
+    """What record_attempt keeps of one verdict of the checker."""
+    passed = verdict.get("passed") is True
+    # Not its `line`: that is the tests file's, which the student does not have.
+    shown = {k: verdict[k] for k in ("expected", "actual", "diff") if isinstance(verdict.get(k), str)}
+    if check.kind == "output":
+        shown.setdefault("input", check.input)
+    return {"id": check.id, "passed": passed, "message": str(verdict.get("message") or ""),
+            "shown": shown or None, "details": verdict}
+
+
+def _sentence(error):
+    """An error the sandbox reported ({type, message, line}), as one sentence."""
+    kind, message, line = error.get("type") or "Error", error.get("message") or "", error.get("line")
+    where = f" on line {line}" if isinstance(line, int) else ""
+    return f"{kind}{where}: {message}".strip().rstrip(":") + "."
+
+
+def _now():
+    return datetime.now(timezone.utc)

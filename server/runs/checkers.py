@@ -1,0 +1,121 @@
+"""Sandboxes for the teachers' checks, which must never share one with a
+student's program: the checks and the values a student's code returned
+meet only here, out of that code's reach.
+
+A checker sandbox is a sandbox of the worker's kind whose home is a
+scratch folder of its own (DATA_DIR/sandbox/checkers/<n>, 0700), holding
+only what a check puts there (the teacher's tests) and run as CHECKER_UID
+(the uid of user id 0, which no account has; the server's own where it is
+not root). After each check its folder is emptied; a sandbox that may
+serve another run waits for the next check (at most `keep` of them wait),
+any other is killed as a whole and its folder removed.
+"""
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from ..accounts.uids import run_uid
+from .sandbox import SandboxKind
+from .sandbox.launch import ProgramLimits
+from .warm import Sandboxed, discard, ready, runs_per_sandbox
+
+log = logging.getLogger(__name__)
+
+CHECKER_USER_ID = 0  # user ids start at 1: this uid is no student's
+
+
+@dataclass
+class Checker:
+    """A ready checker sandbox and its scratch folder."""
+    sandboxed: Sandboxed
+    home: str
+
+
+class CheckerSandboxes:
+    def __init__(self, kind: SandboxKind, cfg, keep: int = 2):
+        self.kind = kind
+        self.cfg = cfg
+        self.keep = keep
+        self.uid = run_uid(cfg, CHECKER_USER_ID)
+        self.folder = os.path.join(cfg.DATA_DIR, "sandbox", "checkers")
+        self.idle: list[Checker] = []
+
+    async def take(self) -> Checker | None:
+        """A ready checker sandbox with an empty home; None if none could start."""
+        while self.idle:
+            checker = self.idle.pop()
+            if await ready(checker.sandboxed.sandbox):
+                return checker
+            await self._drop(checker)
+        return await self._new()
+
+    def write(self, checker: Checker, files: dict[str, bytes]) -> None:
+        """Put `files` (name -> bytes, names without folders) into its home,
+        theirs to read. Blocking: call it in a thread."""
+        for name, data in files.items():
+            if os.sep in name or name in ("", ".", ".."):
+                raise ValueError(f"not a plain file name: {name!r}")
+            path = os.path.join(checker.home, name)
+            with open(path, "xb") as f:
+                f.write(data)
+            if self.uid is not None:
+                os.chown(path, self.uid, self.uid)
+
+    async def give_back(self, checker: Checker, reusable: bool) -> None:
+        """The check is over: its folder is emptied, and the sandbox kept for
+        the next check if it may serve one."""
+        checker.sandboxed.runs_left -= 1
+        await asyncio.get_running_loop().run_in_executor(None, _empty, checker.home)
+        if reusable and checker.sandboxed.runs_left > 0 and len(self.idle) < self.keep:
+            self.idle.append(checker)
+        else:
+            await self._drop(checker)
+
+    async def close(self) -> None:
+        idle, self.idle = self.idle, []
+        await asyncio.gather(*(self._drop(c) for c in idle), return_exceptions=True)
+
+    async def _new(self):
+        loop = asyncio.get_running_loop()
+        try:
+            home = await loop.run_in_executor(None, self._make_home)
+            runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
+            settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
+            sandbox = await self.kind.prepare(home, self.uid, settings)
+        except Exception:
+            log.exception("could not start a %s checker sandbox", self.kind.name)
+            return None
+        checker = Checker(Sandboxed(sandbox, runs), home)
+        if not await ready(sandbox):
+            log.error("a %s checker sandbox did not become ready: %s", self.kind.name,
+                      sandbox.diagnostics() or "(it said nothing)")
+            await self._drop(checker)
+            return None
+        return checker
+
+    def _make_home(self):
+        os.makedirs(self.folder, mode=0o711, exist_ok=True)
+        home = tempfile.mkdtemp(prefix="checker-", dir=self.folder)
+        if self.uid is not None:
+            os.chown(home, self.uid, self.uid)
+        return home
+
+    async def _drop(self, checker):
+        await discard(checker.sandboxed.sandbox)
+        await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, checker.home, True)
+
+
+def _empty(folder):
+    """Remove everything in `folder`, whatever the checks made there."""
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass

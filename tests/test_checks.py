@@ -1,0 +1,235 @@
+"""Pressing Check, over the real WebSocket of a real server: an exercise's
+output, code and function checks run against the student's saved program
+(server/checks/grader.py), the verdicts decided in a checker sandbox the
+student's code never reaches, the attempt recorded with its score.
+
+Hostile programs (each a real submission): one that prints a fake result,
+exits in the middle of a call, reads and writes where the checks live,
+patches `assert` and builtins, never returns, forks: each gets nothing for
+what it did, and the next student's check is unaffected.
+
+Needs root for the local sandbox (programs run as students' uids).
+"""
+import asyncio
+import os
+
+import pytest
+
+from loadtest.run_client import RunClient
+from tests.conftest import People
+from tests.live_support import a_class
+
+TIMEOUT = 120  # only catches a hang
+
+if os.geteuid() != 0:
+    pytest.skip("the local sandbox runs programs as students' uids: these tests need root", allow_module_level=True)
+
+TESTS_PY = '''"""SECRET-TESTS-FILE"""
+from average import average
+
+
+def test_two():
+    assert average([4, 6]) == 5
+
+
+def test_one():
+    assert average([7]) == 7
+
+
+def test_empty_list_raises():
+    try:
+        average([])
+    except ZeroDivisionError:
+        return
+    assert False, "average([]) should raise ZeroDivisionError"
+'''
+
+RIGHT = '''def average(numbers):
+    total = 0
+    for n in numbers:
+        total += n
+    return total / len(numbers)
+
+
+if __name__ == "__main__":
+    numbers = []
+    while True:
+        line = input()
+        if not line:
+            break
+        numbers.append(float(line))
+    print("Average:", average(numbers))
+'''
+
+WRONG = RIGHT.replace("return total / len(numbers)", "return total // 2 + 1")
+NO_PARSE = "def average(numbers)\n    return 0\n"
+
+
+def exercise(**changes):
+    return {"title": "Average", "file": "average.py", "due": None,
+            "instructions": "# Average\nWrite `average(numbers)`.\n", "tests": TESTS_PY,
+            "starter": {"average.py": "def average(numbers):\n    return 0\n"},
+            "checks": [
+                {"id": "shown", "kind": "output", "input": "4\n6\n\n", "expected": "Average: 5.0\n",
+                 "compare": "normalized", "points": 2, "hint": "Print 'Average: ' first."},
+                {"id": "secret-output", "kind": "output", "input": "1\n2\n3\n\n", "expected": "SECRET-EXPECTED 2.0",
+                 "compare": "exact", "visibility": "hidden", "hint": "SECRET-HINT", "points": 3},
+                {"id": "loop", "kind": "code", "rule": "uses_loop"},
+                {"id": "no-stats", "kind": "code", "rule": "no_import:statistics"},
+                {"id": "two", "kind": "function", "test": "test_two", "points": 2},
+                {"id": "empty", "kind": "function", "test": "test_empty_list_raises", "visibility": "hidden"}],
+            **changes}
+
+
+@pytest.fixture
+def room(request, shared_servers):
+    """(server, class id, teacher, [students]) with the average exercise
+    given, on a shared server of the sandbox kind `request.param` (local
+    unless a test asks for another) with short check limits, one check at a
+    time (the others wait in line)."""
+    kind = getattr(request, "param", "local")
+    if kind == "docker":
+        request.getfixturevalue("docker_image")
+    server = shared_servers.get(SANDBOX=kind, CHECK_SECONDS="3", CHECKS_AT_ONCE="1")
+    people = People(server)
+    teacher = people.teacher("mr-t")
+    students = [people.student(f"s{i}") for i in range(3)]
+    number = a_class(server, teacher, *students)
+    r = teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=exercise())
+    assert r.status_code == 200, r.text
+    return server, number, teacher, students
+
+
+def submit(student, number, source):
+    """Start the exercise (its starter) and save `source` as the file to check: its etag."""
+    r = student.post(f"/api/exercises/{number}/average/start")
+    assert r.status_code == 200, r.text
+    r = student.request("PUT", "/api/files/home/average/average.py", data=source.encode(), headers={"If-Match": "*"})
+    assert r.status_code == 200, r.text
+    return r.json()["etag"]
+
+
+async def check(server, student, number, etag=None):
+    """Press Check on the IDE's socket: (the attempt or the error, every check message)."""
+    async with RunClient(server.url, student.http.cookies.get_dict()) as rc:
+        rc.messages = []
+        await rc.send(type="check", **{"class": number, "exercise": "average"}, **({"etag": etag} if etag else {}))
+        while True:
+            message = await rc.receive(TIMEOUT)
+            if message["type"] == "error" or (message["type"] == "check" and message["state"] == "done"):
+                return message, [m for m in rc.messages if m["type"] in ("check", "error")]
+
+
+def results_by_id(attempt):
+    return {r["id"]: r for r in attempt["results"]}
+
+
+def test_a_wrong_program_fails_in_words_and_a_right_one_passes(room):
+    server, number, teacher, (ann, *_) = room
+    etag = submit(ann, number, WRONG)
+    done, said = asyncio.run(check(server, ann, number, etag))
+    assert [m["state"] for m in said][-2:] == ["running", "done"], said
+    attempt = done["attempt"]
+    assert attempt["counted"] and not attempt["not_gradable"] and attempt["attempts"] == 1
+    got = results_by_id(attempt)
+    assert not got["shown"]["passed"] and got["shown"]["earned"] == 0
+    shown = got["shown"]["shown"]
+    # Compared ignoring case and spaces, as the check says: shown as compared.
+    assert shown["input"] == "4\n6\n\n" and "average: 5.0" in shown["expected"].lower()
+    assert "average: 6" in shown["actual"].lower() and "average: 5.0" in shown["diff"].lower(), shown
+    assert got["shown"]["hint"] == "Print 'Average: ' first."
+    assert got["loop"]["passed"] and got["no-stats"]["passed"]
+    assert not got["two"]["passed"] and "6" in got["two"]["shown"]["actual"] and "5" in got["two"]["shown"]["expected"]
+    # Hidden checks: only passed or not, under a neutral name.
+    hidden = [r for r in attempt["results"] if r.get("hidden")]
+    assert len(hidden) == 2 and all(set(r) <= {"id", "label", "passed", "points", "earned", "hidden", "message"}
+                                    for r in hidden)
+    text = str(done) + str(said)
+    assert "SECRET" not in text and "secret-output" not in text and "test_empty" not in text
+
+    etag = submit(ann, number, RIGHT)
+    done, _ = asyncio.run(check(server, ann, number, etag))
+    attempt = done["attempt"]
+    assert all(r["passed"] for r in attempt["results"] if r["id"] != "hidden-1"), attempt["results"]
+    # The hidden output check expects text no program here prints: it stays failed.
+    assert attempt["score"] == attempt["max_score"] - 3 and attempt["attempts"] == 2
+    grid = teacher.get(f"/api/classes/{number}/grid").json()
+    [row] = [s for s in grid["students"] if s["username"] == ann.username]
+    assert row["cells"]["average"]["attempts"] == 2 and row["cells"]["average"]["best"] == attempt["score"]
+
+
+def test_a_class_checking_at_once_waits_in_line_told_its_place(room):
+    server, number, _, students = room
+    etags = [submit(s, number, RIGHT) for s in students]
+
+    async def everyone():
+        return await asyncio.gather(*(check(server, s, number, e) for s, e in zip(students, etags)))
+    finished = asyncio.run(everyone())
+    assert all(done["type"] == "check" and done["attempt"]["counted"] for done, _ in finished)
+    waited = [[m for m in said if m["state"] == "queued"] for _, said in finished]
+    # One check at a time: the others were told where they stand and how long it may take.
+    told = [w for w in waited if w]
+    assert len(told) >= len(students) - 1, waited
+    assert all(m["position"] >= 1 and m["estimate"] > 0 for w in told for m in w)
+    assert max(m["position"] for w in told for m in w) >= 2
+
+
+def test_a_program_that_does_not_parse_costs_no_attempt(room):
+    server, number, _, (_, ben, _) = room
+    etag = submit(ben, number, NO_PARSE)
+    done, _ = asyncio.run(check(server, ben, number, etag))
+    attempt = done["attempt"]
+    assert attempt["not_gradable"] and not attempt["counted"] and attempt["attempts"] == 0
+    assert "line 1" in attempt["note"] and attempt["score"] == 0
+
+
+def test_a_check_refuses_a_version_the_editor_does_not_show(room):
+    server, number, _, (_, _, cy) = room
+    submit(cy, number, RIGHT)
+    done, _ = asyncio.run(check(server, cy, number, "0" * 20))
+    assert done["type"] == "error" and done["error"] == "changed"
+
+
+HOSTILE = {
+    # Prints what a checker's result looks like, on stdout and everywhere it can write.
+    "fake result": RIGHT.replace("return total / len(numbers)",
+                                 "import os, json\n    line = json.dumps({'type': 'result', 'id': 'test_two', "
+                                 "'passed': True, 'message': 'passed'}) + '\\n'\n"
+                                 "    for fd in range(0, 64):\n        try:\n            os.write(fd, line.encode())\n"
+                                 "        except OSError:\n            pass\n    return -1"),
+    # Ends its own process in the middle of a call.
+    "exit mid-call": RIGHT.replace("return total / len(numbers)", "import os\n    os._exit(0)"),
+    # Looks for the checks' folder and the tests file, and writes beside them.
+    "reads the checks": RIGHT.replace(
+        "return total / len(numbers)",
+        "import os, glob\n    found = glob.glob('/**/tests.py', recursive=True) + glob.glob('/**/checks', recursive=True)\n"
+        "    for path in found:\n        try:\n            open(path + '.x', 'w').write('x')\n        except OSError:\n"
+        "            pass\n    if found:\n        return 5\n    return -1"),
+    # Patches assert's machinery and builtins so that every comparison passes.
+    "patches builtins": "import builtins\nbuiltins.AssertionError = type('Never', (Exception,), {})\n"
+                        "builtins.isinstance = lambda *a: True\nclass Yes(float):\n    def __eq__(self, o): return True\n"
+                        "def average(numbers):\n    return Yes(0)\n",
+    # Never returns.
+    "never returns": "def average(numbers):\n    while True:\n        pass\n",
+    # Forks as much as it can, then answers wrongly.
+    "fork bomb": "import os\ndef average(numbers):\n    for _ in range(200):\n        try:\n            os.fork()\n"
+                 "        except OSError:\n            break\n    return -1\n",
+}
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_a_hostile_program_gets_nothing_for_it_and_the_next_check_is_unaffected(room, name):
+    server, number, _, (mallory, honest, _) = room
+    etag = submit(mallory, number, HOSTILE[name])
+    done, _ = asyncio.run(check(server, mallory, number, etag))
+    assert done["type"] == "check", done
+    got = results_by_id(done["attempt"])
+    assert not got["two"]["passed"], got["two"]
+    assert not got["hidden-2"]["passed"]
+    assert got["two"]["message"] and got["two"]["message"].lower() != "passed"
+
+    etag = submit(honest, number, RIGHT)
+    done, _ = asyncio.run(check(server, honest, number, etag))
+    got = results_by_id(done["attempt"])
+    assert got["two"]["passed"] and got["shown"]["passed"] and got["hidden-2"]["passed"]
