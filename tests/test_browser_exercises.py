@@ -19,7 +19,8 @@ from tests.live_support import a_class, user_of
 from tests.test_exercises import grader
 
 WAIT = 15_000  # ms: only catches a hang
-SECRETS = ("SECRET-IN-7f3", "SECRET-OUT-9a1", "SECRET-HINT-42", "secret-case", "SECRET-MESSAGE-13")
+# What the hidden check holds (a right program passes it): none of it may reach the student's browser.
+SECRETS = ("1234567", "7654321", "4444444", "SECRET-HINT-42", "secret-case", "SECRET-MESSAGE-13")
 INSTRUCTIONS = """# Average
 
 Read numbers until an empty line, then print `Average: ` and their average.
@@ -64,7 +65,7 @@ def write_exercise(teacher):
     form.get_by_label("The student's file").fill("average.py")
     form.get_by_label("Instructions (Markdown)").fill(INSTRUCTIONS)
     checks = [("two-numbers", "4\n6\n\n", "Average: 5.0\n", "visible", "Print 'Average: ' and the average."),
-              ("secret-case", "SECRET-IN-7f3", "SECRET-OUT-9a1", "hidden", "SECRET-HINT-42")]
+              ("secret-case", "1234567\n7654321\n\n", "Average: 4444444.0\n", "hidden", "SECRET-HINT-42")]
     for n, (check_id, given, expected, visibility, hint) in enumerate(checks):
         form.get_by_role("button", name="Add a check").click()
         check = form.locator(".check-form").nth(n)
@@ -235,7 +236,7 @@ def test_an_attempt_shows_in_the_gradebook_and_to_the_student_without_the_hidden
         {"id": "two-numbers", "passed": False, "message": "The output is not what was expected.",
          "details": {"input": "4\n6\n\n", "expected": "Average: 5.0\n", "actual": "Average: 0\n",
                      "diff": "-Average: 5.0\n+Average: 0"}},
-        {"id": "secret-case", "passed": True, "message": "SECRET-MESSAGE-13", "details": {"input": "SECRET-IN-7f3"}},
+        {"id": "secret-case", "passed": True, "message": "SECRET-MESSAGE-13", "details": {"input": "1234567\n7654321\n\n"}},
         {"id": "loop", "passed": True, "message": ""}]
     teacher.locator("#class-panel").get_by_role("button", name="Gradebook").click()
     book = teacher.get_by_role("dialog", name="Gradebook: 8A Python")
@@ -302,13 +303,14 @@ def test_the_student_panel_fits_and_is_keyboard_reachable(start_server, new_page
     assert page.errors == []
 
 
-# -- with the grader ----------------------------------------------------------------------
-
 def recording(page):
-    """Every response body and WebSocket frame the page receives, to search for what must not leak."""
+    """Every API response body and WebSocket frame the page receives, to
+    search for what must not leak (the bundle's files hold nothing of a teacher's)."""
     seen = []
 
     def response(r):
+        if "/api/" not in r.url:
+            return
         try:
             seen.append(r.text())
         except Exception:  # a redirect or a body gone with its page: no content to search
@@ -318,6 +320,8 @@ def recording(page):
         frame if isinstance(frame, str) else frame.decode("utf-8", "replace"))))
     return seen
 
+
+# -- with the grader ----------------------------------------------------------------------
 
 @needs_grader
 def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start_server, new_page):
@@ -343,10 +347,11 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
     first = view.locator('.check-item[data-check="two-numbers"]')
     expect(first).to_have_attribute("data-state", "failed")
     expect(first.locator(".check-points")).to_have_text("0/2")
-    expect(first.locator(".diff .del")).to_contain_text("Average: 5.0")
-    expect(first.locator(".diff .add")).to_contain_text("Average: 0")
+    # (compared ignoring spaces and capitals, the diff is of the output so normalized)
+    expect(first.locator(".diff .del")).to_contain_text(re.compile("average: 5.0", re.I))
+    expect(first.locator(".diff .add")).to_contain_text(re.compile("average: 0", re.I))
     expect(first).to_contain_text("Hint: Print 'Average: ' and the average.")
-    expect(first.locator(".check-field", has_text="Input")).to_contain_text("4")
+    expect(first.locator(".check-field", has_text="Input").first).to_contain_text("4")
     expect(view.locator('.check-item[data-check="hidden-1"]')).to_contain_text("Not passed yet.")
     expect(view.locator('.check-item[data-check="loop"]')).to_have_attribute("data-state", "passed")
     expect(view.locator(".ex-progress")).to_contain_text("1 attempt")
@@ -374,6 +379,7 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
     cell.get_by_role("button").click()
     attempt = teacher.get_by_role("dialog", name="Ada Student: Average")
     expect(attempt.locator(".attempt > .check-list > .check-item")).to_have_count(3)
+    assert [body for body in seen if re.search(r'"state":\s*"done"', body)], "the check's answers were searched too"
     assert not [s for s in SECRETS for body in seen if s in body]
     assert teacher.errors == [] and page.errors == []
 
