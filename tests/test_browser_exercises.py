@@ -385,8 +385,9 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
 
 
 @needs_grader
-def test_check_waits_for_a_running_program_and_says_so(start_server, new_page):
-    """Check while the student's own program runs: a sentence, and nothing checked."""
+def test_check_waits_for_a_running_program_and_code_that_does_not_parse_costs_no_attempt(start_server, new_page):
+    """Check while the student's own program runs: a sentence, and nothing
+    checked; code that does not parse: said so, and no attempt counted."""
     server = start_server(**LIMITS)
     people(server)
     write_exercise(teacher_page(new_page, server))
@@ -400,6 +401,10 @@ def test_check_waits_for_a_running_program_and_says_so(start_server, new_page):
     view.get_by_role("button", name="Check").click()
     expect(view.locator(".ex-status")).to_have_text("Stop your program, then press Check.")
     page.get_by_role("button", name="Stop").click()
+    replace_text(page, "while True\n    print(")
+    expect_saved(page)
     view.get_by_role("button", name="Check").click()
-    expect(view.locator(".ex-status")).to_have_attribute("data-state", "done", timeout=30_000)
+    expect(view.locator(".ex-status")).to_have_text("Your program could not be checked.", timeout=30_000)
+    expect(view.locator(".ex-note")).to_contain_text("did not count as an attempt")
+    expect(view.locator(".ex-progress")).to_contain_text("0 attempts")
     assert page.errors == []
