@@ -20,7 +20,8 @@ function parsed(text) {
 
 export class ClassSocket extends EventTarget {
   /**
-   * events: "students" (detail: {saved: usernames whose last save is new}),
+   * events: "students" (detail: {saved: usernames whose last save is new,
+   * checked: those whose last check of an exercise is new}),
    * "state" (this.state: connecting | live | waiting | ended).
    */
   constructor(classId) {
@@ -74,22 +75,17 @@ export class ClassSocket extends EventTarget {
     if (!Array.isArray(msg?.students)) return;
     if (msg.now) this.skew = Date.parse(msg.now) - Date.now();
     const saved = [];
-    if (msg.type === "snapshot") {
-      const before = this.students;
-      this.students = new Map();
-      for (const s of msg.students) {
-        if (before.has(s.username) && before.get(s.username).last_save_at !== s.last_save_at) saved.push(s.username);
-        this.students.set(s.username, s);
-      }
-    } else {
-      for (const s of msg.students) {
-        const old = this.students.get(s.username);
-        if (old && old.last_save_at !== s.last_save_at) saved.push(s.username);
-        this.students.set(s.username, s);
-      }
+    const checked = [];
+    const before = this.students;
+    if (msg.type === "snapshot") this.students = new Map();
+    for (const s of msg.students) {
+      const old = before.get(s.username);
+      if (old && old.last_save_at !== s.last_save_at) saved.push(s.username);
+      if (old && old.last_check?.at !== s.last_check?.at) checked.push(s.username);
+      this.students.set(s.username, s);
     }
     this.setState("live");
-    this.dispatchEvent(new CustomEvent("students", { detail: { saved } }));
+    this.dispatchEvent(new CustomEvent("students", { detail: { saved, checked } }));
   }
 
   setState(state, code = null) {

@@ -86,3 +86,17 @@ export function toast(message, kind = "info", ms = 4000) {
   host.append(item);
   setTimeout(() => item.remove(), ms);
 }
+
+/** "due Friday 16:00", "due tomorrow 09:00", "due 3 Mar 2027, 16:00"; "was due …" once past. */
+export function dueWords(due) {
+  if (!due) return "no due date";
+  const date = new Date(due);
+  const time = date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  if (date <= new Date()) return `was due ${date.toLocaleDateString([], { dateStyle: "medium" })}, ${time}`;
+  const dayOf = (d) => new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime();
+  const days = Math.round((dayOf(date) - dayOf(new Date())) / 86400000);
+  if (days === 0) return `due today ${time}`;
+  if (days === 1) return `due tomorrow ${time}`;
+  if (days < 7) return `due ${date.toLocaleDateString([], { weekday: "long" })} ${time}`;
+  return `due ${date.toLocaleDateString([], { dateStyle: "medium" })}, ${time}`;
+}

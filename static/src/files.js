@@ -26,7 +26,7 @@ function nameProblem(name) {
 export class FileTree extends EventTarget {
   /**
    * area: "home" | "course" | "user/<name>"; writable: may change it.
-   * events: "open" {area, path}, "moved" {area, from, to}, "deleted" {area, path}
+   * events: "open" {area, path}, "moved" {area, from, to}, "deleted" {area, path}, "loaded"
    */
   constructor({ area, title, writable, extraItems = () => [] }) {
     super();
@@ -60,6 +60,7 @@ export class FileTree extends EventTarget {
       this.error = e.message;
     }
     this.render();
+    this.dispatchEvent(new Event("loaded"));
   }
 
   /** Mark the file shown in the editor. */

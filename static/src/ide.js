@@ -1,8 +1,9 @@
 // The IDE page (/ide for students, /teacher with the class tools): makes the
 // pieces and wires them together. Each piece owns its job: workspace.js the
 // open files, autosave.js saving, conflicts.js conflicts, run.js running,
-// run-errors.js where a run's error is, connection.js the link to the
-// server, shortcuts.js the keyboard, layout.js the panes.
+// run-errors.js where a run's error is, exercises.js and check.js the
+// exercises, connection.js the link to the server, shortcuts.js the
+// keyboard, layout.js the panes, sidebar.js the side bar's tabs.
 import { $, clear, toast } from "./dom.js";
 import { get, meWhenReachable } from "./api.js";
 import { Saver, STATUS_TEXT } from "./autosave.js";
@@ -18,6 +19,9 @@ import { RunSocket } from "./run-socket.js";
 import { RunControl } from "./run.js";
 import { RunErrors } from "./run-errors.js";
 import { Layout } from "./layout.js";
+import { Sidebar } from "./sidebar.js";
+import { ExercisesPanel } from "./exercises.js";
+import { CheckControl } from "./check.js";
 import { ConnectionBanner, SessionWatch } from "./connection.js";
 import { installShortcuts, isShortcut } from "./shortcuts.js";
 import { settings, settingsDialog } from "./settings.js";
@@ -53,17 +57,24 @@ const courses = classes.map((c) => new FileTree({
     entry.kind === "file" ? { label: "Copy to my files", action: () => workspace.copyToHome(c.area, entry.path) } : null,
   ].filter(Boolean),
 }));
-clear($("#files-panel"), home.el, courses.map((tree) => tree.el));
+// A class's exercises as files (checks/<id>), for its teachers to edit.
+const checkTrees = classes.filter((c) => c.checks).map((c) => new FileTree({
+  area: c.checks, title: classes.length > 1 ? `Exercises: ${c.name}` : "Exercises (teachers only)", writable: true,
+}));
+clear($("#files-panel"), home.el, courses.map((tree) => tree.el), checkTrees.map((tree) => tree.el));
+const sidebar = new Sidebar(teacherView ? ["files", "class", "exercises"] : ["files", "exercises"], teacherView ? "class" : "files");
 const roster = teacherView ? (await import("./teacher.js")).classView(classes) : null;
 
 const workspace = new Workspace({
   tabs, editor, saver, staff,
-  trees: () => [home, ...courses, roster?.tree].filter(Boolean),
+  trees: () => [home, ...courses, ...checkTrees, roster?.tree].filter(Boolean),
 });
 workspace.follow(home);
-for (const tree of courses) workspace.follow(tree);
+for (const tree of [...courses, ...checkTrees]) workspace.follow(tree);
 roster?.addEventListener("open", (e) => workspace.open(e.detail.area, e.detail.path));
 roster?.addEventListener("copy", (e) => workspace.copyToHome(e.detail.area, e.detail.path));
+// An exercise written with the form shows in its checks tree; one edited as files, in the class's list.
+roster?.addEventListener("exercises", (e) => workspace.reloadSoon(e.detail.area));
 // A student's file open here follows their saves.
 roster?.addEventListener("saved", (e) => {
   for (const doc of tabs.docs) if (doc.area === `user/${e.detail.username}`) workspace.refresh(doc, false);
@@ -78,7 +89,14 @@ const runErrors = new RunErrors({ workspace, editor, username: user.username });
 const output = new Console({ terminalEl: $("#terminal"), plotsEl: $("#plots"), stateEl: $("#run-state"), passKeys: isShortcut,
   username: user.username, openFrame: (path, line) => runErrors.open(path, line) });
 const socket = new RunSocket();
-const runControl = new RunControl({ socket, output, saver, current: () => tabs.current });
+const checker = new CheckControl({ socket, saver, workspace });
+const runControl = new RunControl({ socket, output, saver, current: () => tabs.current, claims: (msg) => checker.claims(msg) });
+checker.runControl = runControl;
+socket.addEventListener("message", (e) => { if (checker.claims(e.detail)) checker.received(e.detail); });
+const exercises = new ExercisesPanel({ el: $("#exercises-panel"), checker, workspace, layout, home,
+  openLine: (path, line) => runErrors.open(path, line) });
+home.addEventListener("loaded", () => exercises.showButtons());
+sidebar.addEventListener("shown", (e) => { if (e.detail === "exercises") exercises.load(); }); // a new one shows up
 // Files changed elsewhere (another tab, the teacher, a program): the trees and open files follow.
 socket.addEventListener("message", (e) => { if (e.detail.type === "files") workspace.changedElsewhere(e.detail); });
 // What the student types next goes to the code again, once a run is over or refused.
@@ -98,6 +116,7 @@ new SessionWatch(socket);
 // -- what shows which state ---------------------------------------------------
 
 saver.addEventListener("status", (e) => {
+  if (e.detail.status === "saved" && e.detail.area.startsWith("checks/")) roster?.exercises.load();
   tabs.render();
   if (e.detail === tabs.current) saveStatus.show(e.detail);
 });
@@ -156,7 +175,7 @@ window.addEventListener("focus", () => workspace.refreshAll());
 // -- start ----------------------------------------------------------------------
 
 socket.connect();
-await Promise.all([home.load(), ...courses.map((tree) => tree.load())]);
+await Promise.all([home.load(), ...[...courses, ...checkTrees].map((tree) => tree.load()), exercises.load()]);
 if (!(await tabMemory.restore(saver.keptKeys()))) {
   if (!teacherView && home.entries.some((e) => e.path === "hello.py")) await workspace.open("home", "hello.py");
   else workspace.show(null);

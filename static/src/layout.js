@@ -45,6 +45,13 @@ export class Layout {
     }
   }
 
+  /** The side bar at least `px` wide (an exercise's instructions need room), if there is room. */
+  widen(px) {
+    if (this.widths().files >= px) return;
+    settings.set(this.keys.files, this.bounded("files", px));
+    this.apply();
+  }
+
   toggleFiles() {
     settings.set("filesHidden", !settings.get("filesHidden"));
     this.apply();

@@ -15,8 +15,10 @@ export class RunControl extends EventTarget {
    * ended (the program may have written files; detail: {stderr,
    * explanation}); "changed" (detail: the doc) when nothing ran because the
    * file had changed elsewhere; "refused" when a run could not start.
+   * claims(msg): whether a message of the socket is another part's (an
+   * exercise's check), not the run's.
    */
-  constructor({ socket, output, saver, current }) {
+  constructor({ socket, output, saver, current, claims = () => false }) {
     super();
     this.socket = socket;
     this.output = output;
@@ -24,6 +26,7 @@ export class RunControl extends EventTarget {
     this.current = current;
     this.state = "idle"; // idle | saving (the file, before asking) | running (asked for, queued or running)
     this.stderr = "";
+    this.held = ""; // why Run waits for something else (a check), or ""
     this.runButton = $("#run");
     this.stopButton = $("#stop");
     this.runButton.addEventListener("click", () => this.run());
@@ -32,7 +35,7 @@ export class RunControl extends EventTarget {
     output.addEventListener("input", (e) => {
       if (this.running) socket.send(e.detail);
     });
-    socket.addEventListener("message", (e) => this.received(e.detail));
+    socket.addEventListener("message", (e) => { if (!claims(e.detail)) this.received(e.detail); });
     socket.addEventListener("closed", () => {
       if (!this.running) return;
       output.lost();
@@ -50,14 +53,20 @@ export class RunControl extends EventTarget {
     this.render();
   }
 
+  /** Run waits while `reason` (a sentence) holds; "" lets it run again. */
+  hold(reason) {
+    this.held = reason;
+    this.render();
+  }
+
   /** The buttons say what can be done now (called when the shown doc changes too). */
   render() {
     const doc = this.current();
     const busy = this.state !== "idle";
     const runnable = doc && doc.area === "home" && /\.pyw?$/i.test(doc.path);
-    this.runButton.disabled = busy || !runnable;
-    this.runButton.title = !doc ? "Open a file to run it" : doc.area !== "home"
-      ? "Only your own files can be run: copy it to My files first" : "Run the current file (Ctrl+Enter)";
+    this.runButton.disabled = busy || !runnable || !!this.held;
+    this.runButton.title = this.held || (!doc ? "Open a file to run it" : doc.area !== "home"
+      ? "Only your own files can be run: copy it to My files first" : "Run the current file (Ctrl+Enter)");
     this.stopButton.disabled = !this.running;
     document.body.classList.toggle("running", busy);
   }
@@ -65,6 +74,10 @@ export class RunControl extends EventTarget {
   async run() {
     const doc = this.current();
     if (!doc || this.state !== "idle") return;
+    if (this.held) {
+      toast(this.held, "warn");
+      return;
+    }
     if (doc.area !== "home") {
       toast("Only your own files can be run: copy this one to My files first.", "warn");
       return;

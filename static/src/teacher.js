@@ -2,12 +2,14 @@
 // an error, when each last saved, pushed by the server over /ws/class), a
 // student's files (read-only, following their saves, with a copy into the
 // teacher's own files to run there), and pushing starter files from a
-// class's course folder to its students.
+// class's course folder to its students. Its exercises and gradebook are
+// class-exercises.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
+import { ClassExercises } from "./class-exercises.js";
 
 const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
@@ -38,7 +40,8 @@ function runState(s, skew) {
 class ClassView extends EventTarget {
   /**
    * The Class panel. classes: the classes the teacher teaches (GET /api/classes).
-   * events: "open" {area, path}, "copy" {area, path}, "saved" {username}.
+   * events: "open" {area, path}, "copy" {area, path}, "saved" {username},
+   * "exercises" {area}: the files of a class's exercises changed.
    */
   constructor(el, classes) {
     super();
@@ -61,10 +64,12 @@ class ClassView extends EventTarget {
     this.list = h("ul", { class: "roster", "aria-label": "Students" });
     this.note = h("p", { class: "tree-note" });
     this.files = h("div", { class: "student-files" });
+    this.exercises = new ClassExercises();
+    this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState),
-      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.files);
+      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -84,9 +89,13 @@ class ClassView extends EventTarget {
     this.rows.clear();
     this.choose(null);
     this.socket = new ClassSocket(id);
-    this.socket.addEventListener("students", (e) => this.changed(e.detail.saved));
+    this.socket.addEventListener("students", (e) => {
+      this.changed(e.detail.saved);
+      this.exercises.checked(e.detail.checked);
+    });
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
     this.socket.connect();
+    this.exercises.show(id, this.classes.find((c) => c.id === id).name);
     this.render();
   }
 
@@ -154,7 +163,9 @@ class ClassView extends EventTarget {
   fill(li, s) {
     const [kind, words] = runState(s, this.socket.skew);
     const saved = s.last_save_at ? `saved ${ago(local(s.last_save_at, this.socket.skew))}` : "never saved";
-    const label = `${s.display_name}, ${s.online ? "online" : "offline"}, ${words}, ${saved}`;
+    const check = s.last_check ? `checked ${s.last_check.exercise}: ${s.last_check.score}/${s.last_check.max_score}, `
+      + ago(local(s.last_check.at, this.socket.skew)) : "";
+    const label = `${s.display_name}, ${s.online ? "online" : "offline"}, ${words}, ${saved}${check ? ", " + check : ""}`;
     let button = li.firstChild;
     if (!button) {
       button = h("button", { type: "button", class: "student", onclick: () => this.choose(s.username) });
@@ -171,6 +182,7 @@ class ClassView extends EventTarget {
         h("span", { class: `presence ${s.online ? "on" : ""}`, title: s.online ? "Online: the IDE is open" : "Offline" }),
         h("span", { class: "student-name" }, s.display_name, s.active ? null : " (deactivated)")),
       h("span", { class: `run-line ${kind}`, title: words }, words),
+      check ? h("span", { class: "student-meta check-meta" }, check) : null,
       h("span", { class: "student-meta" }, `${s.username} · ${saved}`,
         s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
@@ -195,19 +207,9 @@ class ClassView extends EventTarget {
   }
 }
 
-/** The teacher's sidebar: a Files tab and a Class tab (the live class, shown first). */
+/** The teacher's Class tab of the side bar: the live class. */
 export function classView(classes) {
   const view = new ClassView($("#class-panel"), classes.filter((c) => c.teachers !== undefined));
-  $("#sidebar-tabs").hidden = false;
-  const showPanel = (which) => {
-    $("#tab-files").setAttribute("aria-selected", String(which === "files"));
-    $("#tab-class").setAttribute("aria-selected", String(which === "class"));
-    $("#files-panel").hidden = which !== "files";
-    $("#class-panel").hidden = which !== "class";
-  };
-  $("#tab-files").addEventListener("click", () => showPanel("files"));
-  $("#tab-class").addEventListener("click", () => showPanel("class"));
-  showPanel("class");
   view.watch();
   return view;
 }

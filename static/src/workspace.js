@@ -37,7 +37,7 @@ export class Workspace extends EventTarget {
   }
 
   readOnly(area) {
-    return !(area === "home" || (isCourse(area) && this.staff));
+    return !(area === "home" || ((isCourse(area) || area.startsWith("checks/")) && this.staff));
   }
 
   tabsChanged() {

@@ -1,1 +1,0 @@
-import{a,b}from"./chunk.6WRB2SAY.js";import"./chunk.F3XOBDEX.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.RJ42RRKO.js";import"./chunk.UEBB5V3Z.js";export{b as Editor,a as commonExtensions};
