@@ -212,22 +212,22 @@ def test_messages_of_checks(tmp_path):
     assert results["loop"]["passed"] and results["loop"]["line"] == 5
     assert results["def"]["passed"]
     assert not results["stats"]["passed"]
-    assert results["stats"]["message"] == "line 1 imports statistics, which this exercise does not allow"
-    assert results["sum"]["message"] == "the code never calls sum"
+    assert results["stats"]["message"] == "Line 1 imports statistics, which this exercise does not allow."
+    assert results["sum"]["message"] == "The code never calls sum."
     assert not results["odd"]["passed"] and "sorcery" in results["odd"]["message"]
     assert results["exact"]["passed"] and results["norm"]["passed"] and results["regex"]["passed"]
     assert not results["diff"]["passed"] and "-2\n+3" in results["diff"]["diff"]
     pair = results["test_pair"]
-    assert pair["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 1"
+    assert pair["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 1."
     assert (pair["expected"], pair["actual"], pair["line"]) == ("1.5", "1", 6)
     first = results["test_expected_first"]
     assert (first["expected"], first["actual"]) == ("1.5", "1")
     assert results["test_with_a_hint"]["passed"]
     assert results["test_raises"]["passed"]  # the student's ZeroDivisionError is one here too
-    assert results["test_truthy"]["message"] == "assert student.is_even(3) failed: student.is_even(3) returned False"
-    assert results["test_crash"]["message"] == "the test stopped: KeyError: 'missing'"
+    assert results["test_truthy"]["message"] == "assert student.is_even(3) failed: student.is_even(3) returned False."
+    assert results["test_crash"]["message"] == "The test stopped: KeyError: 'missing'."
     assert results["test_crash"]["line"] == 25
-    assert results["test_none_such"]["message"] == "the tests file has no test named test_none_such"
+    assert results["test_none_such"]["message"] == "The tests file has no test named test_none_such."
 
 
 def test_a_source_that_does_not_parse_is_not_gradable(tmp_path):
@@ -596,7 +596,7 @@ def test_a_wrong_module_fails_with_what_it_returned(sandbox, data_dir):
     results, *_ = checked_in_sandboxes(sandbox, data_dir, CORRECT.replace("sum(xs) / len(xs)", "sum(xs) // len(xs)"))
     pair = results["test_pair"]
     assert not pair["passed"]
-    assert pair["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 1"
+    assert pair["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 1."
     assert (pair["expected"], pair["actual"], pair["line"]) == ("1.5", "1", 6)
     assert results["test_three"]["passed"]
 
@@ -605,7 +605,7 @@ def test_an_exception_in_the_students_function_names_its_line(sandbox, data_dir)
     results, *_ = checked_in_sandboxes(sandbox, data_dir, CORRECT.replace("return sum(xs) / len(xs)",
                                                                          "return xs[10]"))
     assert results["test_pair"]["message"] == \
-        "average([1, 2]) raised IndexError: list index out of range (line 3 of average.py)"
+        "average([1, 2]) raised IndexError: list index out of range (line 3 of average.py)."
 
 
 def test_exit_in_the_middle_of_a_call_fails(sandbox, data_dir):
@@ -613,13 +613,13 @@ def test_exit_in_the_middle_of_a_call_fails(sandbox, data_dir):
     results, grader, (_, serve_exit) = checked_in_sandboxes(sandbox, data_dir, source)
     assert not any(r["passed"] for r in results.values() if r["id"].startswith("test_"))
     assert results["test_pair"]["message"] == \
-        "average([1, 2]) did not answer: your program ended before it answered"
+        "average([1, 2]) did not answer: your program ended before it answered."
 
 
 def test_an_endless_loop_is_stopped(sandbox, data_dir):
     source = CORRECT.replace("return sum(xs) / len(xs)", "while True:\n        pass")
     results, grader, (_, serve_exit) = checked_in_sandboxes(sandbox, data_dir, source, call_timeout=2.0)
-    assert results["test_pair"]["message"] == "average([1, 2]) did not answer: it took longer than 2 seconds"
+    assert results["test_pair"]["message"] == "average([1, 2]) did not answer: it took longer than 2 seconds."
     assert not results["test_three"]["passed"]
     assert serve_exit["reason"] == "timeout"
 
@@ -642,7 +642,7 @@ def average(xs):
     results, grader, _ = checked_in_sandboxes(sandbox, data_dir, source)
     assert grader.imported == {"type": "ready"}
     assert not results["test_pair"]["passed"]
-    assert results["test_pair"]["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 0"
+    assert results["test_pair"]["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 0."
 
 
 def test_input_at_import_fails_with_a_sentence(sandbox, data_dir):
@@ -653,4 +653,4 @@ def test_input_at_import_fails_with_a_sentence(sandbox, data_dir):
     assert (error["type"], error["line"], error["file"]) == ("EOFError", 1, "average.py")
     assert error["message"] == checking.NO_INPUT
     assert "<checking>" not in error["traceback"]
-    assert results["test_pair"]["message"] == "average([1, 2]) did not answer: your file could not be imported"
+    assert results["test_pair"]["message"] == "average([1, 2]) did not answer: your file could not be imported."

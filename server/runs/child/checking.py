@@ -399,7 +399,13 @@ def test(options, channel):
 
 
 def result(check_id, passed, message, line=None, **shown_values):
-    out = {"type": "result", "id": check_id, "passed": bool(passed), "message": message[:MAX_TEXT],
+    message = message[:MAX_TEXT]
+    if message:  # a sentence, as the student reads it; code ("assert ...", "average([])") keeps its case
+        first = message.split(" ", 1)[0]
+        code = first == "assert" or any(c in first for c in "()[]._=")
+        message = (message if code else message[0].upper() + message[1:]) + \
+            ("" if message.endswith((".", "!", "?")) else ".")
+    out = {"type": "result", "id": check_id, "passed": bool(passed), "message": message,
            "line": line}
     for key, text in shown_values.items():
         if text is not None:
@@ -492,18 +498,20 @@ def check_output(check):
             passed = re.fullmatch(expected, actual, re.MULTILINE) is not None
         except re.error as e:
             return result(check.get("id"), False, "the expected pattern is not a valid regular expression: %s" % e)
-        message = "the output is as expected" if passed else "the output does not match the expected pattern"
+        message = "your output is as expected" if passed else "your output does not match the expected pattern"
         return result(check.get("id"), passed, message, expected=expected, actual=actual)
-    if compare == "normalized":
-        expected, actual = _normalized(expected), _normalized(actual)
-    elif compare != "exact":
+    if compare not in ("exact", "normalized"):
         return result(check.get("id"), False, "this check's comparison %r is not one PyClassroom knows" % compare)
-    if expected == actual:
-        return result(check.get("id"), True, "the output is as expected")
+    same = _normalized(expected) == _normalized(actual) if compare == "normalized" else expected == actual
+    if same:
+        return result(check.get("id"), True, "your output is as expected")
+    # Shown as written, not as compared: the student sees their own output.
     diff = "\n".join(difflib.unified_diff(expected.split("\n"), actual.split("\n"), "expected", "your output",
                                           lineterm=""))
-    return result(check.get("id"), False, "the output differs from what was expected", expected=expected,
-                  actual=actual, diff=diff)
+    said = "your output differs from the expected output (lines with - are expected, lines with + are yours)"
+    if compare == "normalized":
+        said += "; spaces and capital letters do not matter here"
+    return result(check.get("id"), False, said, expected=expected, actual=actual, diff=diff)
 
 
 def _lines(text):
