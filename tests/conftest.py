@@ -9,6 +9,7 @@ never see each other's users or files. A test that changes settings, or
 stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 from loadtest.harness import ServerProcess
 
+from tests.helpers import wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,7 +148,10 @@ class SharedServers:
     def get(self, processes=1, **env):
         key = (processes, tuple(sorted((k, str(v)) for k, v in env.items())))
         if key not in self.running:
-            self.running[key] = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
+            server = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
+            if processes == 1 and int(env.get("ASSIST_PROCESSES", os.environ["ASSIST_PROCESSES"])):
+                wait_for_editing_help(server)
+            self.running[key] = server
         return self.running[key]
 
     def close(self):
@@ -244,8 +249,12 @@ def docker_image():
     if os.geteuid() != 0 or not shutil.which("dockerd"):
         pytest.skip("the docker sandbox needs root and docker.io (scripts/install-system-deps)")
     image = "pyclassroom-sandbox:latest"
-    for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
-        subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
+    # One test process at a time (pytest-xdist's workers, or two test runs):
+    # two start-docker at once would start two daemons, and the second fails.
+    with open(os.path.join(tempfile.gettempdir(), "pyclassroom-test-docker.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
+            subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
     return image
 
 
