@@ -38,6 +38,14 @@ EDITING_HELP = {"ASSIST_PROCESSES": "2"}
 # a server a hundred times: two per worker run calls side by side; the
 # tests about concurrency ask for more.
 os.environ.setdefault("FILE_PROCESSES", "2")
+# Students' programs run as SANDBOX_UID_BASE + their id, and tests find a
+# student's processes by that uid. Servers of another test process (an
+# xdist worker, or another checkout's test run on this machine, whose base is
+# the default 200000) have students with the same ids: each test process
+# takes uids of its own. The same in all its servers, since servers that share
+# a DATA_DIR or storage (restarts, two instances) must agree on who owns it.
+XDIST_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
+os.environ.setdefault("SANDBOX_UID_BASE", str(300_000_000 + XDIST_WORKER % 1800 * 1_000_000))
 
 
 def with_database(dsn, name):

@@ -52,7 +52,7 @@ def user_id(server, username):
 
 def sandbox_uid(server, username):
     """The host uid `username`'s programs run as (the server being root)."""
-    return 200000 + user_id(server, username)
+    return int(server.env.get("SANDBOX_UID_BASE", 200000)) + user_id(server, username)
 
 
 def pids_of_uid(uid):
