@@ -421,7 +421,10 @@ def _cleanup_of_local_cgroups(box, home):
 
     try:
         removed, alive = asyncio.run(scenario())
-        assert removed == 1 and alive
+        # At least ours: the cgroup tree is the machine's, and another test
+        # process's (or test run's) server killed with -9 leaves orphans too,
+        # which this cleanup rightly removes as well (as `removed >= 2` for docker).
+        assert removed >= 1 and alive
         assert orphan.wait(10) == -9
         assert not any(os.path.exists(p) for p in dirs.values())
     finally:
