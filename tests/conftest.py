@@ -156,10 +156,7 @@ class SharedServers:
     def get(self, processes=1, **env):
         key = (processes, tuple(sorted((k, str(v)) for k, v in env.items())))
         if key not in self.running:
-            server = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
-            if processes == 1 and int(env.get("ASSIST_PROCESSES", os.environ["ASSIST_PROCESSES"])):
-                wait_for_editing_help(server)
-            self.running[key] = server
+            self.running[key] = self.cleanups.enter_context(running_server(self.postgres_url, processes, **env))
         return self.running[key]
 
     def close(self):
@@ -186,6 +183,12 @@ def _shared(servers, processes=1, **env):
 def server(shared_servers):
     """The real server (one worker), shared by the tests of the run."""
     yield from _shared(shared_servers, **EDITING_HELP)
+
+
+@pytest.fixture
+def warm_server(server):
+    """`server`, once its editing help has warmed up (for the tests that use it)."""
+    return wait_for_editing_help(server)
 
 
 @pytest.fixture

@@ -35,6 +35,13 @@ JAIL_ROOT = {"usr", "bin", "lib", "lib64", "sbin", "etc", "dev", "tmp", "opt"}
 SECRETS = ("xyzzy", "ANSWER_KEY", "helper_bob")
 
 
+@pytest.fixture(autouse=True)
+def _editing_help_warm(request):
+    """The shared `server`'s editing help has warmed up before a test asks it."""
+    if "server" in request.fixturenames:
+        request.getfixturevalue("warm_server")
+
+
 @pytest.fixture
 def dotted_server(start_server):
     data = os.path.join(tempfile.gettempdir(), "pyclassroom_jail_" + uuid.uuid4().hex[:8])
