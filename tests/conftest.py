@@ -9,6 +9,7 @@ never see each other's users or files. A test that changes settings, or
 stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
+import fcntl
 import os
 import random
 import shutil
@@ -24,6 +25,7 @@ from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 from loadtest.harness import ServerProcess
 
+from tests.helpers import wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +42,9 @@ os.environ.setdefault("FILE_PROCESSES", "2")
 # The servers of this test process run students' programs as uids of their
 # own: another test process on the machine (a parallel worker, another
 # checkout's suite) has students with the same ids, and a test that looks
-# for a student's processes by uid must never find the other's.
+# for a student's processes by uid must never find the other's. One base
+# for all its servers: servers sharing a DATA_DIR (restarts, two instances)
+# must agree on who owns it.
 os.environ.setdefault("SANDBOX_UID_BASE", str(random.SystemRandom().randrange(1, 2000) * 1_000_000))
 
 
@@ -182,6 +186,12 @@ def server(shared_servers):
 
 
 @pytest.fixture
+def warm_server(server):
+    """`server`, once its editing help has warmed up (for the tests that use it)."""
+    return wait_for_editing_help(server)
+
+
+@pytest.fixture
 def server2(shared_servers):
     """The real server with two workers, for stories about several workers."""
     yield from _shared(shared_servers, processes=2)
@@ -250,8 +260,12 @@ def docker_image():
     if os.geteuid() != 0 or not shutil.which("dockerd"):
         pytest.skip("the docker sandbox needs root and docker.io (scripts/install-system-deps)")
     image = "pyclassroom-sandbox:latest"
-    for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
-        subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
+    # One test process at a time (pytest-xdist's workers, or two test runs):
+    # two start-docker at once would start two daemons, and the second fails.
+    with open(os.path.join(tempfile.gettempdir(), "pyclassroom-test-docker.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for script, timeout in (("start-docker", 120), ("build-sandbox-image", 1800)):
+            subprocess.run([os.path.join(ROOT, "scripts", script), image], check=True, timeout=timeout)
     return image
 
 

@@ -1,6 +1,8 @@
 """Small helpers the server tests share."""
 from concurrent.futures import ThreadPoolExecutor
 
+import time
+
 import psycopg2
 import requests
 
@@ -53,3 +55,26 @@ def put(client, path, content, etag=None):
     if etag:
         headers["If-Match"] = f'"{etag}"'
     return client.request("PUT", "/api/files/home/" + path, data=content.encode(), headers=headers)
+
+
+_admins = {}  # server -> its admin, signed in once
+
+
+def wait_for_editing_help(server, guard=180):
+    """Until `server`'s editing-help processes have all warmed up (the admin's
+    /api/status says so), and `server` back. A fresh server's helpers warm up
+    for seconds of CPU at the lowest priority; a request that waits past
+    ASSIST_TIMEOUT meanwhile is answered 'busy', which on a busy machine
+    made a test's first question fail. A hang guard, not a timing bound."""
+    from loadtest.harness import ADMIN_PASSWORD
+    admin = _admins.get(server)
+    if admin is None:
+        admin = _admins[server] = server.client()
+        admin.login_ok("admin", ADMIN_PASSWORD)
+    deadline = time.monotonic() + guard
+    while True:
+        helping = admin.get("/api/status", timeout=30).json()["editing_help"]
+        if not helping.get("on") or helping["ready"] >= helping["processes"]:
+            return server
+        assert time.monotonic() < deadline, f"editing help never warmed up: {helping}"
+        time.sleep(0.2)

@@ -13,6 +13,13 @@ from tests.conftest import People
 TIMEOUT = 30  # a generous bound that only catches a hang
 
 
+@pytest.fixture(autouse=True)
+def _editing_help_warm(request):
+    """The shared `server`'s editing help has warmed up before a test asks it."""
+    if "server" in request.fixturenames:
+        request.getfixturevalue("warm_server")
+
+
 def ask(client, op, source, path="main.py", line=None, column=None, **extra):
     """POST /api/assist/<op>; line and column default to the end of the text."""
     lines = source.split("\n")

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import People
+from tests.helpers import wait_for_editing_help
 from tests.test_assist import TIMEOUT, ask, names, save
 
 EDITING_HELP = {"ASSIST_PROCESSES": "2"}
@@ -34,12 +35,19 @@ JAIL_ROOT = {"usr", "bin", "lib", "lib64", "sbin", "etc", "dev", "tmp", "opt"}
 SECRETS = ("xyzzy", "ANSWER_KEY", "helper_bob")
 
 
+@pytest.fixture(autouse=True)
+def _editing_help_warm(request):
+    """The shared `server`'s editing help has warmed up before a test asks it."""
+    if "server" in request.fixturenames:
+        request.getfixturevalue("warm_server")
+
+
 @pytest.fixture
 def dotted_server(start_server):
     data = os.path.join(tempfile.gettempdir(), "pyclassroom_jail_" + uuid.uuid4().hex[:8])
     os.mkdir(data, 0o755)
     try:
-        yield start_server(data_dir=data, **EDITING_HELP)
+        yield wait_for_editing_help(start_server(data_dir=data, **EDITING_HELP))
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

@@ -15,6 +15,7 @@ import pytest
 from tests.browser import (LIMITS, editor, editor_text, expect, login, new_file, open_file, replace_text,
                            shot, student, terminal_text, wait_ready, wait_terminal, write_program)
 from tests.conftest import EDITING_HELP, _shared
+from tests.helpers import wait_for_editing_help
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -30,7 +31,8 @@ POPUP = ".cm-tooltip-autocomplete"
 @pytest.fixture
 def ide_server(shared_servers):
     """One server for this module's stories (programs in the local sandbox)."""
-    yield from _shared(shared_servers, **LIMITS, **EDITING_HELP)
+    for server in _shared(shared_servers, **LIMITS, **EDITING_HELP):
+        yield wait_for_editing_help(server)
 
 
 @pytest.fixture

@@ -106,6 +106,23 @@ class Student(threading.Thread):
             self.call("readyz", "GET", "/readyz")
 
 
+    def saved_in(self, phase):
+        return any(a[0] == phase and a[1] == "save" and a[2] == 200 for a in self.answers)
+
+    def served_again(self):
+        """Two rounds after the faults, the last of them all answered 200."""
+        after = [a[2] for a in self.answers if a[0] == "after"]
+        return len(after) >= 8 and after[-4:] == [200] * 4
+
+
+def until(condition, what, guard=30):
+    """Wait until condition() (a hang guard of `guard` seconds, then on)."""
+    deadline = time.monotonic() + guard
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    print(f"{what}: {'yes' if condition() else 'NOT within the guard'}")
+
+
 class Probe(Student):
     """A load balancer: /readyz, over and over."""
 
@@ -137,23 +154,30 @@ def test_restart_and_freeze_of_postgres_get_503s_never_500s_or_hangs(private_pos
     for s in students + [probe]:
         s.start()
     try:
-        time.sleep(2)
+        # Each phase lasts until what it is for has happened (a hang guard, then
+        # on: the assertions below say what was missed), not a fixed time.
+        until(lambda: all(s.saved_in("before") for s in students), "every student saves before the faults")
         phase[0] = "restart"
         pg.restart()
         wait_until_serving(server)
-        time.sleep(2)
+        until(lambda: all(s.saved_in("restart") for s in students), "every student saves after the restart")
         phase[0] = "freeze"
         processes = frozen(pg)
         for p in processes:
             p.send_signal(signal.SIGSTOP)
         try:
-            time.sleep(8)
+            # Frozen at least 3 s (statements give up after 2 s), and until /readyz
+            # and a student's call have been answered 503 while it was.
+            time.sleep(3)
+            until(lambda: any(a[:4] == ("freeze", "readyz", 503, "database_unreachable") for a in probe.answers)
+                  and any(a[0] == "freeze" and a[1] != "readyz" and a[2] == 503
+                          for s in students for a in s.answers), "503s while the database is frozen", guard=8)
         finally:
             for p in processes:
                 p.send_signal(signal.SIGCONT)
         phase[0] = "after"
         wait_until_serving(server)
-        time.sleep(3)
+        until(lambda: all(s.served_again() for s in students), "every student served in full again")
     finally:
         stop.set()
         for s in students + [probe]:

@@ -4,6 +4,7 @@ folder, their program) is told on every IDE socket of theirs, on every
 worker, with the new version and who did it; never on another student's;
 and a burst of saves costs a bounded number of messages."""
 import asyncio
+import uuid
 
 from loadtest.run_client import RunClient
 from tests.conftest import People
@@ -20,27 +21,54 @@ def put(client, path, text, area="home", etag=None):
     return r.json()["etag"]
 
 
-async def file_news(server, client, act, until, sockets=2, quiet=None):
+async def watching(rc):
+    """Ask `rc`'s socket to watch its files, and wait until it does: a socket's
+    messages are handled in turn, so the answer to the next one (a kill with
+    nothing running) comes after the watch began."""
+    await rc.send(type="watch")
+    await rc.send(type="kill")
+    message = await rc.until("error", TIMEOUT)
+    assert message["error"] == "not_running", message
+
+
+async def changes_heard(rc, until, timeout=TIMEOUT):
+    """The "files" changes `rc` hears until `until(changes)` holds."""
+    changes = []
+    while not until(changes):
+        message = await rc.receive(timeout)
+        if message["type"] == "files":
+            changes += [dict(c, area=message["area"])
+                        for c in message.get("changes", [{"reload": message.get("reload")}])]
+    return changes
+
+
+async def file_news(server, client, act, until, sockets=2, quiet=None, probe=None):
     """Open `sockets` IDE sockets of `client` (and one of `quiet`), do
     `act()` (in a thread: it makes HTTP requests), and collect the "files"
-    messages of each until `until(changes)` holds for all."""
+    messages of each until `until(changes)` holds for all. `probe`, (an
+    action, what hearing it is): done again and again first, until every
+    socket hears it (the course folders are watched once the database says
+    which, a moment after the home)."""
     clients = [RunClient(server.url, client.http.cookies.get_dict()) for _ in range(sockets)]
     others = [RunClient(server.url, quiet.http.cookies.get_dict())] if quiet else []
     for rc in clients + others:
         await rc.open()
-        await rc.send(type="watch")
+        await watching(rc)
     try:
-        await asyncio.sleep(0.5)  # the sockets watch their areas (the course folder is looked up)
+        if probe:
+            probe_act, probe_heard = probe
+            for rc in clients:
+                for attempt in range(TIMEOUT):
+                    await asyncio.to_thread(probe_act)
+                    try:
+                        await changes_heard(rc, probe_heard, timeout=1.0)
+                        break
+                    except asyncio.TimeoutError:
+                        assert attempt < TIMEOUT - 1, "the socket never heard the probe"
         await asyncio.to_thread(act)
         heard = []
         for rc in clients:
-            changes = []
-            while not until(changes):
-                message = await rc.receive(TIMEOUT)
-                if message["type"] == "files":
-                    changes += [dict(c, area=message["area"])
-                                for c in message.get("changes", [{"reload": message.get("reload")}])]
-            heard.append(changes)
+            heard.append(await changes_heard(rc, until))
         overheard = []
         for rc in others:
             try:
@@ -97,8 +125,7 @@ def test_moves_deletes_folders_and_a_programs_run_are_told(server2):
         put(ada, "writer.py", 'open("scores.txt", "w").write("10")\n')
         async with RunClient(server2.url, ada.http.cookies.get_dict()) as rc, \
                 RunClient(server2.url, ada.http.cookies.get_dict()) as other_tab:
-            await other_tab.send(type="watch")
-            await asyncio.sleep(0.3)
+            await watching(other_tab)
             exit_ = await rc.run("writer.py")
             assert exit_["reason"] == "ok"
             while True:
@@ -132,7 +159,14 @@ def test_the_teachers_push_and_course_edits_reach_open_ides(server2):
     def course_told(changes):
         return any(c.get("path") == "notes.txt" and c.get("area") == "course" for c in changes)
 
-    [changes], _ = asyncio.run(file_news(server2, ada, edit_course, course_told, sockets=1))
+    def probe():
+        put(teacher, f"probe-{uuid.uuid4().hex[:8]}.txt", "a file only to see the news arrive\n", area="course")
+
+    def probe_heard(changes):
+        return any(c.get("path", "").startswith("probe-") and c.get("area") == "course" for c in changes)
+
+    [changes], _ = asyncio.run(file_news(server2, ada, edit_course, course_told, sockets=1,
+                                         probe=(probe, probe_heard)))
     assert [c["by"] for c in changes if c.get("path") == "notes.txt"] == ["teacher"]
 
 

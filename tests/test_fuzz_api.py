@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import EDITING_HELP, new_database
-from tests.helpers import create_user
+from tests.helpers import create_user, wait_for_editing_help
 from loadtest.harness import ADMIN_PASSWORD, ServerProcess
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
@@ -145,6 +145,7 @@ def fuzzed_server(postgres_url, world_class=World):
         server = ServerProcess(processes=1, database_url=dsn, data_dir=data_dir,
                                env={"LOGIN_FAILURES_PER_ADDRESS": "100000", "TRUST_PROXY": "1", **EDITING_HELP}).start()
         try:
+            wait_for_editing_help(server)
             for username, role in (("sam", "student"), ("vic", "student"), ("tess", "teacher")):
                 create_user(dsn, username, f"{username}-password", role=role)
             w = world_class(server, dsn, os.path.join(data_dir, "storage"))

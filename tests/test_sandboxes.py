@@ -173,15 +173,21 @@ def test_input_reaches_the_program(sandbox, home):
         write(home, "prog.py", "name = input('Name? ')\nprint('Hi', name)\n")
         prepared = await start(sandbox(), home)
         go(prepared)
-        kind, prompt = await asyncio.wait_for(read_frame(prepared.stdout), 20)
+        # The prompt and the mark are two writes: a busy launcher may relay them
+        # as one frame or two. Terminal output up to the mark, frame by frame.
+        kinds, prompt = set(), b""
+        while not prompt.endswith(b"\x07") and len(prompt) < 100:
+            kind, payload = await asyncio.wait_for(read_frame(prepared.stdout), 20)
+            kinds.add(kind)
+            prompt += payload
         prepared.send(frame(b"d", b"Ada\n"))
         text, _, _, status = await drain(prepared)
         await finish(prepared)
-        return kind, prompt, text, status
+        return kinds, prompt, text, status
 
-    kind, prompt, text, status = asyncio.run(scenario())
+    kinds, prompt, text, status = asyncio.run(scenario())
     # input() marks that it waits after its prompt (the server cuts the mark out: protocol.py).
-    assert (kind, prompt) == (b"o", b"Name? " + OSC + INPUT + b"\x07")
+    assert (kinds, prompt) == ({b"o"}, b"Name? " + OSC + INPUT + b"\x07")
     assert "Hi Ada" in text
     assert status["code"] == 0
 
@@ -419,7 +425,10 @@ def _cleanup_of_local_cgroups(box, home):
 
     try:
         removed, alive = asyncio.run(scenario())
-        assert removed == 1 and alive
+        # At least ours: the cgroup tree is the machine's, and another test
+        # process's (or test run's) server killed with -9 leaves orphans too,
+        # which this cleanup rightly removes as well (as `removed >= 2` for docker).
+        assert removed >= 1 and alive
         assert orphan.wait(10) == -9
         assert not any(os.path.exists(p) for p in dirs.values())
     finally:

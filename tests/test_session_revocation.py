@@ -26,19 +26,23 @@ GUARD = 6.0  # seconds; a revoked session still served after this is a failure
 def worker_connections(server, cookies, rounds=60):
     """{pid: requests.Session kept alive to that worker} for every worker of
     `server`, each having answered /api/me with `cookies` once (so that
-    worker now remembers the session). The kernel need not spread a few
-    connections over idle workers (on a busy machine one may take them
-    all), so each try first holds one worker's loop busy for a moment
-    (/sys_perf_check, PERF_CHECK=1): the next connection goes to another."""
+    worker now remembers the session). The kernel need not spread new
+    connections over idle workers (on a busy machine it may hand them all
+    to one), so each try first holds every worker found so far busy
+    (/sys_perf_check, PERF_CHECK=1, sent on its own kept-alive connection)
+    until its loop is seen spinning: only a worker not found yet is free to
+    take the next connection."""
     found = {}
     for _ in range(rounds):
-        blocker = threading.Thread(target=requests.get, args=(server.url + "/sys_perf_check?ms=300",),
-                                   kwargs={"timeout": 30})
-        blocker.start()
-        time.sleep(0.05)
+        blockers = [Blocker(server.url, pid, s) for pid, s in found.items()]
+        for b in blockers:
+            b.wait_spinning()
         s = requests.Session()
         r = s.get(server.url + "/api/me", cookies=cookies, timeout=30)
-        blocker.join()
+        for b in blockers:
+            b.join()
+            if b.answered_by != b.pid:  # its connection was dropped and made anew elsewhere: find it again
+                found.pop(b.pid).close()
         assert r.status_code == 200, r.text
         pid = int(r.headers["X-Worker-Pid"])
         if pid in found:
@@ -48,6 +52,32 @@ def worker_connections(server, cookies, rounds=60):
         if len(found) == len(server.pids):
             return found
     raise AssertionError(f"answers came only from {sorted(found)}, workers {server.pids}")
+
+
+class Blocker(threading.Thread):
+    """Holds worker `pid`'s loop busy for 300 ms of CPU, through `session`,
+    a connection that worker accepted."""
+
+    def __init__(self, url, pid, session):
+        super().__init__(daemon=True)
+        self.url, self.pid, self.session, self.answered_by = url, pid, session, None
+        self.cpu = psutil.Process(pid).cpu_times()
+        self.start()
+
+    def run(self):
+        r = self.session.get(self.url + "/sys_perf_check?ms=300", timeout=30)
+        assert r.status_code == 200, r.text
+        self.answered_by = r.json()["pid"]
+
+    def wait_spinning(self, guard=5.0):
+        """Until the worker has spent 30 ms of CPU since (it is in the loop,
+        or the call is over); a hang guard, then on anyway (a wasted try)."""
+        before = sum(self.cpu[:2])
+        deadline = time.monotonic() + guard
+        while self.is_alive() and time.monotonic() < deadline:
+            if sum(psutil.Process(self.pid).cpu_times()[:2]) - before >= 0.03:
+                return
+            time.sleep(0.005)
 
 
 def refused_everywhere(connections, url, cookies, guard=GUARD):

@@ -364,14 +364,17 @@ class Student(threading.Thread):
         self.client = server.client()
         assert self.client.login(self.username, PASSWORD).status_code == 200
         self.answers = []  # (phase, operation, status, error code, seconds)
+        self.answers_by_phase = []  # (the phase's number, operation, status, error code)
         self.etag, self.acknowledged, self.maybe, self.n = None, None, [], 0
 
     def call(self, op, fn):
         started = time.monotonic()
         r = fn()
         body = r.json()  # every answer is JSON
-        self.answers.append((self.phase[0], op, r.status_code, body.get("error") if isinstance(body, dict) else None,
-                             time.monotonic() - started))
+        mode, number = tuple(self.phase)
+        code = body.get("error") if isinstance(body, dict) else None
+        self.answers.append((mode, op, r.status_code, code, time.monotonic() - started))
+        self.answers_by_phase.append((number, op, r.status_code, code))
         return r, body
 
     def run(self):
@@ -393,18 +396,45 @@ class Student(threading.Thread):
             time.sleep(0.2)
 
 
+PHASE_GUARD = 30  # seconds: a hang guard for a phase the class never meets
+
+
+def all_saved(students, phase_no):
+    """Every student has saved (200) since phase number `phase_no` began."""
+    return all(any(p == phase_no and op == "save" and status == 200 for p, op, status, *_ in s.answers_by_phase)
+               for s in students)
+
+
+def refused(op, status, code):
+    """A check that some student's `op` was answered `status`/`code` in the phase."""
+    def met(students, phase_no):
+        return any(a[:4] == (phase_no, op, status, code) for s in students for a in s.answers_by_phase)
+    return met
+
+
 def test_a_class_meets_every_fault_in_turn_and_loses_nothing_acknowledged(faultfs, start_server, fresh_db):
     server = start_server(processes=2, STORAGE_ROOT=faultfs.path, FILE_PROCESSES="4")
-    phase, stop = ["normal"], threading.Event()
+    phase, stop = ["normal", 0], threading.Event()  # the mode in force, and the phase's number
     students = [Student(server, fresh_db, phase, stop) for _ in range(16)]
     for s in students:
         s.start()
     try:
-        for mode, seconds in (("normal", 2), ("fail EROFS", 3), ("normal", 3), ("hang", 8), ("normal", 5),
-                              ("fail ENOSPC", 3), ("fail EIO", 3), ("normal", 5)):
+        # Each phase lasts until the class has met it (a hang guard of PHASE_GUARD
+        # seconds, then on: the assertions below say what was missed), and at
+        # least a second of the class's calls. The hang lasts its 8 s as
+        # before: calls that began in it then meet their deadline (5 s) in it,
+        # not after the storage is back (which would log 'failing' anew).
+        for mode, least, met in (("normal", 1, all_saved), ("fail EROFS", 1, refused("save", 503, "storage_read_only")),
+                                 ("normal", 1, all_saved), ("hang", 8, refused("save", 503, "storage_not_answering")),
+                                 ("normal", 1, all_saved), ("fail ENOSPC", 1, refused("save", 507, "storage_full")),
+                                 ("fail EIO", 1, refused("save", 503, "storage_error")), ("normal", 1, all_saved)):
             faultfs.set(mode)
-            phase[0] = mode
-            time.sleep(seconds)
+            number = phase[1] + 1
+            phase[:] = [mode, number]
+            time.sleep(least)
+            deadline = time.monotonic() + PHASE_GUARD
+            while not met(students, number) and time.monotonic() < deadline:
+                time.sleep(0.1)
     finally:
         stop.set()
         faultfs.set("normal")
