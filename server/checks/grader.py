@@ -35,7 +35,7 @@ from ..errors import Refused
 from ..files.area import Area
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
-from ..runs.job import Jobs, RunRequest
+from ..runs.job import Jobs, RunRequest, outcome
 from ..runs.run import Run
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,6 @@ CHECK_NICE = 5  # a check's programs run below students' interactive ones
 SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
 RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) produced no output to compare
-
-
-def refusal(code, message):
-    return {"type": "error", "error": code, "message": message}
 
 
 @dataclass
@@ -109,17 +105,10 @@ class Check:
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
-        self.verdicts = {}  # check id -> the checker's result
 
     async def live(self):
         try:
-            try:
-                message = await self._check()
-            except Refused as e:
-                message = refusal(e.code, e.message)
-            except Exception:
-                log.exception("a check failed")
-                message = refusal("internal_error", "Something went wrong on the server. It has been logged.")
+            message = await outcome(self._check, "a check")
         finally:
             self.grader.checking.pop(self.user["id"], None)
         await self.sink.send(message)

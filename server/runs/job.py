@@ -101,6 +101,18 @@ def refusal(code, message):
     return {"type": "error", "error": code, "message": message}
 
 
+async def outcome(step, doing: str) -> dict | None:
+    """What `step()` returns (its last message), or the refusal it raised as
+    one; anything else is a bug: logged, and said plainly."""
+    try:
+        return await step()
+    except Refused as e:
+        return refusal(e.code, e.message)
+    except Exception:
+        log.exception("%s failed", doing)
+        return refusal("internal_error", "Something went wrong on the server. It has been logged.")
+
+
 SANDBOX_FAILED = refusal("sandbox_failed", "The sandbox could not start. Tell your teacher.")
 
 
@@ -200,15 +212,7 @@ class Job:
         jobs.live.add(self)
         try:
             try:
-                message = await self._go()
-            except SessionEnded as e:
-                self.session_ended = True
-                message = refusal(e.code, e.message)
-            except Refused as e:
-                message = refusal(e.code, e.message)
-            except Exception:
-                log.exception("a run failed")
-                message = refusal("internal_error", "Something went wrong on the server. It has been logged.")
+                message = await outcome(self._go, "a run")
             finally:
                 await self._end()
         finally:
@@ -238,7 +242,11 @@ class Job:
         user, area = request.user, Area.home(request.user["username"])
         used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
         if request.claim is None:
-            self.claim = await jobs.claim(user, request.session)
+            try:
+                self.claim = await jobs.claim(user, request.session)
+            except SessionEnded:
+                self.session_ended = True
+                raise
         self.sandboxed = await jobs.warm.take(user)
         if self.sandboxed is None:
             return SANDBOX_FAILED
