@@ -199,7 +199,7 @@ async def press_check(sock, class_id, slug, etag, right, timeout, seen):
     CheckFailed otherwise. `seen` gathers the queue positions and estimates."""
     from .check_exercise import expected
     from .client import CheckFailed
-    started = time.perf_counter()
+    started = running = time.perf_counter()
     deadline = time.monotonic() + timeout
     await sock.send(type="check", **{"class": class_id, "exercise": slug, "etag": etag})
     while True:
@@ -213,8 +213,12 @@ async def press_check(sock, class_id, slug, etag, right, timeout, seen):
         if state == "queued":
             seen["positions"].append(message.get("position"))
             seen["estimates"].append(message.get("estimate"))
+        elif state == "running":
+            seen["waits"].success(time.perf_counter() - started)
+            running = time.perf_counter()
         elif state == "done":
             took = time.perf_counter() - started
+            seen["runnings"].success(time.perf_counter() - running)
             attempt = message.get("attempt") or {}
             score, passed = expected(right)
             got_passed = sum(1 for r in attempt.get("results") or [] if r.get("passed") is True)
@@ -236,7 +240,7 @@ async def class_checks(url, sockets, submissions, class_id, slug, timeout, cpu):
     from .client import error_kind
     from .recording import Recorder, cpu_seconds
     recorder = Recorder()
-    seen = {"positions": [], "estimates": [], "failures": []}
+    seen = {"positions": [], "estimates": [], "failures": [], "waits": Recorder(), "runnings": Recorder()}
     count = len(sockets)
     order = list(range(count))
     random.Random(count).shuffle(order)  # who clicks when: fixed, and right and wrong ones mixed
@@ -274,7 +278,11 @@ async def class_checks(url, sockets, submissions, class_id, slug, timeout, cpu):
             "loadgen_cpu_s": round(own, 3),
             "max_queue_position": max((p for p in seen["positions"] if isinstance(p, int)), default=None),
             "max_estimate_s": max((e for e in seen["estimates"] if isinstance(e, (int, float))), default=None),
-            "queued_messages": len(seen["positions"])}
+            "queued_messages": len(seen["positions"]),
+            # click -> `running` (in line), and `running` -> `done` (the check itself, and recording it)
+            "wait_p50_ms": seen["waits"].percentile_ms(50), "wait_p95_ms": seen["waits"].percentile_ms(95),
+            "running_p50_ms": seen["runnings"].percentile_ms(50),
+            "running_p95_ms": seen["runnings"].percentile_ms(95)}
 
 
 async def pyclassroom_round(server, users, sockets, submissions, class_id, slug, timeout, base):
@@ -451,6 +459,9 @@ def report(args, info, results):
                          f"largest queue position {fmt(r['max_queue_position'], 'd')}, largest estimate "
                          f"{fmt(r['max_estimate_s'], '.1f')} s ({r['queued_messages']} queued messages); "
                          f"this client used {r['loadgen_cpu_s']:.1f} CPU s")
+            lines.append(f"  click -> running (waiting in line): p50 {fmt(ms(r['wait_p50_ms']), '.2f')} s, p95 "
+                         f"{fmt(ms(r['wait_p95_ms']), '.2f')} s; running -> result: p50 "
+                         f"{fmt(ms(r['running_p50_ms']), '.2f')} s, p95 {fmt(ms(r['running_p95_ms']), '.2f')} s")
         else:
             lines.append(f"{where}: {r['jobs']} `otter run` at once; CPU: every otter process and its "
                          "children (kernels, the submissions' runs)")
