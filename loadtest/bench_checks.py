@@ -154,6 +154,44 @@ class PyClassroomCpu:
 
 # -- PyClassroom -----------------------------------------------------------------------
 
+STEP_METRICS = {  # what /metrics says of the steps of the checks (all workers): label -> histogram
+    "runs": "pyclassroom_run_duration_seconds",  # a check's programs: its output runs, the served program
+    "run_queue_waits": "pyclassroom_run_queue_wait_seconds",
+    "sandbox_starts": "pyclassroom_sandbox_start_seconds",  # new sandboxes (checker ones among them)
+}
+
+
+async def step_metrics(url):
+    """{label: (count, seconds)} of STEP_METRICS so far; {} if /metrics cannot say."""
+    import re
+
+    import aiohttp
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            async with http.get(url.rstrip("/") + "/metrics") as resp:
+                text = await resp.text()
+    except Exception:
+        return {}
+    found = {}
+    for label, name in STEP_METRICS.items():
+        count = re.search(rf"^{name}_count\s+(\S+)$", text, re.M)
+        total = re.search(rf"^{name}_sum\s+(\S+)$", text, re.M)
+        if count and total:
+            found[label] = (float(count.group(1)), float(total.group(1)))
+    return found
+
+
+def steps_between(before, after):
+    """{label: {count, mean_ms}} between two step_metrics readings."""
+    out = {}
+    for label in STEP_METRICS:
+        if label in before and label in after:
+            n = after[label][0] - before[label][0]
+            out[label] = {"count": int(n),
+                          "mean_ms": round((after[label][1] - before[label][1]) * 1000 / n, 1) if n else None}
+    return out
+
+
 async def set_up_class(server, logins, teacher, timeout):
     """The class, its teacher's exercise, every student's started exercise
     and saved submission. Returns (class id, [VirtualUser], [(etag,
@@ -286,20 +324,22 @@ async def class_checks(url, sockets, submissions, class_id, slug, timeout, cpu):
 
 
 async def pyclassroom_round(server, users, sockets, submissions, class_id, slug, timeout, base):
-    return await class_checks(server.url, sockets, submissions, class_id, slug, timeout,
-                              PyClassroomCpu(server, base))
+    before = await step_metrics(server.url)
+    figures = await class_checks(server.url, sockets, submissions, class_id, slug, timeout,
+                                 PyClassroomCpu(server, base))
+    return {**figures, "server_steps": steps_between(before, await step_metrics(server.url))}
 
 
 # -- Otter-Grader ----------------------------------------------------------------------
 
-async def otter_round(otter, base, autograder, submissions, jobs, timeout, round_number):
+async def otter_round(otter, base, autograder, submissions, jobs, timeout, round_number, idle=False):
     """`otter run` of every submission, `jobs` at once: the figures."""
     import asyncio
 
     from . import otter as peer
     from .check_exercise import CHECKS, FILE, expected
     from .recording import Recorder
-    recorder = Recorder()
+    recorder, runs = Recorder(), Recorder()  # submitted -> result (all at once), and each `otter run`
     failures = []
     gate = asyncio.Semaphore(jobs)
     folder = os.path.join(base, f"otter-round-{round_number}")
@@ -312,7 +352,8 @@ async def otter_round(otter, base, autograder, submissions, jobs, timeout, round
             f.write(source)
         async with gate:
             try:
-                took = await peer.run_one(otter, base, autograder, path, os.path.join(where, "out"), timeout)
+                took = await peer.run_one(otter, base, autograder, path, os.path.join(where, "out"), timeout,
+                                         idle)
                 got, _, passed = peer.scores(os.path.join(where, "out", "results.json"))
                 score, count = expected(right)
                 if got != score or sum(passed.values()) != count:
@@ -326,7 +367,8 @@ async def otter_round(otter, base, autograder, submissions, jobs, timeout, round
                 if len(failures) < 5:
                     failures.append(f"{kind}: {str(e)[:300]}")
             else:
-                recorder.success(took)
+                runs.success(took)
+                recorder.success(time.perf_counter() - begun)
 
     from .check_exercise import submission
     cpu = peer.children_cpu()
@@ -340,7 +382,8 @@ async def otter_round(otter, base, autograder, submissions, jobs, timeout, round
             "errors": s["errors"], "errors_by_kind": s["errors_by_kind"], "first_failures": failures,
             **{k: s[k] for k in ("p50_ms", "p95_ms", "max_ms", "mean_ms")},
             "wall_s": round(wall, 3), "checks_per_s": round(checks / wall, 2) if wall else None,
-            "cpu_ms_per_check": round(cpu * 1000 / checks, 2) if checks else None, "jobs": jobs}
+            "cpu_ms_per_check": round(cpu * 1000 / checks, 2) if checks else None, "jobs": jobs, "idle": idle,
+            "otter_run_p50_ms": runs.percentile_ms(50), "otter_run_p95_ms": runs.percentile_ms(95)}
 
 
 # -- both ------------------------------------------------------------------------------
@@ -393,24 +436,27 @@ def measure(args, deadline):
                     submissions = await start_and_save(users, class_id, slug, file, submission)
                     http = await stack.enter_async_context(
                         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=args.timeout)))
-                    before, _ = await sandbox_starts(http, server.url)
-                    sockets = await ides(server.url, users, stack, args.timeout)
-                    if before is not None and not await wait_for_sandboxes(http, server.url, before + len(sockets),
-                                                                           timeout=60 + len(sockets)):
-                        say("  (the server did not report every warm sandbox: measuring anyway)")
-                    await asyncio.sleep(1.0)
                     for number in range(1, args.rounds + 1):
-                        say(f"round {number}: PyClassroom, {len(sockets)} students press Check within "
-                            f"{SPREAD:g} s ...")
-                        r = await pyclassroom_round(server, users, sockets, submissions, class_id, slug,
-                                                    args.timeout, base)
+                        # Fresh IDEs each round, as a class opening them (an IDE left idle
+                        # through Otter's minutes may have been closed by the server).
+                        async with contextlib.AsyncExitStack() as round_stack:
+                            before, _ = await sandbox_starts(http, server.url)
+                            sockets = await ides(server.url, users, round_stack, args.timeout)
+                            if before is not None and not await wait_for_sandboxes(
+                                    http, server.url, before + len(sockets), timeout=60 + len(sockets)):
+                                say("  (the server did not report every warm sandbox: measuring anyway)")
+                            await asyncio.sleep(1.0)
+                            say(f"round {number}: PyClassroom, {len(sockets)} students press Check within "
+                                f"{SPREAD:g} s ...")
+                            r = await pyclassroom_round(server, users, sockets, submissions, class_id, slug,
+                                                        args.timeout, base)
                         results.append({"round": number, "processes": args.processes, **r})
                         server.ensure_running()
                         if otter:
                             say(f"round {number}: Otter-Grader, {len(submissions)} submissions, "
                                 f"{args.otter_jobs} at once ...")
                             r = await otter_round(otter, os.path.join(base, "otter"), autograder, submissions,
-                                                  args.otter_jobs, args.timeout, number)
+                                                  args.otter_jobs, args.timeout, number, args.otter_idle)
                             results.append({"round": number, **r})
             run_async(sitting(), deadline)
     return results
@@ -440,8 +486,8 @@ def report(args, info, results):
     lines = [f"{args.students} students press Check within {SPREAD:g} s on an exercise of {len(CHECKS)} checks "
              f"(5 output, 5 function); half the submissions right ({MAX_SCORE}/{MAX_SCORE}), half wrong "
              f"({WRONG_SCORE}/{MAX_SCORE}); every score verified",
-             "time per student: click -> full result (PyClassroom), `otter run` start -> exit (Otter); "
-             "checks/s: graded checks / wall time",
+             "time per student: click -> full result (PyClassroom); submitted -> result, every submission "
+             "handed to Otter at once, --otter-jobs `otter run` at a time (Otter); checks/s: graded checks / wall time",
              f"{'round':>5} {'system':<14}{'graded':>7}{'p50 s':>8}{'p95 s':>8}{'max s':>8}{'wall s':>8}"
              f"{'checks/s':>10}{'CPU ms/check':>14}{'errors':>7}"]
     for r in results:
@@ -459,12 +505,19 @@ def report(args, info, results):
                          f"largest queue position {fmt(r['max_queue_position'], 'd')}, largest estimate "
                          f"{fmt(r['max_estimate_s'], '.1f')} s ({r['queued_messages']} queued messages); "
                          f"this client used {r['loadgen_cpu_s']:.1f} CPU s")
+            steps = r.get("server_steps") or {}
+            if steps:
+                lines.append("  the server's /metrics meanwhile: " + "; ".join(
+                    f"{label.replace('_', ' ')} {v['count']} (mean {fmt(ms(v['mean_ms']), '.3f')} s)"
+                    for label, v in steps.items()))
             lines.append(f"  click -> running (waiting in line): p50 {fmt(ms(r['wait_p50_ms']), '.2f')} s, p95 "
                          f"{fmt(ms(r['wait_p95_ms']), '.2f')} s; running -> result: p50 "
                          f"{fmt(ms(r['running_p50_ms']), '.2f')} s, p95 {fmt(ms(r['running_p95_ms']), '.2f')} s")
         else:
-            lines.append(f"{where}: {r['jobs']} `otter run` at once; CPU: every otter process and its "
-                         "children (kernels, the submissions' runs)")
+            lines.append(f"{where}: {r['jobs']} `otter run` at once{' at SCHED_IDLE' if r['idle'] else ''}, each "
+                         f"taking p50 {fmt(ms(r['otter_run_p50_ms']), '.2f')} s, p95 "
+                         f"{fmt(ms(r['otter_run_p95_ms']), '.2f')} s; CPU: every otter process and its children "
+                         "(kernels, the submissions' runs)")
         lines += error_lines(where, r["errors_by_kind"])
         lines += [f"  e.g. {f}" for f in r["first_failures"][:3]]
     lines += ["", f"targets (issue 23): p95 <= {TARGET_P95_S:g} s; PyClassroom's checks/s >= {TARGET_RATIO:g}x "
@@ -516,9 +569,15 @@ def parse_args(argv):
                              "(default ~/.cache/pyclassroom-peer/otter-grader-<version>-ipykernel-<version>)")
     parser.add_argument("--otter-jobs", type=positive, default=os.cpu_count() or 1,
                         help=f"`otter run` processes at once (default: the CPUs, {os.cpu_count()})")
+    parser.add_argument("--otter-idle", action="store_true",
+                        help="run Otter at SCHED_IDLE, the CPU priority of PyClassroom's sandboxes (their cgroup "
+                             "is cpu.idle), for a like-for-like comparison on a host others keep busy")
     server_root_option(parser)
-    bounds(parser, max_seconds=1800, what="check or otter run")
+    bounds(parser, max_seconds=3600, what="check or otter run")
     parser.set_defaults(timeout=CHECK_TIMEOUT)
+    for action in parser._actions:
+        if action.dest == "timeout":
+            action.help = f"seconds allowed one student's check, or one otter run (default {CHECK_TIMEOUT:g})"
     args = parser.parse_args(argv)
     if args.students > 500 or args.rounds > 5:
         parser.error("--students is at most 500 and --rounds at most 5")
@@ -537,7 +596,7 @@ def main(argv=None):
     if args.json:
         from .otter import IPYKERNEL, OTTER_GRADER
         settings = {k: getattr(args, k) for k in ("students", "processes", "rounds", "checks_at_once", "no_otter",
-                                                  "otter_jobs", "timeout", "server_root")}
+                                                  "otter_jobs", "otter_idle", "timeout", "server_root")}
         settings.update({"spread_s": SPREAD, "otter_grader": OTTER_GRADER, "ipykernel": IPYKERNEL})
         write_json(args.json, {"settings": settings, "machine": info, "results": results,
                                "comparisons": comparisons(results),

@@ -87,16 +87,23 @@ def scores(results_file):
         {t["name"]: float(t.get("score") or 0) == float(t["max_score"]) for t in tests}
 
 
-async def run_one(otter, base, autograder, submission, out_dir, timeout):
+def _idle():
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+async def run_one(otter, base, autograder, submission, out_dir, timeout, idle=False):
     """`otter run -a autograder submission`, in its own session (killed
     whole on a timeout or a cancel); returns seconds it took. Raises
-    Aborted-free errors: TimeoutError, or RuntimeError with its output."""
+    Aborted-free errors: TimeoutError, or RuntimeError with its output.
+    `idle`: at SCHED_IDLE, the CPU priority of PyClassroom's sandboxes
+    (their cgroup's cpu.idle), for a like-for-like comparison on a busy host."""
     os.makedirs(out_dir)
     started = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
         otter, "run", "-a", autograder, "-o", out_dir, "--no-logo", submission,
         cwd=os.path.dirname(submission), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=environment(base))
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=environment(base),
+        preexec_fn=_idle if idle else None)
     try:
         output, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except BaseException:
