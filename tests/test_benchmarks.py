@@ -15,7 +15,7 @@ import sys
 import pytest
 from packaging.requirements import Requirement
 
-from loadtest import jupyter
+from loadtest import jupyter, otter
 from loadtest.bench_files import PARTS
 from loadtest.harness import ROOT
 
@@ -57,6 +57,30 @@ def test_bench_peer_measures_both_servers_and_their_ratios(tmp_path):
     assert results == {(server, kind) for server in ("PyClassroom 1w", "Jupyter") for kind in kinds}
     assert {(x["kind"], x["server"]) for x in document["ratios"]} == {(k, "PyClassroom 1w") for k in kinds}
     assert "PyClassroom / Jupyter" in report
+
+
+def test_bench_checks_grades_every_students_check_without_otter(tmp_path):
+    results = bench("bench_checks", tmp_path, "--students", "4", "--no-otter", "--otter-venv", str(tmp_path / "none"))
+    [result] = results
+    assert result["system"] == "PyClassroom" and result["errors"] == 0, result
+    assert result["graded"] == 4 and result["checks"] == 40 and result["checks_per_s"] > 0
+    assert result["cpu_ms_per_check"] > 0 and result["p95_ms"] >= result["p50_ms"] > 0
+    assert not (tmp_path / "none").exists()  # nothing installed
+
+
+@pytest.mark.skipif(not otter.cached()[1], reason="Otter-Grader is not installed in ~/.cache/pyclassroom-peer "
+                    "(`python -m loadtest.bench_checks` installs it once; the suite does not download it)")
+def test_bench_checks_grades_the_same_submissions_with_otter_and_compares(tmp_path):
+    out = tmp_path / "checks.json"
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_checks", "--students", "2", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert [r["system"] for r in document["results"]] == ["PyClassroom", "Otter-Grader"]
+    for r in document["results"]:  # every score verified: right ones full marks, wrong ones exactly 6 of 12
+        assert r["errors"] == 0 and r["graded"] == 2 and r["checks"] == 20, r
+    [comparison] = document["comparisons"]
+    assert comparison["throughput_ratio"] > 0 and "PyClassroom / Otter" in done.stdout
 
 
 def test_bench_files_saves_loads_and_splits_the_servers_cpu_per_operation(tmp_path):
@@ -126,7 +150,8 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
 @pytest.mark.parametrize("script", ["loadtest.loadtest", "loadtest.bench_login", "loadtest.bench_files",
                                     "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
                                     "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
-                                    "loadtest.bench_follow", "loadtest.bench_ranking"])
+                                    "loadtest.bench_follow", "loadtest.bench_ranking",
+                                    "loadtest.bench_checks"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
