@@ -21,7 +21,6 @@ import secrets
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 
@@ -29,12 +28,12 @@ import aiohttp
 import psutil
 import requests
 
-from .cli import Aborted, say, uninterrupted
+from . import peer_venv
+from .cli import Aborted, uninterrupted
 from .client import CheckFailed, check_status, file_text, json_object
 
 JUPYTER_SERVER = "2.21.1"
 IPYKERNEL = "7.4.0"
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "pyclassroom-peer")
 START_TIMEOUT = 60.0
 
 
@@ -43,30 +42,18 @@ def venv_python(folder):
 
 
 def cached(cache=None):
-    """(the peer's Python, whether it is installed) in `cache` (default CACHE)."""
-    folder = os.path.join(cache or CACHE, f"jupyter_server-{JUPYTER_SERVER}-ipykernel-{IPYKERNEL}")
-    return venv_python(folder), os.path.exists(os.path.join(folder, ".installed"))
+    """(the peer's Python, whether it is installed) in `cache` (default peer_venv.CACHE)."""
+    folder = os.path.join(cache or peer_venv.CACHE, f"jupyter_server-{JUPYTER_SERVER}-ipykernel-{IPYKERNEL}")
+    return venv_python(folder), peer_venv.installed(folder)
 
 
 def install(cache=None):
     """The Python of a virtualenv holding the pinned Jupyter Server and
     ipykernel, made the first time (a few minutes) and reused after, in
-    `cache` (default CACHE)."""
-    python, ready = cached(cache)
-    if ready:
-        return python
-    folder = os.path.dirname(os.path.dirname(python))
-    say(f"installing jupyter_server {JUPYTER_SERVER} and ipykernel {IPYKERNEL} into {folder} (once) ...")
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
-    steps = [[sys.executable, "-m", "venv", "--clear", folder],
-             [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              f"jupyter_server=={JUPYTER_SERVER}", f"ipykernel=={IPYKERNEL}"]]
-    for step in steps:
-        finished = subprocess.run(step, capture_output=True, text=True, timeout=900)
-        if finished.returncode != 0:
-            raise Aborted(f"could not install the peer ({' '.join(step[:4])} ...):\n{finished.stderr[-2000:]}")
-    with open(os.path.join(folder, ".installed"), "w") as f:
-        f.write(f"jupyter_server=={JUPYTER_SERVER}\nipykernel=={IPYKERNEL}\n")
+    `cache` (default peer_venv.CACHE)."""
+    python, _ = cached(cache)
+    peer_venv.make(os.path.dirname(os.path.dirname(python)),
+                   [f"jupyter_server=={JUPYTER_SERVER}", f"ipykernel=={IPYKERNEL}"], "Jupyter Server")
     return python
 
 

@@ -13,46 +13,31 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 
-from .cli import Aborted, say
+from . import peer_venv
+from .cli import Aborted
 
 OTTER_GRADER = "7.0.0"
 IPYKERNEL = "7.4.0"
-CACHE = os.path.join(os.path.expanduser("~"), ".cache", "pyclassroom-peer")
 
 
 def folder(cache=None):
-    return os.path.join(cache or CACHE, f"otter-grader-{OTTER_GRADER}-ipykernel-{IPYKERNEL}")
+    return os.path.join(cache or peer_venv.CACHE, f"otter-grader-{OTTER_GRADER}-ipykernel-{IPYKERNEL}")
 
 
 def cached(venv=None):
     """(the venv's `otter`, whether it is installed)."""
     venv = venv or folder()
-    return os.path.join(venv, "bin", "otter"), os.path.exists(os.path.join(venv, ".installed"))
+    return os.path.join(venv, "bin", "otter"), peer_venv.installed(venv)
 
 
 def install(venv=None):
     """The `otter` of a virtualenv holding the pinned Otter-Grader and
     ipykernel, made the first time (a minute or two) and reused after."""
     venv = venv or folder()
-    otter, ready = cached(venv)
-    if ready:
-        return otter
-    say(f"installing otter-grader {OTTER_GRADER} and ipykernel {IPYKERNEL} into {venv} (once) ...")
-    os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
-    python = os.path.join(venv, "bin", "python")
-    steps = [[sys.executable, "-m", "venv", "--clear", venv],
-             [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-              f"otter-grader=={OTTER_GRADER}", f"ipykernel=={IPYKERNEL}"]]
-    for step in steps:
-        finished = subprocess.run(step, capture_output=True, text=True, timeout=900)
-        if finished.returncode != 0:
-            raise Aborted(f"could not install Otter-Grader ({' '.join(step[:4])} ...):\n{finished.stderr[-2000:]}")
-    with open(os.path.join(venv, ".installed"), "w") as f:
-        f.write(f"otter-grader=={OTTER_GRADER}\nipykernel=={IPYKERNEL}\n")
-    return otter
+    peer_venv.make(venv, [f"otter-grader=={OTTER_GRADER}", f"ipykernel=={IPYKERNEL}"], "Otter-Grader")
+    return cached(venv)[0]
 
 
 def environment(base):
