@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from ..accounts.uids import run_uid
 from .sandbox import SandboxKind
-from .sandbox.launch import ProgramLimits
-from .warm import Sandboxed, discard, ready, runs_per_sandbox
+from .warm import Sandboxed, discard, ready, start
 
 log = logging.getLogger(__name__)
 
@@ -82,19 +81,14 @@ class CheckerSandboxes:
         loop = asyncio.get_running_loop()
         try:
             home = await loop.run_in_executor(None, self._make_home)
-            runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
-            settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
-            sandbox = await self.kind.prepare(home, self.uid, settings)
-        except Exception:
-            log.exception("could not start a %s checker sandbox", self.kind.name)
+        except OSError:
+            log.exception("could not make a checker sandbox's folder")
             return None
-        checker = Checker(Sandboxed(sandbox, runs), home)
-        if not await ready(sandbox):
-            log.error("a %s checker sandbox did not become ready: %s", self.kind.name,
-                      sandbox.diagnostics() or "(it said nothing)")
-            await self._drop(checker)
+        sandboxed = await start(self.kind, self.cfg, home, self.uid, "checker ")
+        if sandboxed is None:
+            await loop.run_in_executor(None, shutil.rmtree, home, True)
             return None
-        return checker
+        return Checker(sandboxed, home)
 
     def _make_home(self):
         os.makedirs(self.folder, mode=0o711, exist_ok=True)

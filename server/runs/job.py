@@ -133,7 +133,7 @@ class Jobs:
     def start(self, request: RunRequest, sink: RunSink) -> "Job":
         """Make a job and start its life as a task."""
         job = Job(request, sink, self)
-        self.track(job.live())
+        job.task = self.track(job.live())
         return job
 
     def left(self, user: dict) -> None:
@@ -200,6 +200,7 @@ class Job:
         self.run: Run | None = None
         self.session_ended = False  # refused because the asker's session had ended
         self.done = asyncio.Event()  # its last message is out
+        self.task = None  # its life, once started (Jobs.start): done with it
 
     def _step(self, needs: State, to: State) -> None:
         if self.state is not needs:

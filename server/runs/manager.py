@@ -114,8 +114,8 @@ class RunManager:
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag)
-        conn.job = self.jobs.start(request, conn)
-        self.jobs.track(self._after(conn, conn.job))
+        job = conn.job = self.jobs.start(request, conn)
+        job.task.add_done_callback(lambda _: self._after(conn, job))
 
     def check(self, conn: Connection, class_id: int, slug: str, etag: str | None) -> None:
         """Check the student's program against an exercise's checks; the
@@ -132,8 +132,8 @@ class RunManager:
         job = conn.job
         return job.run if job is not None and job.state is not State.ENDED else None
 
-    async def _after(self, conn, job: Job):
-        await job.done.wait()
+    def _after(self, conn, job: Job):
+        """The job is over: a session found ended on the way closes the socket."""
         if job.session_ended:
             self._end_session(conn)
 

@@ -96,25 +96,16 @@ class WarmSandboxes:
 
     async def new(self, user: dict) -> Sandboxed | None:
         """Start a sandbox for `user` and wait until its launcher is ready."""
-        started = time.monotonic()
-        runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
+        began = time.monotonic()
         try:
             home = await self.home_of(user)
-            settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
-            sandbox = await self.kind.prepare(home, self.uid_of(user), settings)
         except Refused as e:  # the storage's answer (failing, hung): logged once per episode by files/faults.py
             log.info("no %s sandbox for %s now: %s", self.kind.name, user["username"], e.message)
             return None
-        except Exception:
-            log.exception("could not start a %s sandbox", self.kind.name)
-            return None
-        if not await ready(sandbox):
-            await discard(sandbox)
-            log.error("a %s sandbox did not become ready: %s", self.kind.name,
-                      sandbox.diagnostics() or "(it said nothing)")
-            return None
-        metrics.SANDBOX_START.observe(time.monotonic() - started)
-        return Sandboxed(sandbox, runs)
+        sandboxed = await start(self.kind, self.cfg, home, self.uid_of(user))
+        if sandboxed is not None:
+            metrics.SANDBOX_START.observe(time.monotonic() - began)
+        return sandboxed
 
     async def _reuse(self, sandboxed, fresh):
         """A sandbox back from a run (or one that never ran), once ready again."""
@@ -142,6 +133,25 @@ def runs_per_sandbox(most: int) -> int:
     random, so that a class that opened the IDE together does not replace
     all its sandboxes at the same run."""
     return max(1, most - random.randrange(most // 5 + 1))
+
+
+async def start(kind: SandboxKind, cfg, home: str, uid: int | None, what: str = "") -> Sandboxed | None:
+    """A sandbox of `kind` for `home`, its programs run as `uid`, once its
+    launcher is ready; None (logged) when it could not start. `what` says
+    whose it is in the log ("checker ")."""
+    runs = runs_per_sandbox(cfg.RUN_SANDBOX_RUNS) if kind.reusable else 1
+    settings = {"limits": ProgramLimits.from_config(cfg).__dict__, "nice": 10, "runs": runs}
+    try:
+        sandbox = await kind.prepare(home, uid, settings)
+    except Exception:
+        log.exception("could not start a %s %ssandbox", kind.name, what)
+        return None
+    if not await ready(sandbox):
+        await discard(sandbox)
+        log.error("a %s %ssandbox did not become ready: %s", kind.name, what,
+                  sandbox.diagnostics() or "(it said nothing)")
+        return None
+    return Sandboxed(sandbox, runs)
 
 
 async def ready(sandbox: StartedSandbox, timeout: float = READY_TIMEOUT) -> bool:
