@@ -44,8 +44,13 @@ os.environ.setdefault("FILE_PROCESSES", "2")
 # checkout's suite) has students with the same ids, and a test that looks
 # for a student's processes by uid must never find the other's. One base
 # for all its servers: servers sharing a DATA_DIR (restarts, two instances)
-# must agree on who owns it.
-os.environ.setdefault("SANDBOX_UID_BASE", str(random.SystemRandom().randrange(1, 2000) * 1_000_000))
+# must agree on who owns it. pytest-xdist's workers inherit the controller's
+# environment, so each adds its own number to the base the controller drew
+# (two workers sharing one base counted each other's launchers).
+os.environ.setdefault("PYCLASSROOM_TEST_UID_DRAW", str(random.SystemRandom().randrange(2000)))
+_worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw-1")[2:]) + 1  # the controller is 0
+os.environ["SANDBOX_UID_BASE"] = str((int(os.environ["PYCLASSROOM_TEST_UID_DRAW"]) + _worker) % 2000 * 1_000_000
+                                     + 1_000_000)
 
 
 def with_database(dsn, name):

@@ -61,7 +61,10 @@ def test_delete_a_folder_then_restore_a_file_from_the_trash(start_server, new_pa
     assert page.errors == []
 
 
-FILL_THE_HOME = 'with open("big.bin", "wb") as f:\n    f.write(b"x" * (1536 << 10))\nprint("written")\n'
+# It goes on after its write, so that it is the guard that stops it (a program
+# that ends first is told after its run that the folder is over its quota).
+FILL_THE_HOME = ('import time\nwith open("big.bin", "wb") as f:\n    f.write(b"x" * (1536 << 10))\n'
+                 'print("written", flush=True)\ntime.sleep(60)\n')
 
 
 def test_a_program_past_the_quota_is_told_in_the_console_and_the_teacher_sees_it(start_server, new_page):
