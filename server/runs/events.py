@@ -28,6 +28,10 @@ class RunEvents(Protocol):
         """It ended: `exit_message` is its `exit` message (PROTOCOL.md),
         `error_line` the line of its stderr that names its error, if any."""
 
+    def run_console(self, user: dict, message: dict) -> None:
+        """A message of a run an IDE shows (`started`, `output`, `image`,
+        `input`, `exit`: PROTOCOL.md), as its student is sent it."""
+
 
 class NoEvents:
     """Nobody listens (a worker whose services are not up yet, tests)."""
@@ -39,6 +43,9 @@ class NoEvents:
         pass
 
     def run_ended(self, user, exit_message, error_line):
+        pass
+
+    def run_console(self, user, message):
         pass
 
 
@@ -56,6 +63,9 @@ class Guarded:
 
     def run_ended(self, user, exit_message, error_line):
         self._call(self.events.run_ended, user, exit_message, error_line)
+
+    def run_console(self, user, message):
+        self._call(self.events.run_console, user, message)
 
     @staticmethod
     def _call(hook, *args):

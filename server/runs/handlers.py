@@ -111,6 +111,8 @@ class RunSocket(websocket.WebSocketHandler):
             return self.start_watching()
         if kind == "run":
             return self.manager.start(self.conn, *self.run_request(msg))
+        if kind == "viewing":
+            return self.viewing(msg)
         if kind == "check":
             return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
                                       _etag(msg))
@@ -129,6 +131,14 @@ class RunSocket(websocket.WebSocketHandler):
             await run.stop("killed")
         else:
             run.resize(_int(msg, "cols", 10, 500), _int(msg, "rows", 2, 200))
+
+    def viewing(self, msg):
+        """The file the IDE shows now (a path of the home, or null: none),
+        for the teacher's view of the student."""
+        path = None
+        if msg.get("path") is not None:
+            path = "/".join(paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False))
+        self.application.settings["ctx"].teaching.student_viewing(self.user, path)
 
     @staticmethod
     def run_request(msg):

@@ -113,7 +113,7 @@ class RunManager:
               etag: str | None = None) -> None:
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
-        request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag)
+        request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag, console=True)
         job = conn.job = self.jobs.start(request, conn)
         job.task.add_done_callback(lambda _: self._after(conn, job))
 

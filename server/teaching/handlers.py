@@ -1,5 +1,6 @@
 """HTTP and WebSocket endpoints of teaching: classes and their members, the
 roster, pushing starter files, and the live class view (/ws/class/<id>)."""
+import json
 import logging
 
 from tornado import websocket
@@ -97,16 +98,22 @@ class PushHandler(ApiHandler):
 class ClassSocket(websocket.WebSocketHandler):
     """/ws/class/<id>: the live view of a class, for its teachers and admins.
     The server sends `snapshot` (every student) and `update` (those that
-    changed) messages; the client sends nothing."""
+    changed) messages. The client may send `{"type": "follow", "username"}`
+    (a student of the class; null: nobody): then `console` messages tell
+    that student's console (following.py); a refusal is an `error` message."""
 
     @property
     def live(self):
         return self.application.settings["ctx"].teaching.live
 
+    @property
+    def teaching(self):
+        return self.application.settings["ctx"].teaching
+
     async def prepare(self):
         """Refuse the upgrade with a JSON 4xx (a 503 while the database
         cannot tell) unless a teacher of the class asks."""
-        self.watcher, self.gone = None, False
+        self.watcher, self.gone, self.follower = None, False, None
         try:
             if self.request.headers.get("Upgrade", "").lower() != "websocket":
                 raise ApiError(400, "not_a_websocket", "Open the live class view with a WebSocket.")
@@ -131,14 +138,37 @@ class ClassSocket(websocket.WebSocketHandler):
             self.live.unwatch(watcher)
         else:
             self.watcher = watcher
+            self.follower = self.teaching.following.follower(self.send)
 
     def on_close(self):
         self.gone = True
         if self.watcher is not None:
             self.live.unwatch(self.watcher)
+        if self.follower is not None:
+            self.teaching.following.closed(self.follower)
 
-    def on_message(self, message):
-        pass  # nothing to say: the view only listens
+    async def on_message(self, message):
+        if self.follower is None:
+            return  # not open (yet), or closing
+        try:
+            msg = json.loads(message)
+        except (ValueError, RecursionError):
+            msg = None
+        try:
+            if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+                raise Refused(400, "bad_message", "Messages are JSON objects with a \"type\".")
+            if msg["type"] != "follow":
+                raise Refused(400, "unknown_type", f"Unknown message type {msg['type'][:40]!r}.")
+            username = msg.get("username")
+            if username is not None and not (isinstance(username, str) and 0 < len(username) <= 64):
+                raise Refused(400, "bad_field", "'username' must be a student's username, or null.")
+            await self.teaching.follow(self.follower, self.class_id, username)
+        except Refused as e:
+            await self.send({"type": "error", "error": e.code, "message": e.message})
+        except Exception:
+            log.exception("a /ws/class message failed")
+            await self.send({"type": "error", "error": "internal_error",
+                             "message": "Something went wrong on the server. It has been logged."})
 
     async def send(self, message):
         await send_json(self, message)
