@@ -1,6 +1,7 @@
 // The teacher's tools: the live class view (who is online, running, stuck on
 // an error, when each last saved, pushed by the server over /ws/class), a
-// student's files (read-only, following their saves, with a copy into the
+// student's detail (student-detail.js: their open file and console, live)
+// and files (read-only, following their saves, with a copy into the
 // teacher's own files to run there), and pushing starter files from a
 // class's course folder to its students. Its exercises and gradebook are
 // class-exercises.js's.
@@ -10,6 +11,7 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { StudentDetail } from "./student-detail.js";
 
 const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
@@ -64,12 +66,14 @@ class ClassView extends EventTarget {
     this.list = h("ul", { class: "roster", "aria-label": "Students" });
     this.note = h("p", { class: "tree-note" });
     this.files = h("div", { class: "student-files" });
+    this.detailEl = h("div", { class: "detail-host" });
+    this.detail = null;
     this.exercises = new ClassExercises();
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState),
-      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.exercises.el, this.files);
+      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.detailEl, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -94,6 +98,9 @@ class ClassView extends EventTarget {
       this.exercises.checked(e.detail.checked);
     });
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
+    this.detail?.close();
+    this.detail = new StudentDetail(this.detailEl, { socket: this.socket });
+    this.detail.addEventListener("copy", (e) => this.dispatchEvent(new CustomEvent("copy", { detail: e.detail })));
     this.socket.connect();
     this.exercises.show(id, this.classes.find((c) => c.id === id).name);
     this.render();
@@ -190,6 +197,7 @@ class ClassView extends EventTarget {
   choose(username) {
     this.chosen = username;
     this.render();
+    this.detail?.show(username);
     if (!username) {
       this.tree = null;
       clear(this.files);
