@@ -218,6 +218,14 @@ def test_a_console_keeps_only_its_bounds():
     assert len(kept.kept) == consoles.MAX_CONSOLES and 0 not in kept.kept
     kept.run_console({"id": 0}, {"type": "output", "stream": "stdout", "data": "no run started here"})
     assert 0 not in kept.kept
+    # Figures of every console together stay within the worker's bound: the oldest lose theirs.
+    figure = "A" * (consoles.MAX_FIGURE_BYTES // MAX_FIGURES)
+    for user_id in list(kept.kept):
+        for _ in range(MAX_FIGURES + 1):
+            kept.run_console({"id": user_id}, {"type": "image", "data": figure})
+    assert kept.figure_bytes == sum(c.figure_bytes for c in kept.kept.values()) <= consoles.MAX_WORKER_FIGURE_BYTES
+    newest = kept.kept[next(reversed(kept.kept))]
+    assert len(newest.figures) == MAX_FIGURES
 
 
 def test_the_open_file_is_checked_recorded_and_on_the_roster(runs_server2):

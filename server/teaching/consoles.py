@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 FOLLOW_CHANNEL = "console_follow"
 MAX_TEXT = 32 << 10  # characters of terminal text kept per console: the tail
 MAX_FIGURES = 3  # the last figures kept per console
-MAX_FIGURE_BYTES = 2 << 20  # base64 of those figures together; a larger figure is not kept
-MAX_CONSOLES = 2000  # consoles kept on a worker; the least recently touched go first
+MAX_FIGURE_BYTES = 3 << 19  # base64 of those figures together; a larger figure is not kept
+MAX_CONSOLES = 500  # consoles kept on a worker; the least recently touched go first
+MAX_WORKER_FIGURE_BYTES = 64 << 20  # figures of all consoles here; the least recently touched lose theirs first
 FORGET_SECONDS = 2 * 3600  # a console not touched for this long is forgotten
 GATHER_SECONDS = 0.05  # changes arriving together are written together
 WRITE_SECONDS = 0.5  # at most one write of the changed consoles this often
@@ -101,13 +102,21 @@ class Console:
         else:
             self.segments.popleft()
 
+    @property
+    def figure_bytes(self) -> int:
+        return sum(map(len, self.figures))
+
     def figure(self, data: str) -> None:
         self.waiting = False
         if len(data) > MAX_FIGURE_BYTES:
             return
         self.figures.append(data)
-        while len(self.figures) > MAX_FIGURES or sum(map(len, self.figures)) > MAX_FIGURE_BYTES:
+        while len(self.figures) > MAX_FIGURES or self.figure_bytes > MAX_FIGURE_BYTES:
             self.figures.popleft()
+        self.figures_id = uuid.uuid4().hex
+
+    def drop_figures(self) -> None:
+        self.figures.clear()
         self.figures_id = uuid.uuid4().hex
 
     def ended(self, message: dict) -> None:
@@ -120,6 +129,7 @@ class Consoles:
         self.pool = pool
         self.worker = worker
         self.kept = OrderedDict()  # user id -> Console, the least recently touched first
+        self.figure_bytes = 0  # of every console kept
         self.followed = set()  # user ids some teacher follows (console_follow)
         self.dirty = set()  # followed user ids whose console changed since it was written
         self.heard = set()  # follows announced since the last refresh began
@@ -134,8 +144,8 @@ class Consoles:
     def run_console(self, user: dict, message: dict) -> None:
         user_id, kind = user["id"], message.get("type")
         if kind == "started":
+            self._forget(user_id)
             console = self.kept[user_id] = Console()
-            self.figures_written.pop(user_id, None)
             while len(self.kept) > MAX_CONSOLES:
                 self._forget(next(iter(self.kept)))
         else:
@@ -145,7 +155,10 @@ class Consoles:
             if kind == "output" and isinstance(message.get("data"), str):
                 console.text("stderr" if message.get("stream") == "stderr" else "stdout", message["data"])
             elif kind == "image" and isinstance(message.get("data"), str):
+                before = console.figure_bytes
                 console.figure(message["data"])
+                self.figure_bytes += console.figure_bytes - before
+                self._bound_figures(user_id)
             elif kind == "input":
                 console.waiting = True
             elif kind == "exit":
@@ -158,8 +171,20 @@ class Consoles:
             self.dirty.add(user_id)
             self.wake.set()
 
+    def _bound_figures(self, keep):
+        """Within the worker's bound: the figures of the consoles touched
+        least recently go (not those of `keep`)."""
+        for user_id, console in self.kept.items():
+            if self.figure_bytes <= MAX_WORKER_FIGURE_BYTES:
+                return
+            if user_id != keep and console.figures:
+                self.figure_bytes -= console.figure_bytes
+                console.drop_figures()
+
     def _forget(self, user_id):
-        self.kept.pop(user_id, None)
+        console = self.kept.pop(user_id, None)
+        if console is not None:
+            self.figure_bytes -= console.figure_bytes
         self.figures_written.pop(user_id, None)
         self.dirty.discard(user_id)
 
