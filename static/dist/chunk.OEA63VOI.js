@@ -1,1 +1,0 @@
-import{a,b}from"./chunk.JNNH3KR2.js";import"./chunk.5PG7MIYR.js";import"./chunk.RK73HUNR.js";import"./chunk.3WHI2WTV.js";import"./chunk.4YHPBTO2.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
