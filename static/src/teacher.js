@@ -31,7 +31,7 @@ function runState(s, skew) {
   if (s.running) return ["running", `running, started ${ago(local(s.run_started_at, skew))}`];
   const run = s.last_run;
   if (!run) return ["none", "has not run a program"];
-  if (run.outcome === "error") return ["error", run.error ? `error: ${run.error}` : "stopped with an error"];
+  if (run.outcome === "error") return ["error", run.error ? `error: ${run.error.text}` : "stopped with an error"];
   if (run.outcome === "limit") return ["limit", `stopped: ${LIMIT_WORDS[run.reason] || run.reason}`];
   if (run.outcome === "ok") return ["ok", "last run finished"];
   return ["stopped", "last run stopped"];
