@@ -55,6 +55,9 @@ class ClassView extends EventTarget {
     this.picker = h("select", { "aria-label": "Class", class: "class-pick", onchange: () => this.watch(Number(this.picker.value)) },
       classes.map((c) => h("option", { value: String(c.id), text: c.name })));
     this.liveState = h("span", { class: "live-state", role: "status" });
+    this.fullScreen = h("a", { class: "btn small", href: "/class/", title: "Every student of the class as a tile, and the class's mistakes" },
+      "Full screen");
+    this.fullScreen.hidden = !classes.length;
     this.summary = h("p", { class: "class-summary", "aria-live": "polite" });
     this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
       oninput: () => this.render() });
@@ -68,7 +71,7 @@ class ClassView extends EventTarget {
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
-        this.liveState),
+        this.liveState, this.fullScreen),
       this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
@@ -84,6 +87,7 @@ class ClassView extends EventTarget {
     if (id === undefined) return;
     localStorage.setItem("pyc.teacher.class", String(id));
     this.picker.value = String(id);
+    this.fullScreen.href = `/class/${id}`;
     this.socket?.close();
     for (const li of this.rows.values()) li.remove();
     this.rows.clear();
