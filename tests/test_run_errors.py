@@ -93,6 +93,8 @@ def test_the_sandboxs_home_and_no_frame_of_the_student():
                  '    f()\n  File "/usr/lib/python3.11/random.py", line 9, in f\nIndexError: list index out of range\n')
     found = run_error(sandboxed, "ada")
     assert (found["file"], found["line"], found["kind"]) == ("week 3/a.py", 7, "IndexError")
+    quoted = 'Traceback (most recent call last):\n  File "/home/student/say "hi".py", line 2, in <module>\nOSError: x\n'
+    assert run_error(quoted, "ada")["file"] == 'say "hi".py'
     # Only a library's frames (another user's home is not this student's).
     only_library = 'Traceback (most recent call last):\n  File "/home/bob/x.py", line 2, in <module>\nOSError: no\n'
     assert run_error(only_library, "ada")["file"] is None

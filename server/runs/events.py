@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 # A traceback's last line names the exception: "ZeroDivisionError: division by zero".
 EXCEPTION_LINE = re.compile(r"^(?P<kind>[A-Za-z_][\w.]{0,100}(Error|Exception|Exit|Interrupt|Warning|Iteration))"
                             r"(?::\s?(?P<message>.*))?$")
-FRAME = re.compile(r'^\s+File "(?P<file>[^"]{1,1000})", line (?P<line>\d{1,9})(?!\d)')
+FRAME = re.compile(r'^\s+File "(?P<file>.{1,1000}?)", line (?P<line>\d{1,9})(?!\d)')
 SANDBOX_HOME = "/home/student/"  # the home inside a sandbox (runs/sandbox/launch.py)
 TAIL = 8192  # characters of stderr read: a traceback's end
 

@@ -36,10 +36,10 @@ const byName = (a, b) => a.display_name.localeCompare(b.display_name) || a.usern
 const score = (s) => (s.last_check && s.last_check.max_score ? s.last_check.score / s.last_check.max_score : -1);
 export const SORTS = [
   { id: "name", label: "Name", compare: byName },
-  { id: "state", label: "State, errors first", compare: (a, b) => RANK[runKind(a)] - RANK[runKind(b)] || byName(a, b) },
-  { id: "save", label: "Last save, oldest first",
+  { id: "state", label: "Errors first", compare: (a, b) => RANK[runKind(a)] - RANK[runKind(b)] || byName(a, b) },
+  { id: "save", label: "Oldest save first",
     compare: (a, b) => (Date.parse(a.last_save_at) || 0) - (Date.parse(b.last_save_at) || 0) || byName(a, b) },
-  { id: "progress", label: "Exercise score, lowest first", compare: (a, b) => score(a) - score(b) || byName(a, b) },
+  { id: "progress", label: "Lowest exercise score first", compare: (a, b) => score(a) - score(b) || byName(a, b) },
 ];
 
 export class Tiles extends EventTarget {
@@ -161,8 +161,11 @@ export class Tiles extends EventTarget {
     parts.name.textContent = s.display_name + (s.active ? "" : " (deactivated)");
     parts.username.textContent = s.username;
     parts.state.textContent = state;
+    parts.state.title = state;
     parts.detail.textContent = detail;
     parts.detail.title = detail;
+    parts.name.title = `${parts.name.textContent} (${s.username})`;
+    parts.username.title = s.username;
     parts.meta.textContent = [saved, check ? `checked ${check}` : "", s.over_quota ? "over quota" : ""].filter(Boolean).join(" · ");
     parts.meta.title = s.over_quota
       ? "Their folder is over its quota: their next save or run is refused until they delete something." : "";
@@ -176,7 +179,7 @@ export class Tiles extends EventTarget {
     if (kind === "running") return ["Running", `started ${ago(new Date(Date.parse(s.run_started_at) - skew))}`];
     if (kind === "error") {
       const error = currentError(s);
-      const where = error.file ? ` · ${error.file}, line ${error.line}` : "";
+      const where = error.file ? ` · ${error.file}:${error.line}` : "";
       return [`${error.kind || "Error"}${where}`, error.kind ? error.message || error.text : error.text || "stopped with an error"];
     }
     if (kind === "limit") return ["Stopped by a limit", LIMIT_WORDS[s.last_run.reason] || s.last_run.reason];

@@ -42,6 +42,13 @@ try {
       : e.message);
 }
 
+/** "14 students: NameError …" with its first words in bold. */
+function described(group) {
+  const text = describeGroup(group);
+  const at = text.indexOf(": ");
+  return [h("strong", { class: "group-count" }, text.slice(0, at + 1)), h("span", { class: "group-text" }, text.slice(at + 1))];
+}
+
 class ClassPage {
   constructor(klass) {
     this.socket = new ClassSocket(klass.id);
@@ -56,14 +63,15 @@ class ClassPage {
       FILTERS.map((f) => h("button", { type: "button", class: "chip", dataset: { filter: f.id }, "aria-pressed": String(f.id === "all"),
         onclick: () => this.show({ filter: f.id, group: null }) }, h("span", { class: "chip-label" }, f.label), h("span", { class: "chip-count" }))));
     this.sort = h("select", { "aria-label": "Sort by", onchange: () => this.tiles.set({ sort: this.sort.value }) },
-      SORTS.map((o) => h("option", { value: o.id, text: `Sort: ${o.label}` })));
+      SORTS.map((o) => h("option", { value: o.id, text: o.label })));
     this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
       oninput: () => this.tiles.set({ query: this.search.value }) });
     this.groups = h("ol", { class: "error-groups", "aria-label": "Errors by kind" });
     this.groupNote = h("p", { class: "hint" });
     clear($("#class-main"),
-      h("div", { class: "class-tools" }, this.search, this.sort, this.chips),
-      this.summary, this.note, this.tiles.el);
+      h("div", { class: "class-tools" }, this.chips, this.summary),
+      this.note, this.tiles.el);
+    clear($("#class-find"), this.search, this.sort);
     clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
     this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
     this.socket.addEventListener("students", () => this.tiles.update());
@@ -87,7 +95,7 @@ class ClassPage {
       const test = FILTERS.find((f) => f.id === chip.dataset.filter).test;
       chip.lastChild.textContent = String(students.filter((s) => test(s, now)).length);
     }
-    this.summary.textContent = total ? `${shown} of ${total} students shown` : "";
+    this.summary.textContent = total ? `${shown} of ${total} shown` : "";
     this.note.textContent = this.socket.state === "connecting" && !total ? "Loading the class…"
       : !total ? "No students in this class yet." : !shown ? "No student matches." : "";
     this.note.hidden = !this.note.textContent;
@@ -109,7 +117,7 @@ class ClassPage {
     clear(this.groups, groups.map((g) => h("li", { class: `error-group ${g.key === this.group ? "chosen" : ""}` },
       h("button", { type: "button", class: "group-btn", "aria-pressed": String(g.key === this.group), dataset: { count: String(g.usernames.length) },
         onclick: () => this.show(g.key === this.group ? { filter: "all" } : { filter: "all", group: g.key }) },
-      h("span", { class: "group-count" }, String(g.usernames.length)), h("span", { class: "group-text" }, describeGroup(g))),
+      ...described(g)),
       g.key === this.group ? h("p", { class: "group-names" }, names(g).join(", ")) : null)));
   }
 
