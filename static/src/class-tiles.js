@@ -10,11 +10,12 @@ import { currentError } from "./class-errors.js";
 
 export const IDLE_MINUTES = 10;
 const CLOCK_MS = 20000; // "3 min ago" and "not saved for 10 min" move with the clock
-const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
+export const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
   output_limit: "printed too much", disk_limit: "filled their folder" };
 const RANK = { error: 0, limit: 1, running: 2, stopped: 3, ok: 4, none: 5 };
 
-const idle = (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000;
+/** Whether a student has not saved for IDLE_MINUTES (`now`: the server's clock, ms). */
+export const idle = (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000;
 
 /** What a student's program is doing: running, error, limit, ok, stopped or none. */
 export function runKind(s) {

@@ -10,18 +10,15 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 
-const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
   { id: "all", label: "All", test: () => true },
   { id: "online", label: "Online", test: (s) => s.online },
   { id: "error", label: "Has an error now", test: (s) => !s.running && s.last_run?.outcome === "error" },
-  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`,
-    test: (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000 },
+  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`, test: idle },
 ];
-const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
-  output_limit: "printed too much", disk_limit: "filled their folder" };
 
 /** A time the server gave, as this browser's clock puts it (they may differ by `skew` ms). */
 const local = (when, skew) => new Date(Date.parse(when) - skew);
