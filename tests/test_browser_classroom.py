@@ -31,7 +31,8 @@ def fully_visible_tiles(page):
         const left = Math.max(0, area.left), right = Math.min(innerWidth, area.right);
         return [...document.querySelectorAll('.tile')].filter((t) => {
             const r = t.getBoundingClientRect();
-            return !t.hidden && r.height > 0 && r.top >= top && r.bottom <= bottom && r.left >= left && r.right <= right;
+            return !t.hidden && r.height > 0 && r.top >= top && r.bottom <= bottom
+                && r.left >= left && r.right <= right;
         }).length;
     }""")
 
@@ -80,6 +81,9 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     # The display name a student chose shows as text.
     expect(tile(teacher, eve.username).locator(".tile-name")).to_have_text(HOSTILE + " Eve")
 
+    # Tiles are updated in place: the element of a student stays the same one.
+    teacher.evaluate("(u) => { document.querySelector(`.tile[data-username='${u}']`).kept = true; }", runners[0].username)
+
     # Ten students make the same mistake; three try to inject markup with
     # a file name, a forged traceback and plain output on stderr.
     for client in runners:
@@ -88,7 +92,8 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     save(forger, "forge.py", "import sys\nsys.stderr.write('Traceback (most recent call last):\\n"
                              '  File "/home/student/<script>window.pwned=2</script>.py", line 3, in <module>\\n'
                              "ValueError: <img src=x onerror=window.pwned=3>\\n')\nsys.exit(1)\n")
-    save(shouter, "shout.py", "import sys\nsys.stderr.write('<b onmouseover=window.pwned=4>look</b>\\n')\nsys.exit(1)\n")
+    save(shouter, "shout.py",
+         "import sys\nsys.stderr.write('<b onmouseover=window.pwned=4>look</b>\\n')\nsys.exit(1)\n")
     ended = run_all(server, [(c, "lesson2.py") for c in runners]
                     + [(eve, f"{HOSTILE}.py"), (forger, "forge.py"), (shouter, "shout.py")])
     assert [e["reason"] for e in ended] == ["error"] * 13
@@ -97,6 +102,7 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     expect(first).to_contain_text("10 students: NameError `lenght` at line 4 of lesson2.py", timeout=WAIT)
     expect(tile(teacher, runners[0].username).locator(".tile-state")).to_have_text("NameError · lesson2.py:4")
     expect(tile(teacher, runners[0].username).locator(".tile-detail")).to_have_text("name 'lenght' is not defined")
+    assert teacher.evaluate("(u) => document.querySelector(`.tile[data-username='${u}']`).kept", runners[0].username)
     # Their tiles, the others' and the groups show what the students wrote as text.
     expect(tile(teacher, eve.username).locator(".tile-state")).to_have_text(
         f"ZeroDivisionError · {HOSTILE}.py:1", timeout=WAIT)
@@ -182,7 +188,8 @@ def test_only_the_classs_teachers_and_admins_open_its_view(start_server, new_pag
     student_page.goto(f"/class/{number}")
     student_page.wait_for_url(re.compile(r"/ide$"))
 
-    for who, password, home in ((mine.username, PASSWORD, "/teacher"), ("admin", server.env["ADMIN_PASSWORD"], "/admin")):
+    staff_accounts = ((mine.username, PASSWORD, "/teacher"), ("admin", server.env["ADMIN_PASSWORD"], "/admin"))
+    for who, password, home in staff_accounts:
         staff = new_page(server)
         login(staff, who, password, lands_on=home)
         staff.goto(f"/class/{number}")
