@@ -41,22 +41,16 @@ CREATE UNLOGGED TABLE viewing (
 -- 'console_follow' with the student's id: every worker writes their console
 -- once. Each write of a console is announced on 'run_console'; a new
 -- open file, on 'class_live' as the roster's other changes are.
-CREATE FUNCTION notify_console_follow() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION notify_user_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('console_follow', NEW.user_id::text);
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION notify_run_console() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('run_console', NEW.user_id::text);
+    PERFORM pg_notify(TG_ARGV[0], NEW.user_id::text);  -- the channel is the trigger's argument
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER console_follow_started AFTER INSERT OR UPDATE OF user_id ON console_follow FOR EACH ROW
-    EXECUTE FUNCTION notify_console_follow();
+    EXECUTE FUNCTION notify_user_id('console_follow');
 CREATE TRIGGER run_console_written AFTER INSERT OR UPDATE ON run_console FOR EACH ROW
-    EXECUTE FUNCTION notify_run_console();
+    EXECUTE FUNCTION notify_user_id('run_console');
 CREATE TRIGGER viewing_class_live AFTER INSERT ON viewing FOR EACH ROW
     EXECUTE FUNCTION notify_class_live();
 CREATE TRIGGER viewing_changed_class_live AFTER UPDATE ON viewing FOR EACH ROW

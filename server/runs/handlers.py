@@ -10,7 +10,6 @@ files/changes.py).
 """
 import asyncio
 import json
-import logging
 import re
 
 from tornado import websocket
@@ -19,9 +18,8 @@ from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
 from ..files.area import Area
+from ..sockets import answering, message_of
 from ..web import user_for_session
-
-log = logging.getLogger(__name__)
 
 MAX_ARGS = 32
 ETAG = re.compile(r"[0-9a-f]{20}")
@@ -88,24 +86,10 @@ class RunSocket(websocket.WebSocketHandler):
         self.close(code, reason)
 
     async def on_message(self, message):
-        if self.conn is None:
-            return  # refused at open: closing
-        try:
-            await self.act(message)
-        except Refused as e:
-            await self.send({"type": "error", "error": e.code, "message": e.message})
-        except Exception:
-            log.exception("a /ws/run message failed")
-            await self.send({"type": "error", "error": "internal_error",
-                             "message": "Something went wrong on the server. It has been logged."})
+        if self.conn is not None:  # else refused at open: closing
+            await answering(self.send, lambda: self.act(message_of(message)), "a /ws/run message")
 
-    async def act(self, message):
-        try:
-            msg = json.loads(message)
-        except (ValueError, RecursionError):
-            msg = None
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            raise Refused(400, "bad_message", "Messages are JSON objects with a \"type\".")
+    async def act(self, msg):
         kind = msg["type"]
         if kind == "watch":
             return self.start_watching()

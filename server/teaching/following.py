@@ -68,6 +68,7 @@ class Follower:
         self.order = ()  # (started_at, changed_at) of the newest console queued: an older one is stale
         self.figures_sent = None  # figures_id of the figures the socket shows
         self.sending = None
+        self.closed = False  # its socket closed: it follows nobody any more
 
     def reset(self, student):
         self.student, self.pending, self.order, self.figures_sent = student, None, (), None
@@ -130,6 +131,8 @@ class Following:
         """`follower` follows the student `user_id` from now on (and nobody
         else): sent their console at once, then whenever it changes."""
         await self.pool.execute(START, follower.key, user_id, FOLLOW_SECONDS)
+        if follower.closed:  # while it was recorded
+            return await self._end_quietly(follower.key)
         self._leave(follower)
         follower.reset((user_id, username))
         self.followers[user_id].add(follower)
@@ -143,6 +146,7 @@ class Following:
 
     def closed(self, follower: Follower) -> None:
         """The socket closed: its follow ends (or expires, should this fail)."""
+        follower.closed = True
         if self._leave(follower):
             asyncio.ensure_future(self._end_quietly(follower.key))
 

@@ -1,6 +1,5 @@
 """HTTP and WebSocket endpoints of teaching: classes and their members, the
 roster, pushing starter files, and the live class view (/ws/class/<id>)."""
-import json
 import logging
 
 from tornado import websocket
@@ -8,7 +7,7 @@ from tornado import websocket
 from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
-from ..sockets import refuse, send_json
+from ..sockets import answering, message_of, refuse, send_json
 from ..web import ApiError, ApiHandler, user_for_session
 from .classes import MAX_MEMBERS_CHANGE
 
@@ -148,27 +147,16 @@ class ClassSocket(websocket.WebSocketHandler):
             self.teaching.following.closed(self.follower)
 
     async def on_message(self, message):
-        if self.follower is None:
-            return  # not open (yet), or closing
-        try:
-            msg = json.loads(message)
-        except (ValueError, RecursionError):
-            msg = None
-        try:
-            if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-                raise Refused(400, "bad_message", "Messages are JSON objects with a \"type\".")
-            if msg["type"] != "follow":
-                raise Refused(400, "unknown_type", f"Unknown message type {msg['type'][:40]!r}.")
-            username = msg.get("username")
-            if username is not None and not (isinstance(username, str) and 0 < len(username) <= 64):
-                raise Refused(400, "bad_field", "'username' must be a student's username, or null.")
-            await self.teaching.follow(self.follower, self.class_id, username)
-        except Refused as e:
-            await self.send({"type": "error", "error": e.code, "message": e.message})
-        except Exception:
-            log.exception("a /ws/class message failed")
-            await self.send({"type": "error", "error": "internal_error",
-                             "message": "Something went wrong on the server. It has been logged."})
+        if self.follower is not None:  # else not open (yet), or closing
+            await answering(self.send, lambda: self.act(message_of(message)), "a /ws/class message")
+
+    async def act(self, msg):
+        if msg["type"] != "follow":
+            raise Refused(400, "unknown_type", f"Unknown message type {msg['type'][:40]!r}.")
+        username = msg.get("username")
+        if username is not None and not (isinstance(username, str) and 0 < len(username) <= 64):
+            raise Refused(400, "bad_field", "'username' must be a student's username, or null.")
+        await self.teaching.follow(self.follower, self.class_id, username)
 
     async def send(self, message):
         await send_json(self, message)
