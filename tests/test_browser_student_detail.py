@@ -59,6 +59,10 @@ def test_the_teacher_sees_a_students_open_file_and_console_live(start_server, ne
     expect_saved(page)
     expect(detail.locator(".detail-code .cm-content")).to_contain_text("second version", timeout=WAIT)
     shot(teacher, "32-teacher-student-detail")
+    # She opens another file: the teacher's detail shows that one.
+    write_program(page, "second.py", 'print("another file")\n')
+    expect(detail.locator(".detail-file-name")).to_have_text("second.py", timeout=WAIT)
+    expect(detail.locator(".detail-code .cm-content")).to_contain_text("another file", timeout=WAIT)
 
     # Nothing she chose became markup or ran: one image (her figure), no script, no error.
     assert detail.locator("img").count() == 1 and detail.locator("script, b").count() == 0
@@ -68,6 +72,6 @@ def test_the_teacher_sees_a_students_open_file_and_console_live(start_server, ne
 
     # The teacher copies the file to her own files and runs it there.
     detail.get_by_role("button", name="Copy to my files", exact=True).click()
-    expect(teacher.locator(".tab.selected")).to_contain_text("ada/")
+    expect(teacher.locator(".tab.selected")).to_contain_text("ada/second.py")
     teacher.get_by_role("button", name="Run", exact=True).click()
-    wait_terminal(teacher, "second version")
+    wait_terminal(teacher, "another file")

@@ -143,7 +143,8 @@ export class StudentDetail extends EventTarget {
       segments.map(([stream, text]) => h("span", { class: stream === "stderr" ? "stderr" : null }, plainText(text))));
     if (stuck) this.output.scrollTop = this.output.scrollHeight;
     this.output.hidden = !segments.length;
-    this.runState.textContent = runWords(c);
+    const words = runWords(c);
+    if (this.runState.textContent !== words) this.runState.textContent = words; // read out only when it changes
     this.runState.dataset.state = c.running ? "running" : c.exit?.reason || "none";
     if (Array.isArray(c.figures)) { // absent: the same figures as before
       clear(this.plots, c.figures.filter((f) => typeof f === "string" && BASE64.test(f)).map((data, i) =>
