@@ -161,6 +161,10 @@ def test_following_is_for_students_of_the_class_and_bad_messages_get_errors(runs
             last = await console_until(ws, lambda c, f: "ada here" in text_of(c))
             assert last["exit"]["reason"] == "ok"
 
+        # The socket closed: its follow is over.
+        ada_id = user_of(server, ada.username)["id"]
+        assert wait_for(lambda: sql(server.env["DATABASE_URL"],
+                                    "SELECT count(*) FROM console_follow WHERE user_id = %s", ada_id) == [(0,)])
         # The outsider's console was never written: nobody followed them.
         assert sql(server.env["DATABASE_URL"], "SELECT count(*) FROM run_console WHERE user_id = %s",
                    user_of(server, outsider.username)["id"]) == [(0,)]

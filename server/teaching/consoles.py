@@ -43,7 +43,7 @@ WRITE_SECONDS = 0.5  # at most one write of the changed consoles this often
 RETRY_SECONDS = 2.0
 REFRESH_SECONDS = 5.0  # the followed students read again (a missed announcement)
 PRUNE_SECONDS = 3600
-KEEP_ROWS = "1 day"  # a written console unchanged for this long is deleted
+KEEP_ROWS = 86400  # seconds: a written console unchanged for this long is deleted
 EXIT_FIELDS = ("reason", "message", "explanation")
 
 UPSERT = """
@@ -51,7 +51,8 @@ INSERT INTO run_console AS c (user_id, worker, started_at, output, cut, figures,
 SELECT t.user_id, $2, t.started_at, t.output::jsonb, t.cut, t.figures::jsonb, t.figures_id, t.running, t.waiting,
        t.exit::jsonb
 FROM unnest($1::bigint[], $3::timestamptz[], $4::text[], $5::boolean[], $6::text[], $7::text[], $8::boolean[],
-            $9::boolean[], $10::text[]) AS t(user_id, started_at, output, cut, figures, figures_id, running, waiting, exit)
+            $9::boolean[], $10::text[])
+     AS t(user_id, started_at, output, cut, figures, figures_id, running, waiting, exit)
 ON CONFLICT (user_id) DO UPDATE SET
     worker = EXCLUDED.worker, started_at = EXCLUDED.started_at, output = EXCLUDED.output, cut = EXCLUDED.cut,
     figures = coalesce(EXCLUDED.figures, c.figures), figures_id = EXCLUDED.figures_id,
@@ -216,7 +217,8 @@ class Consoles:
                 if time.monotonic() > next_prune:
                     next_prune = time.monotonic() + PRUNE_SECONDS
                     await self.pool.execute("DELETE FROM console_follow WHERE until < now() - interval '1 minute'")
-                    await self.pool.execute(f"DELETE FROM run_console WHERE changed_at < now() - interval '{KEEP_ROWS}'")
+                    await self.pool.execute("DELETE FROM run_console WHERE changed_at < now() - $1 * interval '1 second'",
+                                            float(KEEP_ROWS))
             except Exception as e:
                 if not db.unavailable(e):
                     log.exception("could not read which consoles are followed")

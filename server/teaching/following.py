@@ -34,7 +34,8 @@ FROM unnest($1::bigint[], $2::text[]) AS k(user_id, known) JOIN run_console c ON
 """
 RENEW = """
 INSERT INTO console_follow (follower, user_id, until)
-SELECT t.follower, t.user_id, now() + $3 * interval '1 second' FROM unnest($1::text[], $2::bigint[]) AS t(follower, user_id)
+SELECT t.follower, t.user_id, now() + $3 * interval '1 second'
+FROM unnest($1::text[], $2::bigint[]) AS t(follower, user_id)
 ON CONFLICT (follower) DO UPDATE SET until = EXCLUDED.until
 """
 START = """

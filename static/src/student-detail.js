@@ -54,18 +54,22 @@ export class StudentDetail extends EventTarget {
     this.code = h("div", { class: "detail-code", "aria-label": "Their open file (read-only)" });
     this.runState = h("p", { class: "detail-run-state", role: "status" });
     this.output = h("pre", { class: "detail-output", tabindex: "0", "aria-label": "Their console",
-      onscroll: () => { this.stuck = this.output.scrollTop + this.output.clientHeight >= this.output.scrollHeight - 4; } });
+      onscroll: () => { this.stuck = this.output.scrollTop + this.output.clientHeight >= this.output.scrollHeight - 4; },
+    });
     this.plots = h("div", { class: "detail-plots" });
     this.view = new EditorView({ parent: this.code, state: this.stateFor("", "") });
     clear(el, h("section", { class: "student-detail", "aria-label": "The chosen student" },
       this.name,
-      h("div", { class: "detail-file" }, h("div", { class: "detail-file-head" }, this.fileName, this.copyButton), this.note, this.code),
+      h("div", { class: "detail-file" },
+        h("div", { class: "detail-file-head" }, this.fileName, this.copyButton), this.note, this.code),
       h("div", { class: "detail-console" }, this.runState, this.output, this.plots)));
     el.hidden = true;
     const signal = this.stop.signal;
     socket.addEventListener("console", (e) => this.showConsole(e.detail), { signal });
     socket.addEventListener("students", (e) => this.changed(e.detail.saved), { signal });
-    socket.addEventListener("refused", (e) => { if (this.username) this.note.textContent = e.detail.message; }, { signal });
+    socket.addEventListener("refused", (e) => {
+      if (this.username) this.note.textContent = e.detail.message;
+    }, { signal });
   }
 
   get area() {
@@ -136,7 +140,8 @@ export class StudentDetail extends EventTarget {
 
   showConsole(c) {
     if (c.username !== this.username) return;
-    const segments = Array.isArray(c.output) ? c.output.filter((s) => Array.isArray(s) && typeof s[1] === "string") : [];
+    const output = Array.isArray(c.output) ? c.output : [];
+    const segments = output.filter((s) => Array.isArray(s) && typeof s[1] === "string");
     const stuck = this.stuck;
     clear(this.output,
       c.cut ? h("span", { class: "detail-cut" }, "… (earlier output not shown)\n") : null,
