@@ -79,7 +79,7 @@ async def hands_until(ws, wanted, timeout=TIMEOUT):
         msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
         assert msg.type == aiohttp.WSMsgType.TEXT, (msg.type, msg.data)
         message = json.loads(msg.data)
-        if message["type"] == "hands" and wanted(message["hands"]):
+        if "hands" in message and wanted(message["hands"]):
             return message["hands"]
 
 

@@ -98,9 +98,9 @@ class PushHandler(ApiHandler):
 
 class ClassSocket(websocket.WebSocketHandler):
     """/ws/class/<id>: the live view of a class, for its teachers and admins.
-    The server sends `snapshot` (every student), `update` (those that
-    changed) and `hands` (the raised hands, oldest first) messages; the
-    client sends nothing."""
+    The server sends `snapshot` (every student) and `update` (those that
+    changed) messages, with `hands` (the raised hands, oldest first)
+    whenever they changed; the client sends nothing."""
 
     @property
     def live(self):

@@ -18,7 +18,8 @@ class.
 
 The class's raised hands (talk.py) come the same way on their own channel,
 'class_hands', with the class's id: each socket of the class is sent the
-whole queue again (`hands`), the newest replacing one not yet sent.
+whole queue again (`hands`, in the next snapshot or update), the newest
+replacing one not yet sent.
 """
 import asyncio
 import logging
@@ -78,14 +79,14 @@ class Watcher:
     async def _send_queued(self):
         while self.snapshot is not None or self.pending or self.hands is not None:
             if self.snapshot is not None:
-                message = {"type": "snapshot", "students": self.snapshot, "now": _now()}
+                message = {"type": "snapshot", "students": self.snapshot}
                 self.snapshot = None
-            elif self.pending:
-                message = {"type": "update", "students": list(self.pending.values()), "now": _now()}
-                self.pending = {}
             else:
-                message = {"type": "hands", "hands": self.hands, "now": _now()}
-                self.hands = None
+                message = {"type": "update", "students": list(self.pending.values())}
+                self.pending = {}
+            if self.hands is not None:
+                message["hands"], self.hands = self.hands, None
+            message["now"] = _now()
             await self.send(message)
 
 
@@ -130,8 +131,9 @@ class LiveView:
             old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
         watcher = Watcher(user, token_hash, class_id, send, close)
         self.watchers[class_id].add(watcher)
-        watcher.queue(await self._class(class_id), whole=True)
-        watcher.queue_hands((await talk.queues(self.pool, [class_id]))[class_id])
+        students, hands = await self._class(class_id), await talk.queues(self.pool, [class_id])
+        watcher.queue_hands(hands[class_id])  # goes with the snapshot
+        watcher.queue(students, whole=True)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
@@ -239,7 +241,8 @@ class LiveView:
         by_class = defaultdict(list)
         for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers)):
             by_class[class_id].append(student)
+        hands = await talk.queues(self.pool, list(self.watchers))
+        self._queue_hands(hands)  # goes with the snapshots
         for class_id, watchers in list(self.watchers.items()):
             for w in watchers:
                 w.queue(by_class.get(class_id, []), whole=True)
-        self._queue_hands(await talk.queues(self.pool, list(self.watchers)))

@@ -1,7 +1,7 @@
 // The live class socket (/ws/class/<id>): the server sends the whole class
-// ("snapshot") and then each student that changed ("update"), and the
-// queue of raised hands ("hands", oldest first); this keeps the class's
-// students by username and the hands, and says what changed. Reopened by
+// ("snapshot") and then each student that changed ("update"), either with
+// the queue of raised hands ("hands", oldest first) when it changed; this
+// keeps the class's students by username and the hands, and says what changed. Reopened by
 // itself with backoff, except when the server ended it for good: the
 // session ended (4401), the teacher no longer teaches the class (4403), or
 // the view was opened in too many other tabs (4002).
@@ -74,13 +74,12 @@ export class ClassSocket extends EventTarget {
   }
 
   receive(msg) {
-    if (msg?.now) this.skew = Date.parse(msg.now) - Date.now();
-    if (msg?.type === "hands" && Array.isArray(msg.hands)) {
+    if (!Array.isArray(msg?.students)) return;
+    if (msg.now) this.skew = Date.parse(msg.now) - Date.now();
+    if (Array.isArray(msg.hands)) {
       this.hands = msg.hands;
       this.dispatchEvent(new Event("hands"));
-      return;
     }
-    if (!Array.isArray(msg?.students)) return;
     const saved = [];
     const checked = [];
     const before = this.students;
