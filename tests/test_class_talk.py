@@ -12,6 +12,7 @@ import time
 import aiohttp
 
 from loadtest.run_client import RunClient
+from server import inbox, notify
 from server.teaching import talk
 from tests.conftest import People
 from tests.live_support import a_class
@@ -254,3 +255,66 @@ def test_messages_and_raised_hands_are_rate_limited_per_class_and_per_student(se
     # Her classmate, behind the same school address, is not held back.
     assert bob.post(f"/api/classes/{number}/hand", json={}).status_code == 200
     assert [h["username"] for h in teacher.get(f"/api/classes/{number}/hands").json()["hands"]] == [bob.username]
+
+
+class FakeListener:
+    def listen(self, channel, callback):
+        self.heard = callback
+
+    def on_gap(self, callback):
+        self.gap = callback
+
+
+class Notifications:
+    """A connection that keeps what it is asked to notify."""
+
+    def __init__(self):
+        self.sent = []
+
+    async def execute(self, _sql, channel, payload):
+        self.sent.append((channel, payload))
+
+
+def test_a_message_for_a_whole_school_fits_in_notifications_and_reaches_only_its_users():
+    async def story():
+        listener, conn = FakeListener(), Notifications()
+        box = inbox.Inbox(None, listener)
+        got = {}
+        for user_id in (7, 2999, 5000):
+            box.open(user_id, lambda m, u=user_id: got.setdefault(u, []).append(m) or asyncio.sleep(0))
+        message = {"type": "class_message", "text": "é" * talk.MAX_TEXT, "from": '"\\' * 100}
+        await box.send(conn, list(range(1, 3001)), message)
+        assert len(conn.sent) > 1
+        assert all(channel == inbox.CHANNEL and len(payload.encode()) <= notify.MAX_PAYLOAD
+                   for channel, payload in conn.sent)
+        for _, payload in conn.sent:
+            listener.heard(payload)
+        await asyncio.sleep(0.05)
+        assert got == {7: [message], 2999: [message]}  # 5000 was not sent it
+
+    asyncio.run(story())
+
+
+def test_a_slow_ide_holds_a_bounded_queue_and_is_told_it_missed_some():
+    async def story():
+        listener = FakeListener()
+        box = inbox.Inbox(None, listener)
+        release, sent = asyncio.Event(), []
+
+        async def send(message):
+            await release.wait()
+            sent.append(message)
+        box.open(1, send)
+        for n in range(1000):
+            listener.heard(json.dumps({"u": [1], "m": {"type": "hand", "n": n}}))
+        listener.heard("not json")  # ignored
+        assert all(len(b.pending) <= inbox.PENDING_MAX for b in box.boxes[1])
+        release.set()
+        await asyncio.sleep(0.05)
+        assert sent[0] == inbox.MISSED and sent[-1] == {"type": "hand", "n": 999}
+        assert len(sent) <= inbox.PENDING_MAX + 2
+        listener.gap()  # notifications may have been lost: the page asks again
+        await asyncio.sleep(0.05)
+        assert sent[-1] == inbox.MISSED
+
+    asyncio.run(story())
