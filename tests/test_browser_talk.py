@@ -14,7 +14,7 @@ from tests.browser import LIMITS, expect, login, shot, write_program
 from tests.conftest import People
 from tests.helpers import create_user
 from tests.live_support import a_class
-from tests.test_class_talk import ide, ides_on_both_workers
+from tests.test_class_talk import ides_on_both_workers
 
 WAIT = 15_000  # ms: only catches a hang
 HOSTILE = '<img src=x onerror="window.pwned=1">'

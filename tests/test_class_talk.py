@@ -16,6 +16,7 @@ from server import inbox, notify
 from server.teaching import talk
 from tests.conftest import People
 from tests.live_support import a_class
+from tests.test_live_class import watching
 
 TIMEOUT = 30  # seconds: only catches a hang
 
@@ -59,18 +60,6 @@ async def hears_nothing(rc, kind, seconds=1.5):
         while True:
             message = await rc.receive(seconds)
             assert message["type"] != kind, message
-
-
-@contextlib.asynccontextmanager
-async def class_socket(server, client, number):
-    cookie = "; ".join(f"{k}={v}" for k, v in client.http.cookies.get_dict().items())
-    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
-        ws = await http.ws_connect(server.url.replace("http", "ws", 1) + f"/ws/class/{number}",
-                                   origin=server.url, headers={"Cookie": cookie})
-        try:
-            yield ws
-        finally:
-            await ws.close()
 
 
 async def hands_until(ws, wanted, timeout=TIMEOUT):
@@ -138,7 +127,7 @@ def test_hands_queue_in_order_and_an_answer_lowers_the_students_hand(server2):
 
     async def story():
         async with contextlib.AsyncExitStack() as stack:
-            ws = await stack.enter_async_context(class_socket(server2, teacher, number))
+            ws, _ = await stack.enter_async_context(watching(server2, teacher, number))
             assert await hands_until(ws, lambda hands: hands == []) == []
             rc, _ = await ide(server2, ada)
             stack.push_async_callback(rc.close)
