@@ -113,6 +113,7 @@ def test_a_broadcast_reaches_every_ide_and_a_raised_hand_reaches_the_teacher(sta
     # The teacher answers Ada: her hand goes down in her IDE, and she is told who answered.
     queue.nth(1).get_by_role("button", name="Mark").click()
     expect(queue).to_have_count(1)
+    expect(queue.nth(0).get_by_role("button", name="Mark")).to_be_focused()  # the keyboard goes on to the next hand
     expect(page.locator("#hand-btn")).to_have_attribute("aria-pressed", "false", timeout=WAIT)
     expect(page.locator("#talk-notices .hand-notice")).to_contain_text(
         f"{HOSTILE}Mrs Grace marked your raised hand as answered.")
@@ -136,13 +137,17 @@ def test_a_student_who_opens_the_ide_after_a_group_message_still_sees_it(start_s
     create_user(dsn, "grace", "grace-password", role="teacher", display_name="Mrs Grace")
     for name in ("ada", "bob"):
         create_user(dsn, name, f"{name}-password", display_name=name.title())
-    a_class(server, "grace", "ada", "bob", name="9A")
+    create_user(dsn, "cy", "cy-password", display_name=HOSTILE)
+    a_class(server, "grace", "ada", "bob", "cy", name="9A")
 
     teacher = new_page(server)
     login(teacher, "grace", "grace-password", lands_on="/teacher")
     talk = teacher.locator("#class-panel .class-talk")
     talk.get_by_label("Message").fill("Bob, look at line 4 of lesson2.py")
     talk.get_by_label("Only these students:").check()
+    expect(talk.locator(".talk-picker label")).to_have_count(3)
+    expect(talk.locator(".talk-picker")).to_contain_text(f"{HOSTILE} (cy)")  # a name is text in the picker too
+    assert talk.locator(".talk-picker img").count() == 0
     talk.get_by_label("Bob (bob)").check()
     talk.get_by_role("button", name="Send").click()
     expect(talk.locator(".talk-status")).to_have_text("Sent to 1 student.")

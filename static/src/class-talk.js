@@ -33,7 +33,7 @@ export class ClassTalk {
     this.known = null; // the usernames the picker lists, to redraw it only when they change
     this.seen = null; // usernames whose hands were up at the last redraw
     this.count = h("span", { class: "hands-count" });
-    this.queue = h("ol", { class: "hands-queue", "aria-label": "Raised hands, oldest first" });
+    this.queue = h("ol", { class: "hands-queue", "aria-label": "Raised hands, oldest first", tabindex: "-1" });
     this.empty = h("p", { class: "hint hands-empty" }, "No hands up.");
     this.announcer = h("p", { class: "sr-only", role: "status", "aria-live": "polite" });
     this.text = h("textarea", { class: "talk-text-input", rows: 2, maxlength: MAX_TEXT, "aria-label": "Message",
@@ -96,7 +96,14 @@ export class ClassTalk {
     this.empty.hidden = hands.length > 0;
     // Rows are kept and updated in place, so a keyboard on one keeps the focus.
     const rows = new Map([...this.queue.children].map((li) => [li.dataset.username, li]));
-    for (const [username, li] of rows) if (!names.has(username)) li.remove();
+    for (const [username, li] of rows) {
+      if (names.has(username)) continue;
+      // The hand just answered: the keyboard goes on to the next one, not to the top of the page.
+      const hadFocus = li.contains(document.activeElement);
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      if (hadFocus) (next?.querySelector("button") || this.queue).focus();
+    }
     let previous = null;
     for (const hand of hands) {
       let li = rows.get(hand.username);
@@ -132,13 +139,14 @@ export class ClassTalk {
   }
 
   async answer(username, button) {
-    button.disabled = true;
+    if (button.getAttribute("aria-busy") === "true") return;
+    button.setAttribute("aria-busy", "true"); // not disabled: a disabled button drops the keyboard's focus
     try {
       await request("DELETE", `/api/classes/${this.classId}/hands/${encodeURIComponent(username)}`);
     } catch (e) {
       if (e.code !== "no_such_hand") this.announcer.textContent = e.message; // answered already: the queue says so
     } finally {
-      button.disabled = false;
+      button.removeAttribute("aria-busy");
     }
   }
 
