@@ -7,6 +7,7 @@ students raise only their own, in their own class; everything is bounded."""
 import asyncio
 import contextlib
 import json
+import os
 import time
 
 import aiohttp
@@ -14,7 +15,7 @@ import aiohttp
 from loadtest.run_client import RunClient
 from server import inbox, notify
 from server.teaching import talk
-from tests.conftest import People
+from tests.conftest import PASSWORD, People
 from tests.live_support import a_class
 from tests.test_live_class import watching
 
@@ -305,5 +306,32 @@ def test_a_slow_ide_holds_a_bounded_queue_and_is_told_it_missed_some():
         listener.gap()  # notifications may have been lost: the page asks again
         await asyncio.sleep(0.05)
         assert sent[-1] == inbox.MISSED
+
+    asyncio.run(story())
+
+
+def test_a_message_and_a_hand_cross_from_one_instance_to_another(start_server, fresh_db, data_dir):
+    """Two server instances on one database: the teacher on one, the
+    student's IDE on the other."""
+    storage = os.path.join(data_dir, "shared-storage")
+    a = start_server(data_dir=os.path.join(data_dir, "a"), STORAGE_ROOT=storage)
+    b = start_server(data_dir=os.path.join(data_dir, "b"), STORAGE_ROOT=storage)
+    teacher = People(a).teacher("mrs-a", display_name="Mrs A")
+    student = People(a).student("ada", log_in=False)
+    student_b = b.client()
+    student_b.login_ok(student.username, PASSWORD)
+    student_b.username = student.username
+    number = a_class(a, teacher, student)
+
+    async def story():
+        async with contextlib.AsyncExitStack() as stack:
+            ws, _ = await stack.enter_async_context(watching(a, teacher, number))
+            rc, _ = await ide(b, student_b)
+            stack.push_async_callback(rc.close)
+            assert broadcast(teacher, number, "From the other instance").status_code == 201
+            assert (await next_of(rc, "class_message"))["text"] == "From the other instance"
+            assert student_b.post(f"/api/classes/{number}/hand", json={"note": "over here"}).status_code == 200
+            hands = await hands_until(ws, lambda h: len(h) == 1)
+            assert hands[0]["note"] == "over here"
 
     asyncio.run(story())
