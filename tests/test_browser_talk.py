@@ -149,6 +149,7 @@ def test_a_student_who_opens_the_ide_after_a_group_message_still_sees_it(start_s
     expect(talk.locator(".talk-picker")).to_contain_text(f"{HOSTILE} (cy)")  # a name is text in the picker too
     assert talk.locator(".talk-picker img").count() == 0
     talk.get_by_label("Bob (bob)").check()
+    shot(teacher, "42-teacher-group-message")
     talk.get_by_role("button", name="Send").click()
     expect(talk.locator(".talk-status")).to_have_text("Sent to 1 student.")
 
