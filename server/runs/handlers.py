@@ -6,7 +6,8 @@ message does wrong, its answer is an `error` message; whatever ends the
 socket, the manager is told, and the run stops and gives back its lock.
 After a `watch` message, the same socket tells the IDE of changes to the
 files it shows (the user's home, their classes' course folders:
-files/changes.py).
+files/changes.py) and what is said to the user (a teacher's message, a
+hand answered: server/inbox.py).
 """
 import asyncio
 import json
@@ -38,6 +39,7 @@ class RunSocket(websocket.WebSocketHandler):
         503) while the database cannot tell."""
         self.conn = None
         self.watch = None
+        self.box = None
         try:
             self.user, problem, self.token = await user_for_session(self)
         except Refused as e:  # the database is unavailable
@@ -61,8 +63,10 @@ class RunSocket(websocket.WebSocketHandler):
     def start_watching(self):
         if self.watch is not None:
             return
-        files = self.application.settings["ctx"].files
+        ctx = self.application.settings["ctx"]
+        files = ctx.files
         self.watch = files.changes.watch({Area.home(self.user["username"]).key: "home"}, self.send)
+        self.box = ctx.inbox.open(self.user["id"], self.send)
         asyncio.ensure_future(self.watch_courses(files))
 
     async def watch_courses(self, files):
@@ -80,6 +84,9 @@ class RunSocket(websocket.WebSocketHandler):
         if self.watch is not None:
             self.application.settings["ctx"].files.changes.unwatch(self.watch)
             self.watch = None
+        if self.box is not None:
+            self.application.settings["ctx"].inbox.close(self.box)
+            self.box = None
         if self.conn is not None:
             self.manager.closed(self.conn)
 

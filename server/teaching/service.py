@@ -1,6 +1,7 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (the files service's push, files/push.py); it implements the runs'
+folder (the files service's push, files/push.py), talking to the class
+(talk.py: messages and raised hands); it implements the runs'
 RunEvents (runs/events.py), so the live view knows who is online and
 running (activity.py). Knows nothing of HTTP."""
 from ..config import Config
@@ -11,16 +12,18 @@ from . import classes as classes_, roster
 from .activity import Activity
 from .classes import Classes
 from .live import LiveView
+from .talk import Talk
 
 
 class Teaching:
-    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None):
+    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None, inbox=None):
         self.pool = pool
         self.files = files  # the files service
         self.cfg = cfg
         self.classes = classes
         self.activity = Activity(pool)
         self.live = LiveView(pool, cfg, classes, listener)
+        self.talk = Talk(pool, classes, inbox)  # inbox: server.inbox.Inbox, the students' open IDEs
 
     def start(self) -> None:
         """The worker's background work: writing activity, the live view's resyncs."""

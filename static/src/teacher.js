@@ -3,7 +3,7 @@
 // student's files (read-only, following their saves, with a copy into the
 // teacher's own files to run there), and pushing starter files from a
 // class's course folder to its students. Its exercises and gradebook are
-// class-exercises.js's.
+// class-exercises.js's; raised hands and messages to the class, class-talk.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
@@ -11,6 +11,7 @@ import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
+import { ClassTalk } from "./class-talk.js";
 
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
@@ -64,12 +65,15 @@ class ClassView extends EventTarget {
     this.list = h("ul", { class: "roster", "aria-label": "Students" });
     this.note = h("p", { class: "tree-note" });
     this.files = h("div", { class: "student-files" });
+    this.talkEl = h("div", { class: "class-talk-host" });
+    this.talk = null; // ClassTalk: raised hands and messages to the class
     this.exercises = new ClassExercises();
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState, this.fullScreen),
-      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.exercises.el, this.files);
+      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list,
+      this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -95,6 +99,8 @@ class ClassView extends EventTarget {
       this.exercises.checked(e.detail.checked);
     });
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
+    this.talk?.close();
+    this.talk = new ClassTalk(this.talkEl, { classId: id, socket: this.socket });
     this.socket.connect();
     this.exercises.show(id, this.classes.find((c) => c.id === id).name);
     this.render();
