@@ -9,6 +9,7 @@ store, so a caller can reach nothing else of it."""
 import enum
 import pickle
 
+from ..run_copy import course_copy
 from ..store import Store
 
 
@@ -31,9 +32,11 @@ class Op(enum.Enum):
     CHECK_RUNNABLE = enum.auto()
     QUOTA_PROBLEM = enum.auto()
     MEASURE = enum.auto()
+    COURSE_COPY = enum.auto()
 
 
-# What a file process does for each operation: a store's method, given the store.
+# What a file process does for each operation: a store's method (or a
+# function of the files package), given the store.
 OPERATIONS = {
     Op.ENSURE_HOME: Store.ensure_home,
     Op.ENSURE_AREA: Store.ensure_area,
@@ -53,6 +56,7 @@ OPERATIONS = {
     Op.CHECK_RUNNABLE: Store.check_runnable,
     Op.QUOTA_PROBLEM: Store.quota_problem,
     Op.MEASURE: Store.measure,
+    Op.COURSE_COPY: course_copy,
 }
 
 
