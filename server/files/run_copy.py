@@ -2,8 +2,8 @@
 beside it (its sibling modules, a data file it reads), read here and sent
 to the sandbox, which runs them as a read-only copy of its own
 (runs/child/launcher.py). The course folder itself is never shown to a
-sandbox, so no program can change it. A file operation (child/protocol.py:
-Op.COURSE_COPY), blocking."""
+sandbox, so no program can change it. Blocking: the store's course_copy,
+a file operation (Op.COURSE_COPY)."""
 from ..errors import Refused
 from .paths import is_plain
 

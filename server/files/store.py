@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import Refused
-from . import lock, paths, zipstream
+from . import lock, paths, run_copy, zipstream
 from .area import Area
 from .history import History, etag_of, etag_of_file
 from .paths import BadPath, NotAFile
@@ -484,6 +484,11 @@ class Store:
         if not self.is_file(area, parts):
             raise Refused(400, "not_a_file", "Only a file can be run.")
         return self.room_to_run(area)
+
+    def course_copy(self, course, parts, home):
+        """What running the course file `parts` from the home `home` is
+        given: (bytes the home holds, {name: bytes}) (run_copy.py)."""
+        return run_copy.course_copy(self, course, parts, home)
 
     def room_to_run(self, area):
         """The bytes the home `area` holds, for a run whose program may write

@@ -9,7 +9,6 @@ store, so a caller can reach nothing else of it."""
 import enum
 import pickle
 
-from ..run_copy import course_copy
 from ..store import Store
 
 
@@ -35,8 +34,7 @@ class Op(enum.Enum):
     COURSE_COPY = enum.auto()
 
 
-# What a file process does for each operation: a store's method (or a
-# function of the files package), given the store.
+# What a file process does for each operation: a store's method, given the store.
 OPERATIONS = {
     Op.ENSURE_HOME: Store.ensure_home,
     Op.ENSURE_AREA: Store.ensure_area,
@@ -56,7 +54,7 @@ OPERATIONS = {
     Op.CHECK_RUNNABLE: Store.check_runnable,
     Op.QUOTA_PROBLEM: Store.quota_problem,
     Op.MEASURE: Store.measure,
-    Op.COURSE_COPY: course_copy,
+    Op.COURSE_COPY: Store.course_copy,
 }
 
 
