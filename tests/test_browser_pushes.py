@@ -119,6 +119,19 @@ def test_a_push_reaches_open_editors_and_the_report_says_who_got_what(start_serv
     expect(ben_row).to_contain_text("(ben)")
     push.get_by_role("button", name="Close").first.click()
 
+    # Ann changes hers again; the next version is sent beside it, and shows in her tree without a click.
+    editor(ann).click()
+    ann.keyboard.press("Control+End")
+    ann.keyboard.type("print('my second answer')")
+    expect(ann.locator("#save-status")).to_have_attribute("data-status", "saved")
+    put(grace, area, "lesson2.py", "# lesson 2, v4\n")
+    push, report = push_from_the_tree(teacher, area, "lesson2.py", changed=re.compile("Send it as a new file"))
+    expect(report.locator('tr[data-username="ann"]')).to_contain_text(
+        "lesson2.py: sent as a new file named lesson2 (teacher).py")
+    expect(ann.locator('.tree-section[data-area="home"] .tree-row[data-path="lesson2 (teacher).py"]')).to_be_visible()
+    expect(editor(ann)).to_contain_text("my second answer")
+    push.get_by_role("button", name="Close").first.click()
+
     # A course file named like markup: its name shows as text too; nothing ran.
     name = "<img src=x onerror=window.__pwned=2>.py"
     put(grace, area, name, "print('hi')\n")

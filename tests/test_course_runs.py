@@ -137,9 +137,10 @@ def test_students_run_a_course_file_of_their_class_in_their_own_sandbox_and_no_o
     # Not her class's course folder, another area, a bad one: refused, nothing runs.
     for client, spec, code in ((out, area, "not_your_class"), (ann, f"user/{teacher.username}", "not_runnable_here"),
                                (ann, "checks/1", "not_runnable_here"), (ann, 7, "bad_field"),
-                               (ann, "class/999999", None)):
+                               (ann, "class/999999", None), (ann, "class/abc", None), (ann, "class/", None),
+                               (ann, "class/1/../../home", None), (ann, "x" * 41, "bad_field")):
         message, rc = run_course(local_server, client, spec, "week2/lesson.py")
-        assert message["type"] == "error" and (code is None or message["error"] == code), message
+        assert message["type"] == "error" and message["error"] == (code or message["error"]) != "internal_error", message
         assert rc.output() == ""
     message, _ = run_course(local_server, ann, area, "week2")
     assert message["type"] == "error" and message["error"] == "not_a_file"
