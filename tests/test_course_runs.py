@@ -44,6 +44,15 @@ for name, attempt in tries.items():
 print("storage visible:", os.path.exists(STORAGE))
 print("unchanged:", open(__file__).read() == original, sorted(os.listdir(here)))
 '''
+FILL = """n = 0
+for size in (1 << 20, 4096):  # to the last page
+    try:
+        while True:
+            n += 1
+            open(f'/tmp/fill{n}', 'wb', buffering=0).write(b'x' * size)
+    except OSError as e:
+        print(e.strerror)
+"""
 LEFTOVERS = 'import glob\nprint("copies:", len(glob.glob("/tmp/pyclassroom-course-*")))\n'
 
 
@@ -146,3 +155,27 @@ def test_students_run_a_course_file_of_their_class_in_their_own_sandbox_and_no_o
     assert message["type"] == "error" and message["error"] == "not_a_file"
     message, _ = run_course(local_server, ann, area, "../../home/x.py")
     assert message["type"] == "error"
+
+
+def test_a_course_copy_that_cannot_be_made_whole_runs_nothing(local_server):
+    """An earlier run filled the sandbox's /tmp: the course file's copy
+    cannot be written, and neither half of it nor a file of the home's of
+    the same name runs."""
+    teacher, area = a_course(local_server)
+    put(teacher, "home", "lesson.py", "print('the home file of the same name')\n")
+    put(teacher, "home", "fill.py", FILL)
+
+    async def go():
+        async with RunClient(local_server.url, teacher.http.cookies.get_dict()) as rc:
+            filled = await rc.run("fill.py")
+            assert filled["reason"] == "ok" and rc.output() == "No space left on device\r\n" * 2, rc.messages
+            before = len(rc.messages)
+            await rc.send(type="run", area=area, path="week2/lesson.py")
+            return await rc.until("exit"), rc.messages[before:]
+    exit_, messages = asyncio.run(go())
+    out = "".join(m["data"] for m in messages if m["type"] == "output")
+    assert exit_["reason"] == "error" and "course-copy-not-made-tmp-is-full" in out, messages
+    assert "the home file" not in out and "Hello" not in out
+    # Nor was the copy made anywhere else (the home, where the program runs from).
+    assert [e["name"] for e in teacher.get("/api/files/home").json()["entries"]
+            if e["name"].startswith("pyclassroom")] == []

@@ -490,30 +490,36 @@ def make_copy(go):
     written read-only (files 0444 in folders 0555) to a new folder under
     /tmp, the sandbox's own: go["path"] becomes the file's path there, and
     the program runs in that folder (its modules import). The folder, to
-    discard after the run; None if it could not be made (the run then says
-    the file cannot be read). The course folder itself is never in a
-    sandbox: this copy is all a program can reach of it."""
+    discard after the run (None if none was made). A copy that could not
+    be made whole (/tmp full) runs nothing: the run says the file is not
+    there, as python3 would; never half a file, nor a file of the home's
+    of the same name. The course folder itself is never in a sandbox:
+    this copy is all a program can reach of it."""
     import tempfile
+    name = os.path.basename(go["path"])
+    go["path"] = os.path.join("/", "course-copy-not-made-tmp-is-full", name)  # until the copy is whole
     try:
-        top = tempfile.mkdtemp(prefix="pyclassroom-course-")
+        # Named: with no room in /tmp, tempfile would fall back to the working folder, the home.
+        top = tempfile.mkdtemp(prefix="pyclassroom-course-", dir="/tmp")
     except OSError:
         return None
     folder = os.path.join(top, "course")
     try:
         os.mkdir(folder, 0o700)
-        for name, data in go["copy"].items():
-            if not name or "/" in name or name in (".", ".."):
+        for file_name, data in go["copy"].items():
+            if not file_name or "/" in file_name or file_name in (".", ".."):
                 continue
-            fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+            fd = os.open(os.path.join(folder, file_name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o444)
             try:
                 write_all(fd, base64.b64decode(data))
             finally:
                 os.close(fd)
         os.chmod(folder, 0o555)
         os.chmod(top, 0o555)
-    except (OSError, ValueError, AttributeError):
-        pass  # what was written stays; a missing file is said by the run
-    go["path"] = os.path.join(folder, os.path.basename(go["path"]))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return top
+    go["path"] = os.path.join(folder, name)
     go["cwd"] = folder
     return top
 
