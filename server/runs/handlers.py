@@ -117,7 +117,8 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "watch":
             return self.start_watching()
         if kind == "run":
-            return self.manager.start(self.conn, *self.run_request(msg))
+            request = self.run_request(msg)  # checked before the database is asked anything
+            return self.manager.start(self.conn, *request, course=await self.course_of(msg))
         if kind == "check":
             return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
                                       _etag(msg))
@@ -136,6 +137,19 @@ class RunSocket(websocket.WebSocketHandler):
             await run.stop("killed")
         else:
             run.resize(_int(msg, "cols", 10, 500), _int(msg, "rows", 2, 200))
+
+    async def course_of(self, msg):
+        """The course folder a `run` names (`area`), if the user may read it
+        (its file then runs as a read-only copy); None for their home."""
+        spec = msg.get("area", "home")
+        if not isinstance(spec, str) or len(spec) > 40:
+            raise Refused(400, "bad_field", "'area' must be 'home' or a course folder ('course', 'class/<id>').")
+        if spec == "home":
+            return None
+        if spec != "course" and not spec.startswith("class/"):
+            raise Refused(400, "not_runnable_here", "Only your own files and the course folder's can be run. "
+                                                    "Copy this file to My files to run it.")
+        return await self.application.settings["ctx"].files.area(self.user, spec, write=False)
 
     @staticmethod
     def run_request(msg):

@@ -82,8 +82,10 @@ class RosterHandler(ApiHandler):
 class PushHandler(ApiHandler):
     """POST {"path": in the course folder, "area": "course" or "class/<id>"
     (default "course"), "students": [...] (default: the class's active
-    students)}: copy a starter file or folder into their homes; copies
-    they have not changed are updated, the others left."""
+    students), "changed": "keep" (default), "overwrite" or "new_file"}:
+    copy a starter file or folder into their homes; copies they have not
+    changed are updated, the others kept, overwritten (theirs kept in
+    history) or given the starter beside them."""
 
     async def post(self):
         teacher = await self.require_user("teacher", "admin")
@@ -93,7 +95,8 @@ class PushHandler(ApiHandler):
         chosen = self.field(body, "students", list, required=False)
         if chosen is not None and not all(isinstance(u, str) for u in chosen):
             raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
-        self.finish_json(await self.ctx.teaching.push(teacher, spec, source, chosen))
+        changed = self.field(body, "changed", str, max_len=20, required=False, default="keep")
+        self.finish_json(await self.ctx.teaching.push(teacher, spec, source, chosen, changed))
 
 
 class ClassSocket(websocket.WebSocketHandler):
