@@ -24,6 +24,7 @@ from .assist.service import Assist
 from .checks.grader import Grader
 from .executor import BoundedExecutor
 from .fifo import FifoGate
+from .inbox import Inbox
 from .exercises.service import Exercises
 from .files.changes import FileChanges
 from .files.processes import FileProcesses
@@ -89,7 +90,8 @@ async def open_database(ctx, dsn):
     storage_threads = BoundedExecutor("fs", ctx.cfg.FILE_THREADS, max_pending=4096)
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
+    ctx.inbox = Inbox(ctx.pool, ctx.notify)  # what teaching tells the students' open IDEs
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
                          lambda: ctx.draining)

@@ -121,12 +121,17 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     no_markup_ran(teacher)
 
     # A click on the group shows its ten students, and their names.
-    first.get_by_role("button").click()
+    first.locator(".group-btn").click()
     expect(teacher.locator(".tile:visible")).to_have_count(10)
     for client in runners:
         expect(tile(teacher, client.username)).to_be_visible()
     expect(first.locator(".group-names")).to_have_text(", ".join(f"Runner {i:02d}" for i in range(10)))
-    first.get_by_role("button").click()  # and again: everyone
+    # The group can be written to at once: the message form picks its ten.
+    first.get_by_role("button", name="Write to these students").click()
+    picked = teacher.locator("#class-side .talk-picker input:checked")
+    expect(picked).to_have_count(10)
+    assert sorted(picked.evaluate_all("(boxes) => boxes.map((b) => b.value)")) == sorted(c.username for c in runners)
+    first.locator(".group-btn").click()  # and again: everyone
     expect(teacher.locator(".tile:visible")).to_have_count(60)
 
     # Filters, search and sorting.

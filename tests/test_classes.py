@@ -229,3 +229,97 @@ def test_a_students_save_racing_a_repush_is_never_overwritten(school):
             else:
                 assert saved.status_code == 409 and now == f"# v{n}\n", (saved.text, now)
                 assert report["updated"] == {ann.username: ["s.py"]}
+
+
+def test_a_push_may_overwrite_changed_copies_keeping_theirs_in_history_or_send_a_new_file(school):
+    """Issue 24: "update everyone's copy anyway" replaces a changed copy and
+    keeps the student's version in its history (restorable); "send as a new
+    file" puts the starter beside theirs under a free name; the report says
+    who got what, by name."""
+    server, admin, people = school
+    mrs_a = people.teacher("mrs-a")
+    ann, ben, cat = (people.student(n, display_name=d) for n, d in
+                     (("ann", "Ann Smith"), ("ben", "Ben Jones"), ("cat", "Cat Lee")))
+    a = make_class(admin, "7A", mrs_a, ann, ben, cat)
+    area = f"class/{a}"
+    put(mrs_a, area, "lesson2.py", "# v1\n")
+    assert mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py"}).status_code == 200
+    for student, text in ((ann, "# ann's work\n"), (cat, "# cat's work\n")):
+        etag = student.get("/api/files/home/lesson2.py").json()["etag"]
+        assert put(student, "home", "lesson2.py", text, etag=etag).status_code == 200
+    etag = mrs_a.get(f"/api/files/{area}/lesson2.py").json()["etag"]
+    put(mrs_a, area, "lesson2.py", "# v2\n", etag=etag)
+
+    # Overwrite, for ann only: hers is the newest earlier version, and comes back.
+    r = mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py", "students": [ann.username],
+                                             "changed": "overwrite"})
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["changed"] == "overwrite" and report["names"] == {ann.username: "Ann Smith"}
+    [replaced] = report["replaced"][ann.username]
+    assert replaced["path"] == "lesson2.py" and replaced["version"]
+    assert report["skipped"] == {} and report["updated"] == {}
+    assert text_of(ann, "home", "lesson2.py") == "# v2\n"
+    versions = ann.get("/api/history/home/lesson2.py").json()["versions"]
+    assert versions[0]["version"] == replaced["version"]
+    kept = ann.get(f"/api/history/home/lesson2.py?version={replaced['version']}").json()
+    assert kept["content"] == "# ann's work\n"
+    r = ann.post("/api/files/home/lesson2.py", json={"action": "restore", "version": replaced["version"]})
+    assert r.status_code == 200, r.text
+    assert text_of(ann, "home", "lesson2.py") == "# ann's work\n"
+
+    # Send as a new file, to everyone: ben had not changed his (updated), ann and cat
+    # get "lesson2 (teacher).py" beside theirs; a file of that name of cat's is never overwritten.
+    put(cat, "home", "lesson2 (teacher).py", "# cat's own file of that name\n")
+    r = mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": "new_file"})
+    report = r.json()
+    assert report["names"] == {ann.username: "Ann Smith", ben.username: "Ben Jones", cat.username: "Cat Lee"}
+    assert report["updated"] == {ben.username: ["lesson2.py"]}
+    assert report["sent_as_new"] == {ann.username: [{"path": "lesson2.py", "as": "lesson2 (teacher).py"}],
+                                     cat.username: [{"path": "lesson2.py", "as": "lesson2 (teacher 2).py"}]}
+    assert text_of(ann, "home", "lesson2 (teacher).py") == "# v2\n"
+    assert text_of(ann, "home", "lesson2.py") == "# ann's work\n"
+    assert text_of(cat, "home", "lesson2 (teacher).py") == "# cat's own file of that name\n"
+    assert text_of(cat, "home", "lesson2 (teacher 2).py") == "# v2\n"
+    assert text_of(cat, "home", "lesson2.py") == "# cat's work\n"
+    # Sent again: found up to date beside theirs, no third copy.
+    report = mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": "new_file"}).json()
+    assert report["sent_as_new"] == {}
+    assert report["up_to_date"] == {ann.username: ["lesson2 (teacher).py"], ben.username: ["lesson2.py"],
+                                    cat.username: ["lesson2 (teacher 2).py"]}
+
+    # A bad choice changes nothing; the rights stay: only the class's teacher pushes.
+    r = mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": "everything"})
+    assert r.status_code == 400 and r.json()["error"] == "bad_field"
+    r = mrs_a.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": 3})
+    assert r.status_code == 400 and r.json()["error"] == "wrong_type"
+    assert text_of(cat, "home", "lesson2.py") == "# cat's work\n"
+    r = ann.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": "overwrite"})
+    assert r.status_code == 403
+    r = people.teacher("mr-x").post("/api/course/push", json={"area": area, "path": "lesson2.py",
+                                                              "changed": "overwrite"})
+    assert r.json()["error"] == "not_your_class"
+    assert text_of(cat, "home", "lesson2.py") == "# cat's work\n"
+
+
+def test_an_overwriting_push_never_replaces_a_copy_it_cannot_keep(start_server):
+    """A student whose home has no room for their version keeps their copy:
+    the report says so, and nothing of theirs is lost."""
+    server = start_server(QUOTA_BYTES="3000")
+    admin = server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    people = People(server)
+    mrs_a, ann = people.teacher("mrs-a"), people.student("ann")
+    a = make_class(admin, "7A", mrs_a, ann)
+    area = f"class/{a}"
+    put(mrs_a, area, "big.py", "# v1\n")
+    mrs_a.post("/api/course/push", json={"area": area, "path": "big.py"})
+    etag = ann.get("/api/files/home/big.py").json()["etag"]
+    mine = "# ann\n" + "x" * 1200 + "\n"
+    assert put(ann, "home", "big.py", mine, etag=etag).status_code == 200
+    etag = mrs_a.get(f"/api/files/{area}/big.py").json()["etag"]
+    put(mrs_a, area, "big.py", "# v2\n" + "y" * 1700 + "\n", etag=etag)
+    report = mrs_a.post("/api/course/push", json={"area": area, "path": "big.py", "changed": "overwrite"}).json()
+    assert report["replaced"] == {}
+    assert report["skipped"] == {ann.username: [{"path": "big.py", "reason": "quota_exceeded"}]}
+    assert text_of(ann, "home", "big.py") == mine

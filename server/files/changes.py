@@ -80,9 +80,13 @@ class FileChanges:
     # -- announcing -------------------------------------------------------------
 
     def announce(self, area_key: str, kind: str, path: str = "", *, etag: str | None = None,
-                 to: str | None = None, by: str = "you") -> None:
-        """`kind` happened to `path` in the area: told to every IDE that shows it."""
+                 to: str | None = None, by: str = "you", kept: str | None = None) -> None:
+        """`kind` happened to `path` in the area: told to every IDE that shows
+        it; `kept`: a push replaced the owner's own text, now this version in
+        the file's history."""
         change = {"kind": kind, "path": path, "by": by}
+        if kept is not None:
+            change["kept"] = kept
         if etag:
             change["etag"] = etag
         if to is not None:

@@ -1,42 +1,66 @@
 """Handing out starter files: a file or folder of a class's course folder
 copied into students' homes at the same path. A student's copy that they
 have not changed since the last push (its etag is still the one pushed) is
-replaced by the starter as it is now; anything else a student has there is
-theirs and is left, and reported. Blocking (it reads and saves through the
-store): the files service (service.py, `Files.push`) runs it in a file
-thread, for the teaching service."""
+replaced by the starter as it is now. One they changed (or a file of their
+own at that path) is, as the teacher chose (`CHANGED`):
+
+    keep       left as it is, and reported
+    overwrite  replaced by the starter; theirs becomes an earlier version in
+               the file's history (restorable there), and is never lost: if
+               their home has no room to keep it, nothing is replaced
+    new_file   left as it is; the starter arrives beside it under a free
+               name, `lesson2 (teacher).py` (`lesson2 (teacher 2).py` ...)
+
+Blocking (it reads and saves through the store): the files service
+(service.py, `Files.push`) runs it in a file thread, for the teaching
+service."""
 import logging
 from dataclasses import dataclass, field
 
 from ..errors import Refused
 from .area import Area
 from .history import etag_of
+from .paths import name_problem
 
 log = logging.getLogger(__name__)
+
+CHANGED = ("keep", "overwrite", "new_file")
+NEW_NAMES = 20  # names tried for a starter sent as a new file
 
 
 @dataclass
 class Pushed:
-    """What a push did, per student: paths copied (new), updated (their
-    unchanged copy replaced), up to date (they had this version); skipped
-    [{path, reason}] (reason 'changed': they have their own version); and
-    a sentence for homes that could not be written at all. `records` are
-    (username, path, etag) of the copies students now have as pushed."""
+    """What a push did, per student (username -> list): paths copied (new),
+    updated (their unchanged copy replaced), up to date (they had this
+    version); replaced [{path, version}] (their changed copy overwritten,
+    `version` the earlier version of theirs now in its history); sent_as_new
+    [{path, as}] (the starter saved beside theirs as `as`); skipped [{path,
+    reason}] (reason 'changed': they have their own version); and a
+    sentence for homes that could not be written at all. `records` are
+    (username, path, etag) of the copies students now have as pushed;
+    `announced` (username, path, etag, their kept version or None), the
+    saves their open IDEs are told of."""
     copied: dict = field(default_factory=dict)
     updated: dict = field(default_factory=dict)
     up_to_date: dict = field(default_factory=dict)
+    replaced: dict = field(default_factory=dict)
+    sent_as_new: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
     failed: dict = field(default_factory=dict)
     records: list = field(default_factory=list)
+    announced: list = field(default_factory=list)
 
     def report(self):
         return {"copied": self.copied, "updated": self.updated, "up_to_date": self.up_to_date,
-                "skipped": self.skipped, "failed": self.failed}
+                "replaced": self.replaced, "sent_as_new": self.sent_as_new, "skipped": self.skipped,
+                "failed": self.failed}
 
 
-def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_pushed: dict) -> Pushed:
+def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_pushed: dict,
+                    changed: str = "keep") -> Pushed:
     """Push `source` of the course area `course` to `usernames`;
-    `as_pushed`: {(username, path): etag} of the earlier pushes."""
+    `as_pushed`: {(username, path): etag} of the earlier pushes; `changed`:
+    what becomes of copies students changed (CHANGED)."""
     if store.is_dir(course, source):
         listing, _ = store.tree(course, source)
         files = [tuple(source) + tuple(e["path"].split("/")) for e in listing if e["kind"] == "file"]
@@ -57,7 +81,7 @@ def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_push
                 done.skipped.setdefault(username, []).append({"path": path, "reason": why})
                 continue
             try:
-                _push_one(store, username, f, data, as_pushed.get((username, path)), done)
+                _push_one(store, username, f, data, as_pushed.get((username, path)), changed, done)
             except Refused as e:
                 done.skipped.setdefault(username, []).append({"path": path, "reason": e.code})
             except Exception as e:  # one broken home must not stop the class's push
@@ -66,7 +90,7 @@ def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_push
     return done
 
 
-def _push_one(store, username, parts, data, pushed_etag, done):
+def _push_one(store, username, parts, data, pushed_etag, changed, done):
     """Copy, update or leave one file of one student, and say which."""
     path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
     outcome = done.copied
@@ -86,11 +110,66 @@ def _push_one(store, username, parts, data, pushed_etag, done):
             store.save(home, parts, data, if_match=None)
         elif current["etag"] == etag:
             outcome = done.up_to_date
+        elif changed == "overwrite":
+            return _overwrite(store, username, parts, data, current["etag"], done)
+        elif changed == "new_file":
+            return _beside(store, username, parts, data, done)
         else:
             done.skipped.setdefault(username, []).append({"path": path, "reason": "changed"})
             return
     outcome.setdefault(username, []).append(path)
     done.records.append((username, path, etag))
+    done.announced.append((username, path, etag, None))
+
+
+def _overwrite(store, username, parts, data, theirs, done):
+    """Replace the student's changed copy (still `theirs`: a save of theirs
+    meanwhile is not overwritten unseen), keeping it as a version."""
+    path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
+    try:
+        store.save(home, parts, data, if_match=theirs, keep_required=True)
+    except Refused as e:
+        reason = "changed" if e.code == "conflict" else e.code
+        done.skipped.setdefault(username, []).append({"path": path, "reason": reason})
+        return
+    version = next((v["version"] for v in store.history(home, parts) if v["etag"] == theirs), None)
+    done.replaced.setdefault(username, []).append({"path": path, "version": version})
+    done.records.append((username, path, etag))
+    done.announced.append((username, path, etag, version or ""))
+
+
+def _beside(store, username, parts, data, done):
+    """Save the starter beside the student's own copy under a free name (one
+    that holds this version already is found up to date)."""
+    path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
+    for name in new_names(parts[-1]):
+        target = parts[:-1] + (name,)
+        try:
+            store.save(home, target, data, if_match=None)
+        except Refused as e:
+            current = (e.extra or {}).get("current")
+            if e.code == "conflict" and current is not None and current["etag"] == etag:
+                done.up_to_date.setdefault(username, []).append("/".join(target))
+                return
+            if e.code in ("conflict", "not_a_file"):
+                continue  # taken: the next name
+            raise
+        done.sent_as_new.setdefault(username, []).append({"path": path, "as": "/".join(target)})
+        done.announced.append((username, "/".join(target), etag, None))
+        return
+    done.skipped.setdefault(username, []).append({"path": path, "reason": "no_free_name"})
+
+
+def new_names(name):
+    """`lesson2 (teacher).py`, `lesson2 (teacher 2).py`, ... for `lesson2.py`
+    (only names a file may have)."""
+    stem, dot, ext = name.rpartition(".")
+    if not stem:  # no extension, or a name like ".env"
+        stem, dot, ext = name, "", ""
+    for n in range(1, NEW_NAMES + 1):
+        candidate = f"{stem} (teacher{'' if n == 1 else ' ' + str(n)}){dot}{ext}"
+        if name_problem(candidate) is None:
+            yield candidate
 
 
 def _reason(e):

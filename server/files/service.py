@@ -196,19 +196,21 @@ class Files:
         return Area.home(owner)
 
     def _changed(self, username: str, area: Area, kind: str, path: str, etag: str | None = None,
-                to: str | None = None) -> None:
+                to: str | None = None, kept: str | None = None) -> None:
         """`username` changed `path` in `area`: every open IDE that shows the
         area is told (changes.py), as done by "you" in one's own home and by
         "teacher" anywhere else (a push, the course folder). One's own save
         is also when one last saved, for the teacher's roster: written with
         the worker's next flush of `save_times` (within a second), never by
         the save itself, which is done and must neither wait for a commit
-        nor fail because of one."""
+        nor fail because of one. `kept`: the save replaced the owner's own
+        text, kept as this version in its history ("" when its name is not
+        known)."""
         own = area.key == Area.home(username).key
         if kind == "save" and own:
             self.save_times.add(username, time.time())
         if self.changes is not None:
-            self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher")
+            self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher", kept=kept)
 
     async def _write_save_times(self, times: dict) -> None:
         # greatest(): another worker may have recorded a later save already.
@@ -321,14 +323,16 @@ class Files:
         return {"saved": saved, "refused": refused}
 
     async def push(self, username: str, course: Area, source: tuple, usernames: list[str],
-                   as_pushed: dict) -> Pushed:
+                   as_pushed: dict, changed: str = "keep") -> Pushed:
         """Copy `source` of the course area `course` into the homes of
-        `usernames` (push.py); their open editors show it at once."""
+        `usernames` (push.py; `changed`: what becomes of copies they
+        changed); their open editors show it at once, and one whose copy
+        was replaced is told where theirs is kept."""
         # A push writes into every chosen home: its deadline grows with the class.
         done = await self._threaded(username, "push", copy_into_homes, self.store, course, tuple(source), usernames,
-                                    as_pushed, seconds=self.cfg.FILE_DEADLINE * (2 + len(usernames) // 10))
-        for owner, pushed, etag in done.records:
-            self._changed(username, Area.home(owner), "save", pushed, etag)
+                                    as_pushed, changed, seconds=self.cfg.FILE_DEADLINE * (2 + len(usernames) // 10))
+        for owner, pushed, etag, kept in done.announced:
+            self._changed(username, Area.home(owner), "save", pushed, etag, kept=kept)
         return done
 
     async def ensure_area(self, username: str, area: Area) -> None:
@@ -342,6 +346,13 @@ class Files:
         """Refused unless `parts` is a file that may run, in a home within its
         quota; what the home holds (bytes) as recorded."""
         return await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+
+    async def course_copy(self, username: str, course: Area, parts: tuple) -> tuple[int, dict]:
+        """Refused unless `parts` is a file of the course area `course` that
+        `username` may run from their home, within its quota: (bytes the
+        home holds, {name: bytes} of the file and those beside it), which
+        the sandbox runs as a read-only copy (run_copy.py)."""
+        return await self._in_process(username, "run", Op.COURSE_COPY, course, parts, Area.home(username))
 
     async def quota_problem(self, username: str, area: Area) -> str | None:
         """While a program runs: the sentence saying the area is over its

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..errors import Refused
-from . import lock, paths, zipstream
+from . import lock, paths, run_copy, zipstream
 from .area import Area
 from .history import History, etag_of, etag_of_file
 from .paths import BadPath, NotAFile
@@ -348,17 +348,19 @@ class Store:
 
     # -- saving -----------------------------------------------------------
 
-    def save(self, area, parts, data, if_match):
+    def save(self, area, parts, data, if_match, keep_required=False):
         """Replace (if_match = the etag edited from, or '*') or create
-        (if_match None) a file; return its new meta with 'etag'."""
+        (if_match None) a file; return its new meta with 'etag'. With
+        `keep_required`, the old content must become a version (a push
+        that replaces a student's own): refused when there is no room."""
         if not parts:
             raise BadPath("bad_path", "name a file")
         self._check_file_size(len(data))
         self._slow_down()
         with self._locked(area):
-            return self._save(area, parts, data, if_match)
+            return self._save(area, parts, data, if_match, keep_required)
 
-    def _save(self, area, parts, data, if_match):
+    def _save(self, area, parts, data, if_match, keep_required=False):
         """save() for a caller that holds the area's lock."""
         self._check_file_size(len(data))
         fd, st = self._target(area, parts)
@@ -375,7 +377,7 @@ class Store:
             try:
                 self.quota.charge(area, len(data), 1 + made, shrinks=shrinks)
             except Refused:
-                if current is None:
+                if current is None or keep_required:
                     raise
                 # An edit is not refused for the version it would keep: without
                 # one it adds only its growth (and no file) to the home.
@@ -481,6 +483,16 @@ class Store:
         run's write budget is what the quota leaves)."""
         if not self.is_file(area, parts):
             raise Refused(400, "not_a_file", "Only a file can be run.")
+        return self.room_to_run(area)
+
+    def course_copy(self, course, parts, home):
+        """What running the course file `parts` from the home `home` is
+        given: (bytes the home holds, {name: bytes}) (run_copy.py)."""
+        return run_copy.course_copy(self, course, parts, home)
+
+    def room_to_run(self, area):
+        """The bytes the home `area` holds, for a run whose program may write
+        it; Refused when it is over its quota."""
         with self._locked(area):
             problem = self.quota.problem(area)
             used = self.quota.usage(area)[0]

@@ -6,7 +6,8 @@ message does wrong, its answer is an `error` message; whatever ends the
 socket, the manager is told, and the run stops and gives back its lock.
 After a `watch` message, the same socket tells the IDE of changes to the
 files it shows (the user's home, their classes' course folders:
-files/changes.py).
+files/changes.py) and what is said to the user (a teacher's message, a
+hand answered: server/inbox.py).
 """
 import asyncio
 import json
@@ -36,6 +37,7 @@ class RunSocket(websocket.WebSocketHandler):
         503) while the database cannot tell."""
         self.conn = None
         self.watch = None
+        self.box = None
         try:
             self.user, problem, self.token = await user_for_session(self)
         except Refused as e:  # the database is unavailable
@@ -59,8 +61,10 @@ class RunSocket(websocket.WebSocketHandler):
     def start_watching(self):
         if self.watch is not None:
             return
-        files = self.application.settings["ctx"].files
+        ctx = self.application.settings["ctx"]
+        files = ctx.files
         self.watch = files.changes.watch({Area.home(self.user["username"]).key: "home"}, self.send)
+        self.box = ctx.inbox.open(self.user["id"], self.send)
         asyncio.ensure_future(self.watch_courses(files))
 
     async def watch_courses(self, files):
@@ -78,6 +82,9 @@ class RunSocket(websocket.WebSocketHandler):
         if self.watch is not None:
             self.application.settings["ctx"].files.changes.unwatch(self.watch)
             self.watch = None
+        if self.box is not None:
+            self.application.settings["ctx"].inbox.close(self.box)
+            self.box = None
         if self.conn is not None:
             self.manager.closed(self.conn)
 
@@ -94,7 +101,8 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "watch":
             return self.start_watching()
         if kind == "run":
-            return self.manager.start(self.conn, *self.run_request(msg))
+            request = self.run_request(msg)  # checked before the database is asked anything
+            return self.manager.start(self.conn, *request, course=await self.course_of(msg))
         if kind == "viewing":
             return self.viewing(msg)
         if kind == "check":
@@ -123,6 +131,19 @@ class RunSocket(websocket.WebSocketHandler):
         if msg.get("path") is not None:
             path = "/".join(paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False))
         self.application.settings["ctx"].teaching.student_viewing(self.user, path)
+
+    async def course_of(self, msg):
+        """The course folder a `run` names (`area`), if the user may read it
+        (its file then runs as a read-only copy); None for their home."""
+        spec = msg.get("area", "home")
+        if not isinstance(spec, str) or len(spec) > 40:
+            raise Refused(400, "bad_field", "'area' must be 'home' or a course folder ('course', 'class/<id>').")
+        if spec == "home":
+            return None
+        if spec != "course" and not spec.startswith("class/"):
+            raise Refused(400, "not_runnable_here", "Only your own files and the course folder's can be run. "
+                                                    "Copy this file to My files to run it.")
+        return await self.application.settings["ctx"].files.area(self.user, spec, write=False)
 
     @staticmethod
     def run_request(msg):

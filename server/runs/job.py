@@ -66,7 +66,7 @@ class RunRequest:
     """Who runs what."""
     user: dict
     session: bytes  # the token hash of the session that asks: no run once it has ended
-    parts: tuple[str, ...]  # the file in the user's home
+    parts: tuple[str, ...]  # the file in the user's home (or in `course`)
     args: tuple[str, ...] = ()
     cols: int = 80
     rows: int = 24
@@ -78,6 +78,7 @@ class RunRequest:
     serve: dict | None = None  # the options of checking.py's serve mode: the program's functions serve a check
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
+    course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
 
 
 class RunSink(Protocol):
@@ -252,7 +253,11 @@ class Job:
         when nobody waits for it any more)."""
         jobs, request = self.jobs, self.request
         user, area = request.user, Area.home(request.user["username"])
-        used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
+        copy = None
+        if request.course is None:
+            used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
+        else:  # the course file and those beside it, run as a copy in the user's own sandbox
+            used, copy = await jobs.files.course_copy(user["username"], request.course, request.parts)
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)
@@ -292,8 +297,9 @@ class Job:
         if request.serve is not None:
             message = await self.run.check("serve", request.serve, request.nice)
         else:
-            message = await self.run.execute("/".join(request.parts), list(request.args), request.cols, request.rows,
-                                             request.etag, request.echo, request.nice, request.stdin)
+            path = request.parts[-1] if copy else "/".join(request.parts)
+            message = await self.run.execute(path, list(request.args), request.cols, request.rows,
+                                             request.etag, request.echo, request.nice, request.stdin, copy)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message

@@ -18,6 +18,7 @@ from typing import Callable
 from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
+from ..files.area import Area
 from .job import Job, Jobs, RunRequest, State
 from .run import Run
 
@@ -110,10 +111,13 @@ class RunManager:
     # -- runs -----------------------------------------------------------------
 
     def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int,
-              etag: str | None = None) -> None:
+              etag: str | None = None, course: Area | None = None) -> None:
+        """Run the file `parts` of the user's home, or of the course area
+        `course` (one they may read) as a read-only copy in their own sandbox."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
-        request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag, console=True)
+        request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag,
+                             course=course, console=True)
         job = conn.job = self.jobs.start(request, conn)
         job.task.add_done_callback(lambda _: self._after(conn, job))
 

@@ -155,13 +155,17 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None):
+    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None):
         """Start the program and stream it to the client; return the exit
         message. With `etag`, only if the file is that version. `echo`
         False: the terminal does not echo typed input (a check compares the
         output); `nice` (0..10): below interactive runs; `stdin`: typed in
-        at once, then the end of input (a check's given input)."""
+        at once, then the end of input (a check's given input); `copy`
+        ({name: bytes}, `path` one of them): run a read-only copy of these
+        files that the launcher makes, and discards after the run."""
         go = {"path": path, "args": args, "cols": cols, "rows": rows}
+        if copy is not None:
+            go["copy"] = {name: base64.b64encode(data).decode() for name, data in copy.items()}
         if etag:
             go["etag"] = etag
         typed = b"" if stdin is None else frame(b"d", stdin.encode("utf-8", "replace")) + frame(b"e")

@@ -1,5 +1,6 @@
 """HTTP and WebSocket endpoints of teaching: classes and their members, the
-roster, pushing starter files, and the live class view (/ws/class/<id>)."""
+roster, pushing starter files, the live class view (/ws/class/<id>), and
+talking to the class (messages, raised hands)."""
 import logging
 
 from tornado import websocket
@@ -10,6 +11,7 @@ from ..files import paths
 from ..sockets import answering, message_of, refuse, send_json
 from ..web import ApiError, ApiHandler, user_for_session
 from .classes import MAX_MEMBERS_CHANGE
+from .talk import MAX_FILE, MAX_NOTE, MAX_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,10 @@ class RosterHandler(ApiHandler):
 class PushHandler(ApiHandler):
     """POST {"path": in the course folder, "area": "course" or "class/<id>"
     (default "course"), "students": [...] (default: the class's active
-    students)}: copy a starter file or folder into their homes; copies
-    they have not changed are updated, the others left."""
+    students), "changed": "keep" (default), "overwrite" or "new_file"}:
+    copy a starter file or folder into their homes; copies they have not
+    changed are updated, the others kept, overwritten (theirs kept in
+    history) or given the starter beside them."""
 
     async def post(self):
         teacher = await self.require_user("teacher", "admin")
@@ -91,15 +95,18 @@ class PushHandler(ApiHandler):
         chosen = self.field(body, "students", list, required=False)
         if chosen is not None and not all(isinstance(u, str) for u in chosen):
             raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
-        self.finish_json(await self.ctx.teaching.push(teacher, spec, source, chosen))
+        changed = self.field(body, "changed", str, max_len=20, required=False, default="keep")
+        self.finish_json(await self.ctx.teaching.push(teacher, spec, source, chosen, changed))
 
 
 class ClassSocket(websocket.WebSocketHandler):
     """/ws/class/<id>: the live view of a class, for its teachers and admins.
     The server sends `snapshot` (every student) and `update` (those that
-    changed) messages. The client may send `{"type": "follow", "username"}`
-    (a student of the class; null: nobody): then `console` messages tell
-    that student's console (following.py); a refusal is an `error` message."""
+    changed) messages, with `hands` (the raised hands, oldest first)
+    whenever they changed. The client may send `{"type": "follow",
+    "username"}` (a student of the class; null: nobody): then `console`
+    messages tell that student's console (following.py); a refusal is an
+    `error` message."""
 
     @property
     def live(self):
@@ -160,3 +167,66 @@ class ClassSocket(websocket.WebSocketHandler):
 
     async def send(self, message):
         await send_json(self, message)
+
+
+# -- talking to the class (talk.py) ---------------------------------------------------
+
+
+class ClassMessagesHandler(ApiHandler):
+    """POST {"text", "students": [usernames] (default: the whole class)}
+    (the class's teachers, admins): a message to the students' open IDEs."""
+
+    async def post(self, number):
+        teacher = await self.require_user()
+        body = self.json_body()
+        text = self.field(body, "text", str, max_len=10 * MAX_TEXT)
+        chosen = self.field(body, "students", list, required=False)
+        if chosen is not None and (len(chosen) > MAX_MEMBERS_CHANGE or not all(
+                isinstance(u, str) and len(u) <= 64 for u in chosen)):
+            raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
+        self.finish_json(await self.ctx.teaching.talk.broadcast(teacher, class_id(number), text, chosen), 201)
+
+
+class TalkHandler(ApiHandler):
+    """GET: what an IDE opened now shows: the latest messages sent to the
+    user in the last minutes, and their raised hands."""
+
+    async def get(self):
+        self.finish_json(await self.ctx.teaching.talk.recent_for(await self.require_user()))
+
+
+class HandHandler(ApiHandler):
+    """POST {"note"?, "file"?, "line"?} (a student of the class): raise
+    one's hand; DELETE: lower it."""
+
+    async def post(self, number):
+        student = await self.require_user()
+        body = self.json_body()
+        note = self.field(body, "note", str, max_len=10 * MAX_NOTE, required=False, default="")
+        file = self.field(body, "file", str, max_len=10 * MAX_FILE, required=False)
+        line = self.field(body, "line", int, required=False)
+        self.finish_json({"hand": await self.ctx.teaching.talk.raise_hand(student, class_id(number), note, file,
+                                                                           line)})
+
+    async def delete(self, number):
+        await self.ctx.teaching.talk.lower_hand(await self.require_user(), class_id(number))
+        self.finish_json({"up": False})
+
+
+class HandsHandler(ApiHandler):
+    """GET (the class's teachers, admins): its raised hands, oldest first
+    (the live socket sends them too); DELETE .../hands/<username>: that
+    hand is answered."""
+
+    async def get(self, number, username=None):
+        teacher = await self.require_user()
+        if username:
+            raise ApiError(405, "method_not_allowed", "Read the whole queue: GET .../hands.")
+        self.finish_json({"hands": await self.ctx.teaching.talk.queue(teacher, class_id(number))})
+
+    async def delete(self, number, username=None):
+        teacher = await self.require_user()
+        if not username:
+            raise ApiError(405, "method_not_allowed", "Answer one student's hand: DELETE .../hands/<username>.")
+        await self.ctx.teaching.talk.answer(teacher, class_id(number), username)
+        self.finish_json({"answered": username})

@@ -15,6 +15,11 @@ again once it is back), and every RESYNC_SECONDS for what no announcement
 says (a worker that died and left its students online). The same pass ends
 the sockets of sessions that ended and of teachers who no longer teach the
 class.
+
+The class's raised hands (talk.py) come the same way on their own channel,
+'class_hands', with the class's id: each socket of the class is sent the
+whole queue again (`hands`, in the next snapshot or update), the newest
+replacing one not yet sent.
 """
 import asyncio
 import logging
@@ -25,11 +30,12 @@ from datetime import datetime, timezone
 from .. import db
 from ..accounts import sessions
 from ..config import Config
-from . import roster
+from . import roster, talk
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "class_live"
+HANDS_CHANNEL = "class_hands"
 GATHER_SECONDS = 0.1
 RESYNC_SECONDS = 10.0
 CLOSE_SESSION_ENDED = 4401  # as /ws/run's
@@ -51,6 +57,7 @@ class Watcher:
         self.send, self.close = send, close
         self.pending = {}  # username -> the newest row not yet sent
         self.snapshot = None  # a whole class waiting to be sent (replaces pending)
+        self.hands = None  # the class's queue of hands, waiting to be sent
         self.sending = None
         self.opened = time.monotonic()
 
@@ -59,17 +66,27 @@ class Watcher:
             self.snapshot, self.pending = students, {}
         else:
             self.pending.update((s["username"], s) for s in students)
+        self._wake()
+
+    def queue_hands(self, hands):
+        self.hands = hands
+        self._wake()
+
+    def _wake(self):
         if self.sending is None or self.sending.done():
             self.sending = asyncio.ensure_future(self._send_queued())
 
     async def _send_queued(self):
-        while self.snapshot is not None or self.pending:
+        while self.snapshot is not None or self.pending or self.hands is not None:
             if self.snapshot is not None:
-                message = {"type": "snapshot", "students": self.snapshot, "now": _now()}
+                message = {"type": "snapshot", "students": self.snapshot}
                 self.snapshot = None
             else:
-                message = {"type": "update", "students": list(self.pending.values()), "now": _now()}
+                message = {"type": "update", "students": list(self.pending.values())}
                 self.pending = {}
+            if self.hands is not None:
+                message["hands"], self.hands = self.hands, None
+            message["now"] = _now()
             await self.send(message)
 
 
@@ -81,18 +98,21 @@ class LiveView:
         self.watchers = defaultdict(set)  # class id -> {Watcher}
         self.announced = set()  # student ids announced, not yet read
         self.reading = None
+        self.hands_announced = set()  # class ids whose hands changed, not yet read
+        self.reading_hands = None
         self.task = None
         self.resyncing = None  # a resync asked for by a gap in the notifications
         self.gap_again = False  # a gap since that resync began
         if listener is not None:  # a notify.Listener, not started yet
             listener.listen(CHANNEL, self._announced)
+            listener.listen(HANDS_CHANNEL, self._hands_announced)
             listener.on_gap(self._gap)
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self._resync_forever())
 
     async def close(self) -> None:
-        for task in (self.task, self.resyncing):
+        for task in (self.task, self.resyncing, self.reading_hands):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -111,7 +131,9 @@ class LiveView:
             old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
         watcher = Watcher(user, token_hash, class_id, send, close)
         self.watchers[class_id].add(watcher)
-        watcher.queue(await self._class(class_id), whole=True)
+        students, hands = await self._class(class_id), await talk.queues(self.pool, [class_id])
+        watcher.queue_hands(hands[class_id])  # goes with the snapshot
+        watcher.queue(students, whole=True)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
@@ -146,6 +168,28 @@ class LiveView:
         except Exception as e:
             if not db.unavailable(e):  # the next resync sends them
                 log.exception("could not read the students announced for the live view")
+
+    def _hands_announced(self, payload: str) -> None:
+        if not payload.isdigit() or int(payload) not in self.watchers:
+            return
+        self.hands_announced.add(int(payload))
+        if self.reading_hands is None:
+            self.reading_hands = asyncio.ensure_future(self._read_hands())
+
+    async def _read_hands(self):
+        await asyncio.sleep(GATHER_SECONDS)
+        ids, self.hands_announced = [c for c in self.hands_announced if c in self.watchers], set()
+        self.reading_hands = None
+        try:
+            self._queue_hands(await talk.queues(self.pool, ids))
+        except Exception as e:
+            if not db.unavailable(e):  # the next resync sends them
+                log.exception("could not read the hands announced for the live view")
+
+    def _queue_hands(self, queues):
+        for class_id, hands in queues.items():
+            for watcher in self.watchers.get(class_id, ()):
+                watcher.queue_hands(hands)
 
     async def _class(self, class_id):
         return [s for _, s in await roster.students(self.pool, self.cfg, [class_id])]
@@ -197,6 +241,8 @@ class LiveView:
         by_class = defaultdict(list)
         for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers)):
             by_class[class_id].append(student)
+        hands = await talk.queues(self.pool, list(self.watchers))
+        self._queue_hands(hands)  # goes with the snapshots
         for class_id, watchers in list(self.watchers.items()):
             for w in watchers:
                 w.queue(by_class.get(class_id, []), whole=True)

@@ -1,12 +1,14 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (the files service's push, files/push.py); it implements the runs'
+folder (the files service's push, files/push.py), talking to the class
+(talk.py: messages and raised hands); it implements the runs'
 RunEvents (runs/events.py), so the live view knows who is online and
 running (activity.py) and a teacher may follow a student's console
 (consoles.py, following.py) and open file (viewing.py). Knows nothing of HTTP."""
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
+from ..files.push import CHANGED
 from ..files.service import Files
 from . import classes as classes_, roster
 from .activity import Activity
@@ -14,11 +16,12 @@ from .classes import Classes
 from .consoles import Consoles
 from .following import Follower, Following
 from .live import LiveView
+from .talk import Talk
 from .viewing import Viewing
 
 
 class Teaching:
-    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None):
+    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None, inbox=None):
         self.pool = pool
         self.files = files  # the files service
         self.cfg = cfg
@@ -28,6 +31,7 @@ class Teaching:
         self.consoles = Consoles(pool, self.activity.worker, listener)
         self.following = Following(pool, self.activity.worker, listener)
         self.viewing = Viewing(pool)  # a batch: flushed with the worker's others
+        self.talk = Talk(pool, classes, inbox)  # inbox: server.inbox.Inbox, the students' open IDEs
 
     def start(self) -> None:
         """The worker's background work: writing activity and followed
@@ -91,11 +95,17 @@ class Teaching:
         await self.files.ensure_area(actor, area)
         return made
 
-    async def push(self, teacher: dict, spec: str, source: tuple[str, ...], chosen: list[str] | None = None) -> dict:
+    async def push(self, teacher: dict, spec: str, source: tuple[str, ...], chosen: list[str] | None = None,
+                   changed: str = "keep") -> dict:
         """Push the file or folder `source` (path parts) of the course
         folder `spec` (`course`, `class/<id>`) to the active students of
-        its class, or to those `chosen` of them: the report of what was
-        copied, updated, up to date, skipped and failed, per student."""
+        its class, or to those `chosen` of them; copies students changed
+        are kept, overwritten (theirs kept in history) or get the starter
+        beside them, as `changed` says (files/push.py). The report of what
+        was copied, updated, up to date, replaced, sent as a new file,
+        skipped and failed, per student, and their display names."""
+        if changed not in CHANGED:
+            raise Refused(400, "bad_field", "'changed' must be one of: " + ", ".join(CHANGED) + ".")
         found = await self.classes.teaching(teacher, classes_.class_id_of(spec))
         area = classes_.area_of(found["id"], found["is_default"])
         students = await self.classes.students(found["id"])
@@ -113,7 +123,7 @@ class Teaching:
                WHERE p.user_id = ANY($1::bigint[]) AND (p.path = $2 OR left(p.path, length($2) + 1) = $2 || '/')""",
             [ids[u] for u in targets], path)
         as_pushed = {(r["username"], r["path"]): r["etag"] for r in rows}
-        done = await self.files.push(teacher["username"], area, tuple(source), targets, as_pushed)
+        done = await self.files.push(teacher["username"], area, tuple(source), targets, as_pushed, changed)
         if done.records:
             # Should this fail, the copies are there all the same; pushed
             # again, they are found up to date and recorded then.
@@ -123,4 +133,6 @@ class Teaching:
                    ON CONFLICT (user_id, path) DO UPDATE SET etag = EXCLUDED.etag, pushed_at = now()""",
                 [ids[u] for u, _, _ in done.records], [p for _, p, _ in done.records],
                 [e for _, _, e in done.records])
-        return {**done.report(), "students": len(targets), "class": found["id"]}
+        names = {s["username"]: s["display_name"] for s in students}
+        return {**done.report(), "students": len(targets), "class": found["id"], "changed": changed,
+                "names": {u: names[u] for u in targets}}

@@ -1,7 +1,9 @@
 // The live class socket (/ws/class/<id>): the server sends the whole class
-// ("snapshot") and then each student that changed ("update"); this keeps
-// the class's students by username and says what changed. It may follow
-// one student's console (`follow`: the server sends "console" messages). Reopened by
+// ("snapshot") and then each student that changed ("update"), either with
+// the queue of raised hands ("hands", oldest first) when it changed; this
+// keeps the class's students by username and the hands, and says what
+// changed. It may follow one student's console (`follow`: the server sends
+// "console" messages). Reopened by
 // itself with backoff, except when the server ended it for good: the
 // session ended (4401), the teacher no longer teaches the class (4403), or
 // the view was opened in too many other tabs (4002).
@@ -23,13 +25,14 @@ export class ClassSocket extends EventTarget {
   /**
    * events: "students" (detail: {saved: usernames whose last save is new,
    * checked: those whose last check of an exercise is new}),
-   * "state" (this.state: connecting | live | waiting | ended),
+   * "hands" (this.hands changed), "state" (this.state: connecting | live | waiting | ended),
    * "console" (detail: the followed student's console), "refused" (detail: an `error` message).
    */
   constructor(classId) {
     super();
     this.classId = classId;
     this.students = new Map(); // username -> the server's row
+    this.hands = []; // the raised hands, oldest first
     this.skew = 0; // server clock minus this browser's, in ms
     this.state = "connecting";
     this.attempt = 0;
@@ -93,6 +96,10 @@ export class ClassSocket extends EventTarget {
     }
     if (!Array.isArray(msg?.students)) return;
     if (msg.now) this.skew = Date.parse(msg.now) - Date.now();
+    if (Array.isArray(msg.hands)) {
+      this.hands = msg.hands;
+      this.dispatchEvent(new Event("hands"));
+    }
     const saved = [];
     const checked = [];
     const before = this.students;

@@ -1,13 +1,15 @@
 // The full-screen class view (/class/<id>): a tile per student (class-tiles.js),
 // the class's mistakes grouped (class-errors.js), live over the class's
-// socket (class-socket.js). Its side column (#class-side) is kept for the
-// teacher's messages to the class and the raised hands.
+// socket (class-socket.js). Its side column (#class-side) holds the raised
+// hands and the teacher's messages to the class (class-talk.js); an error
+// group's students can be written to at once.
 import { h, $, clear, toast } from "./dom.js";
 import { get, meWhenReachable, ApiError } from "./api.js";
 import { userMenu } from "./account.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { Tiles, FILTERS, SORTS } from "./class-tiles.js";
 import { errorGroups, describeGroup } from "./class-errors.js";
+import { ClassTalk } from "./class-talk.js";
 import "./settings.js"; // applies the theme
 
 const number = Number(location.pathname.split("/")[2]);
@@ -74,6 +76,7 @@ class ClassPage {
     clear($("#class-find"), this.search, this.sort);
     clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
     this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
+    this.talk = new ClassTalk($("#class-side"), { classId: klass.id, socket: this.socket });
     this.socket.addEventListener("students", () => this.tiles.update());
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
     this.socket.connect();
@@ -118,7 +121,9 @@ class ClassPage {
       h("button", { type: "button", class: "group-btn", "aria-pressed": String(g.key === this.group), dataset: { count: String(g.usernames.length) },
         onclick: () => this.show(g.key === this.group ? { filter: "all" } : { filter: "all", group: g.key }) },
       ...described(g)),
-      g.key === this.group ? h("p", { class: "group-names" }, names(g).join(", ")) : null)));
+      g.key === this.group ? [h("p", { class: "group-names" }, names(g).join(", ")),
+        h("button", { type: "button", class: "btn small group-message", onclick: () => this.talk.compose(g.usernames) },
+          "Write to these students")] : null)));
   }
 
   showState(code) {

@@ -116,6 +116,12 @@ export class Editor {
     this.view.focus();
   }
 
+  /** The line (from 1) the cursor is on. */
+  cursorLine() {
+    const { state } = this.view;
+    return state.doc.lineAt(state.selection.main.head).number;
+  }
+
   /** Put the cursor at the start of `line` of the shown file, in view. */
   goTo(line) {
     const { doc } = this.view.state;

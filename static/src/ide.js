@@ -2,8 +2,9 @@
 // pieces and wires them together. Each piece owns its job: workspace.js the
 // open files, autosave.js saving, conflicts.js conflicts, run.js running,
 // run-errors.js where a run's error is, exercises.js and check.js the
-// exercises, connection.js the link to the server, shortcuts.js the
-// keyboard, layout.js the panes, sidebar.js the side bar's tabs.
+// exercises, connection.js the link to the server, talk.js what the
+// teacher says and the student's raised hand, shortcuts.js the keyboard,
+// layout.js the panes, sidebar.js the side bar's tabs.
 import { $, clear, toast, debounce } from "./dom.js";
 import { get, meWhenReachable } from "./api.js";
 import { Saver, STATUS_TEXT } from "./autosave.js";
@@ -28,6 +29,7 @@ import { settings, settingsDialog } from "./settings.js";
 import { helpDialog } from "./help.js";
 import { showHistory } from "./history.js";
 import { userMenu } from "./account.js";
+import { StudentTalk } from "./talk.js";
 
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
 if (!user) {
@@ -127,6 +129,11 @@ if (user.role === "student") {
   });
 }
 new ConnectionBanner(socket, saver);
+// A teacher's messages and the hand: students only (teachers see the hands in the Class panel).
+if (user.role === "student") {
+  new StudentTalk({ socket, classes, username: user.username, backToEditor,
+    where: () => (tabs.current ? { file: tabs.current.path, line: editor.cursorLine() } : null) });
+}
 new SessionWatch(socket);
 
 // -- what shows which state ---------------------------------------------------

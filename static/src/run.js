@@ -2,11 +2,16 @@
 // console only shows, the socket only carries. Run saves the file first and
 // refuses to start what is not saved; the console's keystrokes reach the
 // program only while it runs. It keeps the end of the run's stderr, for the
-// page to mark where an error happened.
+// page to mark where an error happened. A course folder's file runs as a
+// read-only copy in the user's own sandbox (server/files/run_copy.py).
 import { $, toast } from "./dom.js";
 import { STATUS_TEXT } from "./autosave.js";
+import { isCourse } from "./api.js";
 
 const STDERR_KEPT = 64 * 1024; // of the end of a run's stderr: where its traceback is
+
+/** Files of these areas run: one's own, and a course folder's (as a read-only copy, on the server). */
+const runsHere = (area) => area === "home" || isCourse(area);
 
 export class RunControl extends EventTarget {
   /**
@@ -63,10 +68,11 @@ export class RunControl extends EventTarget {
   render() {
     const doc = this.current();
     const busy = this.state !== "idle";
-    const runnable = doc && doc.area === "home" && /\.pyw?$/i.test(doc.path);
+    const runnable = doc && runsHere(doc.area) && /\.pyw?$/i.test(doc.path);
     this.runButton.disabled = busy || !runnable || !!this.held;
-    this.runButton.title = this.held || (!doc ? "Open a file to run it" : doc.area !== "home"
-      ? "Only your own files can be run: copy it to My files first" : "Run the current file (Ctrl+Enter)");
+    this.runButton.title = this.held || (!doc ? "Open a file to run it" : !runsHere(doc.area)
+      ? "Only your own files and the course folder's can be run: copy it to My files first"
+      : isCourse(doc.area) ? "Run a read-only copy of this course file (Ctrl+Enter)" : "Run the current file (Ctrl+Enter)");
     this.stopButton.disabled = !this.running;
     document.body.classList.toggle("running", busy);
   }
@@ -78,8 +84,8 @@ export class RunControl extends EventTarget {
       toast(this.held, "warn");
       return;
     }
-    if (doc.area !== "home") {
-      toast("Only your own files can be run: copy this one to My files first.", "warn");
+    if (!runsHere(doc.area)) {
+      toast("Only your own files and the course folder's can be run: copy this one to My files first.", "warn");
       return;
     }
     this.setState("saving");
@@ -100,7 +106,12 @@ export class RunControl extends EventTarget {
         this.stderr = "";
         // The version on screen: the server runs that one or nothing (reason "changed").
         this.ran = doc;
-        this.socket.send({ type: "run", path: doc.path, etag: doc.etag, ...this.output.size() });
+        if (isCourse(doc.area)) {
+          this.output.note(`Running a read-only copy of ${doc.path} from the course folder, in your own sandbox: `
+            + "the program cannot change the course folder, and files it writes beside itself are refused. "
+            + "To change it, copy it to My files.");
+        }
+        this.socket.send({ type: "run", area: doc.area, path: doc.path, etag: doc.etag, ...this.output.size() });
         next = "running";
       }
     } finally {

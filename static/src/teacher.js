@@ -4,7 +4,7 @@
 // and files (read-only, following their saves, with a copy into the
 // teacher's own files to run there), and pushing starter files from a
 // class's course folder to its students. Its exercises and gradebook are
-// class-exercises.js's.
+// class-exercises.js's; raised hands and messages to the class, class-talk.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
@@ -13,6 +13,7 @@ import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
 import { StudentDetail } from "./student-detail.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
+import { ClassTalk } from "./class-talk.js";
 
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
@@ -68,12 +69,15 @@ class ClassView extends EventTarget {
     this.files = h("div", { class: "student-files" });
     this.detailEl = h("div", { class: "detail-host" });
     this.detail = null;
+    this.talkEl = h("div", { class: "class-talk-host" });
+    this.talk = null; // ClassTalk: raised hands and messages to the class
     this.exercises = new ClassExercises();
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState, this.fullScreen),
-      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.detailEl, this.exercises.el, this.files);
+      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list,
+      this.detailEl, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -102,6 +106,8 @@ class ClassView extends EventTarget {
     this.detail?.close();
     this.detail = new StudentDetail(this.detailEl, { socket: this.socket });
     this.detail.addEventListener("copy", (e) => this.dispatchEvent(new CustomEvent("copy", { detail: e.detail })));
+    this.talk?.close();
+    this.talk = new ClassTalk(this.talkEl, { classId: id, socket: this.socket });
     this.socket.connect();
     this.exercises.show(id, this.classes.find((c) => c.id === id).name);
     this.render();
@@ -238,22 +244,25 @@ export async function pushDialog(area, path, classes) {
   const picker = new Picker(students);
   for (const r of [everyone, some]) r.addEventListener("change", () => picker.enable(some.checked));
   const report = h("div", { class: "push-report", role: "status", "aria-live": "polite" });
+  const changed = CHANGED.map((c, i) => ({ ...c, input: h("input", { type: "radio", name: "push-changed", value: c.id, checked: i === 0 }) }));
   return openDialog({
     title: `Send ${path} to ${found.name}`,
     wide: true,
     body: h("div", { class: "form" },
       h("p", {}, `A copy of ${path} goes into each student's files, at the same place. `
-        + "A copy a student has not changed since the last send is replaced by this version; "
-        + "one they changed (or a file of their own there) is left as it is, and listed below."),
+        + "A copy a student has not changed since the last send is replaced by this version."),
       h("label", { class: "check" }, everyone, `All active students of ${found.name} (${students.length})`),
       h("label", { class: "check" }, some, "Only these:"),
-      picker.el, report),
+      picker.el,
+      h("fieldset", { class: "push-changed" }, h("legend", {}, "If a student changed their copy (or has a file of their own there):"),
+        changed.map((c) => h("label", { class: "check" }, c.input, c.label))),
+      report),
     buttons: [
       { label: "Close", value: null },
       {
         label: "Send", kind: "primary", id: "push-send",
         action: async (close, button) => {
-          const body = { area, path };
+          const body = { area, path, changed: changed.find((c) => c.input.checked).id };
           if (some.checked) body.students = picker.chosen();
           if (body.students && !body.students.length) {
             clear(report, h("p", { class: "field-error" }, "Choose at least one student."));
@@ -320,21 +329,50 @@ class Picker {
   }
 }
 
+const CHANGED = [
+  { id: "keep", label: "Leave theirs as it is (they are listed below)" },
+  { id: "overwrite", label: "Update everyone's copy anyway: theirs is kept in the file's history, where they can get it back" },
+  { id: "new_file", label: "Send it as a new file beside theirs, e.g. lesson2 (teacher).py" },
+];
+
+const REASONS = { changed: "they changed their copy: theirs is left as it is",
+  quota_exceeded: "their folder is full: nothing was replaced",
+  no_free_name: "no free name was found for a new file", file_too_large: "the file is too large to send",
+  not_a_file: "a folder of theirs has this name" };
+
+/** What one student got, as sentences (one per file). */
+function outcomes(r, u) {
+  const each = (key, say) => (r[key]?.[u] || []).map(say);
+  if (r.failed[u]) return [[ "failed", r.failed[u] ]];
+  return [
+    ...each("copied", (p) => ["copied", `${p}: a new copy`]),
+    ...each("updated", (p) => ["updated", `${p}: updated (they had not changed it)`]),
+    ...each("replaced", (x) => ["replaced", `${x.path}: replaced; their version is kept in the file's history`]),
+    ...each("sent_as_new", (x) => ["sent_as_new", `${x.path}: sent as a new file named ${x.as}`]),
+    ...each("up_to_date", (p) => ["up_to_date", `${p}: already up to date`]),
+    ...each("skipped", (x) => ["skipped", `${x.path}: skipped, ${REASONS[x.reason] || x.reason.replace(/_/g, " ")}`]),
+  ];
+}
+
+/** Who got what, by the students' names (usernames beside). */
 function showReport(el, r) {
-  const users = (key) => Object.keys(r[key] || {});
-  const changed = (u) => (r.skipped[u] || []).filter((s) => s.reason === "changed");
-  const kept = Object.keys(r.skipped).filter((u) => changed(u).length);
-  const reason = (s) => (s.reason === "changed" ? "theirs, left as it is" : s.reason.replace(/_/g, " "));
+  const users = Object.keys(r.names).sort((a, b) => r.names[a].localeCompare(r.names[b]) || a.localeCompare(b));
+  const count = (key) => users.filter((u) => r[key]?.[u]?.length).length;
+  const kept = users.filter((u) => (r.skipped[u] || []).some((s) => s.reason === "changed")).length;
+  const failed = users.filter((u) => r.failed[u]);
   clear(el,
-    h("p", { class: "ok" }, `Copied to ${users("copied").length} of ${r.students} students; `
-      + `updated for ${users("updated").length} (they had not changed it); `
-      + `${users("up_to_date").length} already had this version; `
-      + `${kept.length} kept their own version.`),
-    Object.keys(r.failed).length ? h("p", { class: "field-error" }, `Could not write for ${Object.keys(r.failed).join(", ")}.`) : null,
+    h("p", { class: "ok" }, [`Copied to ${count("copied")} of ${r.students} students`,
+      count("updated") && `updated for ${count("updated")} (they had not changed it)`,
+      count("replaced") && `replaced for ${count("replaced")} (their version kept in its history)`,
+      count("sent_as_new") && `sent as a new file to ${count("sent_as_new")}`,
+      count("up_to_date") && `${count("up_to_date")} already had this version`,
+      kept && `${kept} kept their own version`].filter(Boolean).join("; ") + "."),
+    failed.length ? h("p", { class: "field-error" }, `Could not write for ${failed.map((u) => r.names[u]).join(", ")}.`) : null,
     h("table", { class: "report" },
-      h("thead", {}, h("tr", {}, ["Student", "Copied", "Updated", "Left or skipped"].map((c) => h("th", { scope: "col" }, c)))),
-      h("tbody", {}, [...new Set([...users("copied"), ...users("updated"), ...users("skipped"), ...users("failed")])].sort().map((u) =>
-        h("tr", { dataset: { username: u } }, h("td", {}, u), h("td", {}, (r.copied[u] || []).join(", ") || "—"),
-          h("td", {}, (r.updated[u] || []).join(", ") || "—"),
-          h("td", {}, r.failed[u] || (r.skipped[u] || []).map((s) => `${s.path} (${reason(s)})`).join(", ") || "—"))))));
+      h("thead", {}, h("tr", {}, ["Student", "What they got"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, users.map((u) =>
+        h("tr", { dataset: { username: u } },
+          h("td", {}, h("span", { class: "student-name" }, r.names[u]), h("span", { class: "hint" }, ` (${u})`)),
+          h("td", {}, h("ul", { class: "push-outcomes" },
+            outcomes(r, u).map(([kind, text]) => h("li", { dataset: { outcome: kind } }, text)))))))));
 }

@@ -109,7 +109,7 @@ export class Workspace extends EventTarget {
     const student = doc.area.startsWith("user/");
     const whose = isCourse(doc.area) ? "the course folder" : `${doc.area.slice(5)}'s files`;
     clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}`
-      + (student ? "; it follows their saves." : ".")),
+      + (student ? "; it follows their saves." : "; Run runs a read-only copy of it.")),
       (isCourse(doc.area) && !this.staff) || student ? h("button", { class: "btn small", type: "button",
         onclick: () => this.copyToHome(doc.area, doc.path) }, student ? "Copy to my files to run it" : "Copy to my files") : null,
       h("button", { class: "btn small ghost", type: "button", onclick: () => this.refresh(doc, true) }, "Reload"));
@@ -170,7 +170,7 @@ export class Workspace extends EventTarget {
         for (const doc of inArea()) this.catchUp(doc, "program");
       } else if (c.kind === "save") {
         const doc = this.tabs.find(`${area}:${c.path}`);
-        if (doc) this.catchUp(doc, c.by, c.etag);
+        if (doc) this.catchUp(doc, c.by, c.etag, c.kept);
       } else if (c.kind === "move") {
         this.movedElsewhere(area, c.path, c.to);
       } else if (c.kind === "delete") {
@@ -179,8 +179,10 @@ export class Workspace extends EventTarget {
     }
   }
 
-  /** Show `doc`'s version on the server if it is another (`etag`, when told). */
-  async catchUp(doc, by, etag) {
+  /** Show `doc`'s version on the server if it is another (`etag`, when
+   * told); `kept` (a string): the teacher's push replaced the student's own
+   * text, which is now an earlier version in the file's history. */
+  async catchUp(doc, by, etag, kept) {
     if (doc.inflight) await doc.inflight.catch(() => {}); // our own save's news may come before its answer
     if (etag && etag === doc.etag) return;
     let data;
@@ -199,6 +201,11 @@ export class Workspace extends EventTarget {
       return;
     }
     doc.showVersion(data);
+    if (typeof kept === "string") {
+      toast(`Your teacher replaced ${doc.name} with their version. Yours is not lost: it is kept in the file's `
+        + "History (the History button at the top), where you can open or restore it.", "warn", 12000);
+      return;
+    }
     toast(by === "teacher" ? `Your teacher updated ${doc.name}.`
       : by === "program" ? `Your program wrote ${doc.name}.`
         : by === "you" ? `${doc.name} was saved from another tab or computer: showing that version.`

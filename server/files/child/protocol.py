@@ -31,6 +31,7 @@ class Op(enum.Enum):
     CHECK_RUNNABLE = enum.auto()
     QUOTA_PROBLEM = enum.auto()
     MEASURE = enum.auto()
+    COURSE_COPY = enum.auto()
 
 
 # What a file process does for each operation: a store's method, given the store.
@@ -53,6 +54,7 @@ OPERATIONS = {
     Op.CHECK_RUNNABLE: Store.check_runnable,
     Op.QUOTA_PROBLEM: Store.quota_problem,
     Op.MEASURE: Store.measure,
+    Op.COURSE_COPY: Store.course_copy,
 }
 
 

@@ -28,7 +28,7 @@ needs nothing but a Python interpreter. The launcher
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
   server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?, "channel"?, "echo"?,
-                             "nice"?, "mode"?, "code"?, "options"?}   d stdin bytes
+                             "nice"?, "mode"?, "code"?, "options"?, "copy"?}   d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
                        c a line for the program's channel   C end of the channel
   launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
@@ -41,7 +41,10 @@ a socket at fd 3 (PYCLASSROOM_CHANNEL=3) carrying lines of JSON both ways
 (see Channel). "echo": false turns the terminal's echo off; "nice": N
 (0..10) lowers the program's priority. With "mode" ("serve" or "test"),
 no file is run: the check's code (checking.py, sent as "code") runs in its
-place as main(mode, options, channel fd).
+place as main(mode, options, channel fd). With "copy" ({name: base64}: a
+course folder's file and those beside it), the launcher writes them
+read-only into a folder of the sandbox's /tmp, runs "path" there, and
+removes the folder after the run (make_copy).
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -297,6 +300,8 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
             script = os.path.abspath(path)
             sys.argv = [path] + list(go.get("args", []))
             sys.path[0:0] = [os.path.dirname(script)]
+            if go.get("cwd"):  # a course file's read-only copy runs where its files are
+                os.chdir(go["cwd"])
             run_script(script, source)
     except SystemExit as e:
         if e.code is None:
@@ -460,15 +465,83 @@ def main():
         go = wait_for_go(frames)
         if go is None:
             os._exit(0)  # the server went away before the run started
-        source = None if go.get("mode") else read_program(go["path"])  # a check runs no file
-        etag = go.get("etag")
-        if etag and not go.get("mode") and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
-            # Not the text the student's editor shows: nothing runs.
-            send(b"X", json.dumps({"code": None, "signal": None, "changed": True}).encode())
-            continue
-        result = run_once(go, source, frames, wake_r, limits)
+        copy = make_copy(go) if go.get("copy") else None
+        try:
+            result = run_checked(go, frames, wake_r, limits)
+        finally:
+            if copy:
+                discard_copy(copy)
         send(b"X", json.dumps(result).encode())
     os._exit(0)
+
+
+def run_checked(go, frames, wake_r, limits):
+    """One run, if its file is the version the student's editor shows (its
+    etag, when given): the exit to report."""
+    source = None if go.get("mode") else read_program(go["path"])  # a check runs no file
+    etag = go.get("etag")
+    if etag and not go.get("mode") and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
+        return {"code": None, "signal": None, "changed": True}  # nothing runs
+    return run_once(go, source, frames, wake_r, limits)
+
+
+def make_copy(go):
+    """The course folder's files a run was sent (go["copy"]: {name: base64}),
+    written read-only (files 0444 in folders 0555) to a new folder under
+    /tmp, the sandbox's own: go["path"] becomes the file's path there, and
+    the program runs in that folder (its modules import). The folder, to
+    discard after the run (None if none was made). A copy that could not
+    be made whole (/tmp full) runs nothing: the run says the file is not
+    there, as python3 would; never half a file, nor a file of the home's
+    of the same name. The course folder itself is never in a sandbox:
+    this copy is all a program can reach of it."""
+    import tempfile
+    name = os.path.basename(go["path"])
+    go["path"] = os.path.join("/", "course-copy-not-made-tmp-is-full", name)  # until the copy is whole
+    try:
+        # Named: with no room in /tmp, tempfile would fall back to the working folder, the home.
+        top = tempfile.mkdtemp(prefix="pyclassroom-course-", dir="/tmp")
+    except OSError:
+        return None
+    folder = os.path.join(top, "course")
+    try:
+        os.mkdir(folder, 0o700)
+        for file_name, data in go["copy"].items():
+            if not file_name or "/" in file_name or file_name in (".", ".."):
+                continue
+            fd = os.open(os.path.join(folder, file_name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o444)
+            try:
+                write_all(fd, base64.b64decode(data))
+            finally:
+                os.close(fd)
+        os.chmod(folder, 0o555)
+        os.chmod(top, 0o555)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return top
+    go["path"] = os.path.join(folder, name)
+    go["cwd"] = folder
+    return top
+
+
+def discard_copy(top):
+    """Remove a run's copy, whatever its program did to it (it has ended:
+    nothing of it is left to race)."""
+    import shutil
+
+    def writable_then_again(function, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+            function(path)
+        except OSError:
+            pass
+    try:
+        os.chmod(top, 0o700)
+    except OSError:
+        pass
+    shutil.rmtree(top, onerror=writable_then_again)
 
 
 class FrameReader:
