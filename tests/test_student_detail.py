@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 
 from loadtest.run_client import RunClient
+from server import notify
 from server.teaching import consoles
 from server.teaching.consoles import MAX_FIGURES, MAX_TEXT, Console, Consoles
 from tests.conftest import RUN_LIMITS, People, _shared
@@ -118,6 +119,35 @@ def test_a_teacher_follows_a_students_console_run_on_the_other_worker(runs_serve
             assert (await rc.run("again.py"))["reason"] == "ok"
             with pytest.raises(asyncio.TimeoutError):
                 await next_of(ws, "console", timeout=2)
+
+    asyncio.run(story())
+
+
+def test_following_goes_on_after_the_workers_lose_their_notifications(runs_server2):
+    """Every worker's listening connection is cut (a database restart, a
+    failover): once they listen again, the teacher still follows her."""
+    server = runs_server2
+    people = People(server)
+    teacher, ada = people.teacher("mrs-t"), people.student("ada")
+    number = a_class(server, teacher, ada)
+    save(ada, "one.py", "print('first program')\n")
+    save(ada, "two.py", "print('second program')\n")
+    dsn = server.env["DATABASE_URL"]
+    listening = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                 f"AND application_name = '{notify.APPLICATION_NAME}'")
+
+    async def story():
+        async with watching(server, teacher, number) as (ws, _pid), \
+                RunClient(server.url, ada.http.cookies.get_dict()) as rc:
+            await ws.send_json({"type": "follow", "username": ada.username})
+            assert (await rc.run("one.py"))["reason"] == "ok"
+            await console_until(ws, lambda c, f: "first program" in text_of(c) and c["exit"])
+            before = {pid for (pid,) in sql(dsn, listening)}
+            sql(dsn, "SELECT pg_terminate_backend(pid) FROM (" + listening + ") AS l")
+            assert wait_for(lambda: len({pid for (pid,) in sql(dsn, listening)} - before) >= len(before)), \
+                "the workers never listened again"
+            assert (await rc.run("two.py"))["reason"] == "ok"
+            await console_until(ws, lambda c, f: "second program" in text_of(c) and c["exit"])
 
     asyncio.run(story())
 
