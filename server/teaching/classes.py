@@ -200,7 +200,9 @@ class Classes:
     async def change_members(self, actor: str, class_id: int, add: list[str], remove: list[str]) -> dict:
         """Put teachers and students into a class and take others out (all
         or nothing): {"added": n, "removed": n}. Someone taken out of their
-        last class is in the default class again."""
+        last class is in the default class again; a teacher in no class who has
+        signed in stays in the default class on joining another
+        (_keep_default_for_teachers)."""
         if len(add) + len(remove) > MAX_MEMBERS_CHANGE:
             raise Refused(400, "too_many", f"Change at most {MAX_MEMBERS_CHANGE} members at a time.")
         names = [rules.normalize_username(u) for u in add + remove]
@@ -216,13 +218,33 @@ class Classes:
             if admins:
                 raise Refused(400, "admins_have_no_class",
                               "Admins reach every class and are in none: " + ", ".join(admins[:20]))
+            adding = [found[rules.normalize_username(u)]["id"] for u in add]
+            kept = await _keep_default_for_teachers(conn, class_id, adding)
             added = await conn.fetch(
                 """INSERT INTO class_members (class_id, user_id) SELECT $1, unnest($2::bigint[])
                    ON CONFLICT DO NOTHING RETURNING user_id""",
-                class_id, [found[rules.normalize_username(u)]["id"] for u in add])
+                class_id, adding)
             removed = await conn.fetch(
                 "DELETE FROM class_members WHERE class_id = $1 AND user_id = ANY($2::bigint[]) RETURNING user_id",
                 class_id, [found[rules.normalize_username(u)]["id"] for u in remove])
-            await audit(conn, actor, "class_members", str(class_id), added=len(added), removed=len(removed))
+            await audit(conn, actor, "class_members", str(class_id), added=len(added), removed=len(removed),
+                        kept_in_default=kept)
         return {"added": len(added), "removed": len(removed)}
 
+
+async def _keep_default_for_teachers(conn, class_id, user_ids):
+    """Before teachers in no class join another: make their place in the
+    default class explicit, so that they keep teaching it. Being in no
+    class is what put them there, and joining silently ended it: the
+    students they taught vanished from /teacher. Only teachers who have
+    signed in (and so have seen the default class) keep it: a new teacher
+    put into their class sees just that one. Students move: the default
+    class holds the students no class has. How many teachers kept it."""
+    status = await conn.execute(
+        """INSERT INTO class_members (class_id, user_id)
+           SELECT d.id, u.id FROM classes d JOIN users u ON u.id = ANY($2::bigint[])
+           WHERE d.is_default AND d.id <> $1 AND u.role = 'teacher'
+             AND NOT EXISTS (SELECT 1 FROM class_members m WHERE m.user_id = u.id)
+             AND EXISTS (SELECT 1 FROM audit_log a WHERE a.action = 'login' AND a.actor = u.username)
+           ON CONFLICT DO NOTHING""", class_id, user_ids)
+    return int(status.split()[-1])
