@@ -15,8 +15,8 @@ from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, Up
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, NotFoundHandler, TeacherPage
 from .runs.handlers import RunSocket
-from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassSocket, PushHandler,
-                                RosterHandler)
+from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassPasswordsHandler, ClassSocket,
+                                PushHandler, RosterHandler)
 from .web import WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
@@ -47,6 +47,7 @@ ROUTES = [
     (r"/api/classes", ClassesHandler),
     (r"/api/classes/([0-9]{1,18})", ClassHandler),
     (r"/api/classes/([0-9]{1,18})/members", ClassMembersHandler),
+    (r"/api/classes/([0-9]{1,18})/passwords", ClassPasswordsHandler),
     (r"/api/classes/([0-9]{1,18})/exercises", ClassExercisesHandler),
     (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}", ClassExerciseHandler),
     (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}/attempts/([^/]+)", AttemptHandler),

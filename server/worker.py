@@ -89,7 +89,7 @@ async def open_database(ctx, dsn):
     storage_threads = BoundedExecutor("fs", ctx.cfg.FILE_THREADS, max_pending=4096)
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
                          lambda: ctx.draining)

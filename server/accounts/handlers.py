@@ -1,7 +1,7 @@
 """HTTP endpoints of accounts: sign in and out, who am I, one's password,
 and the admin's account administration. Each parses, authorizes, calls
 the Accounts service (service.py) and answers."""
-from .. import metrics
+from .. import metrics, public_url
 from ..errors import Refused
 from ..web import SESSION_COOKIE, ApiError, ApiHandler, is_https, set_session_cookie
 from . import devices
@@ -86,7 +86,8 @@ class ImportUsersHandler(ApiHandler):
     async def post(self):
         admin = await self.require_user("admin")
         text = self.field(self.json_body(), "csv", str, max_len=1 << 20)
-        self.finish_json(await self.ctx.accounts.import_csv(admin["username"], text))
+        report = await self.ctx.accounts.import_csv(admin["username"], text)
+        self.finish_json({**report, "sign_in_at": public_url.sign_in_at(self.ctx.cfg)})
 
 
 class UserPasswordHandler(ApiHandler):

@@ -161,6 +161,32 @@ class Classes:
             """SELECT u.id, u.username, u.display_name FROM class_membership m JOIN users u ON u.id = m.user_id
                WHERE m.class_id = $1 AND u.role = 'student' AND u.active ORDER BY u.username""", class_id)
 
+    async def own_students(self, user: dict, class_id: int, usernames: list[str] | None = None
+                           ) -> tuple[asyncpg.Record, list[asyncpg.Record]]:
+        """The class and (id, username, display_name) of the students of it
+        named (None: its active students) if `user` teaches it or is an
+        admin: whose passwords they may reset. Refused 403, naming them,
+        for staff (an admin resets those, in Accounts) and for anyone who
+        is not a student of this class."""
+        found = await self.teaching(user, class_id)
+        if usernames is None:
+            return found, await self.students(found["id"])
+        names = list(dict.fromkeys(rules.normalize_username(u) for u in usernames))
+        rows = await self.pool.fetch(
+            """SELECT u.id, u.username, u.display_name, u.role,
+                      EXISTS (SELECT 1 FROM class_membership m WHERE m.class_id = $2 AND m.user_id = u.id) AS member
+               FROM users u WHERE u.username = ANY($1::text[])""", names, found["id"])
+        by_name = {r["username"]: r for r in rows}
+        staff = [u for u in names if u in by_name and by_name[u]["role"] != "student"]
+        if staff:
+            raise Refused(403, "staff_password", "Passwords of teachers and admins are not reset here; an admin "
+                          f"resets them in Administration, Accounts ({', '.join(staff[:20])}).", users=staff)
+        outsiders = [u for u in names if u not in by_name or not by_name[u]["member"]]
+        if outsiders:
+            raise Refused(403, "not_your_student", f"Only the passwords of students of {found['name']} can be "
+                          f"reset here; these are not: {', '.join(outsiders[:20])}.", users=outsiders)
+        return found, [by_name[u] for u in names]
+
     async def members(self, class_id: int) -> list[dict]:
         """Everyone in a class: its teachers and students, and whether they
         were put there (False: in no class, so in the default one)."""
