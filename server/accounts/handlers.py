@@ -59,14 +59,18 @@ class PasswordHandler(ApiHandler):
 
 
 class UsersHandler(ApiHandler):
-    """GET accounts (?q= search, ?role=), POST one new account."""
+    """GET accounts (?q= search, ?role=, ?class=<id>), POST one new account."""
 
     async def get(self):
         await self.require_user("admin")
         role = self.get_argument("role", None)
         if role is not None and role not in ROLES:
             raise ApiError(400, "bad_role", "role must be student, teacher or admin.")
-        users = await self.ctx.accounts.list_users(self.get_argument("q", "")[:100], role)
+        number = self.get_argument("class", None)
+        if number is not None and (not number.isascii() or not number.isdigit() or len(number) > 18):
+            raise ApiError(400, "bad_class", "class must be a class's number.")
+        users = await self.ctx.accounts.list_users(self.get_argument("q", "")[:100], role,
+                                                   int(number) if number is not None else None)
         self.finish_json({"users": users, "limit": LIST_LIMIT})
 
     async def post(self):

@@ -168,15 +168,22 @@ class Accounts:
 
     # -- administration ----------------------------------------------------
 
-    async def list_users(self, query: str = "", role: str | None = None, limit: int | None = LIST_LIMIT) -> list[dict]:
-        """Accounts whose username or display name contains `query`, with `role`."""
+    async def list_users(self, query: str = "", role: str | None = None, class_id: int | None = None,
+                         limit: int | None = LIST_LIMIT) -> list[dict]:
+        """Accounts whose username or display name contains `query`, with
+        `role`, in the class `class_id`; each with the names of its classes
+        (an account in no class is in the default one; admins are in none)."""
         rows = await self.pool.fetch(
-            """SELECT username, display_name, role, active, created_at, last_save_at FROM users
-               WHERE ($1 = '' OR username ILIKE '%' || $1 || '%' OR display_name ILIKE '%' || $1 || '%')
-                 AND ($2::text IS NULL OR role = $2)
-               ORDER BY username LIMIT $3""",
-            query, role, limit)
-        return [_public(r) for r in rows]
+            """SELECT u.username, u.display_name, u.role, u.active, u.created_at, u.last_save_at,
+                      ARRAY(SELECT c.name FROM class_membership m JOIN classes c ON c.id = m.class_id
+                            WHERE m.user_id = u.id ORDER BY c.is_default DESC, lower(c.name)) AS classes
+               FROM users u
+               WHERE ($1 = '' OR u.username ILIKE '%' || $1 || '%' OR u.display_name ILIKE '%' || $1 || '%')
+                 AND ($2::text IS NULL OR u.role = $2)
+                 AND ($3::bigint IS NULL OR u.id IN (SELECT user_id FROM class_membership WHERE class_id = $3))
+               ORDER BY u.username LIMIT $4""",
+            query, role, class_id, limit)
+        return [{**_public(r), "classes": list(r["classes"])} for r in rows]
 
     async def create_user(self, actor: str, username: str, display_name: str, role: str,
                           password: str | None = None) -> tuple[dict, str]:

@@ -1,8 +1,8 @@
 // The teacher's tools: the live class view (who is online, running, stuck on
 // an error, when each last saved, pushed by the server over /ws/class), a
 // student's files (read-only, following their saves, with a copy into the
-// teacher's own files to run there), and pushing starter files from a
-// class's course folder to its students. Its exercises and gradebook are
+// teacher's own files to run there), pushing starter files from a
+// class's course folder to its students, and their passwords (class-passwords.js). Its exercises and gradebook are
 // class-exercises.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
@@ -10,6 +10,7 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { resetStudentPassword, classPasswordsDialog } from "./class-passwords.js";
 
 const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
@@ -69,7 +70,9 @@ class ClassView extends EventTarget {
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState),
-      this.summary, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list, this.exercises.el, this.files);
+      this.summary, h("div", { class: "roster-tools" }, this.search,
+        h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
+          "New passwords and slips")), this.chips, this.note, this.list, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -187,6 +190,14 @@ class ClassView extends EventTarget {
         s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
 
+  /** New passwords and slips for the class's students (all, or those picked). */
+  passwords() {
+    if (!this.current) return;
+    const students = [...this.socket.students.values()].filter((s) => s.active)
+      .sort((a, b) => a.username.localeCompare(b.username));
+    classPasswordsDialog(this.current, new Picker(students), students.length);
+  }
+
   choose(username) {
     this.chosen = username;
     this.render();
@@ -202,7 +213,14 @@ class ClassView extends EventTarget {
         : [],
     });
     this.tree.addEventListener("open", (e) => this.dispatchEvent(new CustomEvent("open", { detail: e.detail })));
-    clear(this.files, this.tree.el);
+    const student = this.socket.students.get(username);
+    clear(this.files,
+      h("div", { class: "student-actions" },
+        h("button", { class: "btn small", type: "button", id: "student-password",
+          "aria-label": `Reset the password of ${student?.display_name || username}`,
+          onclick: () => resetStudentPassword(this.current, this.socket.students.get(username) || { username, display_name: username }) },
+        "Reset password")),
+      this.tree.el);
     this.tree.load();
   }
 }
