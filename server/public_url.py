@@ -11,7 +11,7 @@ import socket
 import urllib.parse
 
 WILDCARDS = ("0.0.0.0", "::", "")
-SET_IT = "set PUBLIC_URL to the address students type (e.g. PUBLIC_URL=http://pyclassroom.school.lan:8888)"
+SET_IT = "set PUBLIC_URL to the address students type, e.g. PUBLIC_URL=http://pyclassroom.school.lan:8888"
 
 
 def parse(text: str) -> str:
@@ -84,10 +84,10 @@ def announce(cfg) -> str:
     url = cfg.PUBLIC_URL
     if is_loopback(url):
         return (f"students sign in at {url}? That address works only on this computer, so password slips "
-                f"would be of no use to students: {SET_IT}")
+                f"would send students nowhere: {SET_IT}.")
     if cfg.PUBLIC_URL_GUESSED:
-        return (f"students sign in at {url} (a guess: this computer's network address; it is printed on "
-                f"password slips; if students use another address, {SET_IT})")
+        return (f"students sign in at {url}: a guess (this computer's network address), printed on password "
+                f"slips. If students use another address, {SET_IT}.")
     return f"students sign in at {url} (PUBLIC_URL; printed on password slips)"
 
 
