@@ -8,18 +8,16 @@ import time
 import pytest
 
 from tests.browser import expect, login, shot
-from tests.conftest import PASSWORD, People, _shared
+from tests.conftest import EDITING_HELP, PASSWORD, PUBLIC_URL as PUBLIC, People
 from tests.live_support import a_class
 from loadtest.harness import ADMIN_PASSWORD
 
-pytestmark = pytest.mark.browser
-PUBLIC = "http://pyclassroom.school.test:8888"  # as tests/test_class_passwords.py: one shared server
 HOSTILE = '<img src=x onerror="window.pwned=1">'
 
 
 @pytest.fixture
-def server(shared_servers):
-    yield from _shared(shared_servers, PUBLIC_URL=PUBLIC)
+def server(public_server):
+    return public_server
 
 
 @pytest.fixture
@@ -109,7 +107,6 @@ def test_the_admin_sees_classes_and_filters_accounts_by_class(server, room, new_
 def test_slips_warn_when_the_address_is_a_loopback_one(shared_servers, new_page):
     """The tests' plain servers listen on 127.0.0.1 without PUBLIC_URL: the
     slips would send students nowhere, and the page says so."""
-    from tests.conftest import EDITING_HELP
     server = shared_servers.get(**EDITING_HELP)
     people = People(server)
     teacher = people.teacher("kate", log_in=False)

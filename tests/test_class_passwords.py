@@ -8,18 +8,15 @@ import json
 import pytest
 
 from server import public_url
-from tests.conftest import EDITING_HELP, PASSWORD, People, _shared
+from tests.conftest import EDITING_HELP, PASSWORD, PUBLIC_URL as PUBLIC, People
 from tests.helpers import sql
 from tests.live_support import a_class
 from loadtest.harness import ADMIN_PASSWORD
 
-PUBLIC = "http://pyclassroom.school.test:8888"
-
 
 @pytest.fixture
-def server(shared_servers):
-    """A shared server whose PUBLIC_URL is set (the browser test shares it)."""
-    yield from _shared(shared_servers, PUBLIC_URL=PUBLIC)
+def server(public_server):
+    return public_server
 
 
 @pytest.fixture
