@@ -15,6 +15,9 @@ from .classes import Classes
 from .live import LiveView
 
 
+MAX_NEW_PASSWORDS = 500  # in one request: about half a minute of hashing on a busy server
+
+
 class Teaching:
     def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, accounts: Accounts, listener=None):
         self.pool = pool
@@ -107,6 +110,9 @@ class Teaching:
         found, students = await self.classes.own_students(teacher, class_id, chosen)
         if not students:
             raise Refused(400, "no_students", f"{found['name']} has no active students yet.")
+        if len(students) > MAX_NEW_PASSWORDS:  # each is a password hash: bound the request's work
+            raise Refused(400, "too_many", f"That is {len(students)} students of {found['name']}: make new passwords "
+                          f"for at most {MAX_NEW_PASSWORDS} at a time (choose some of them).")
         names = {s["username"]: s["display_name"] for s in students}
         made, ended = await self.accounts.reset_passwords(
             teacher["username"], list(names), role="student", class_id=found["id"], by=teacher["role"])
