@@ -13,7 +13,8 @@ from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, Cla
                                  GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
-from .pages import AdminPage, AssetHandler, IconHandler, IdePage, LoginPage, NotFoundHandler, TeacherPage
+from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, LoginPage, NotFoundHandler,
+                    TeacherPage)
 from .runs.handlers import RunSocket
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassPasswordsHandler, ClassSocket,
                                 PushHandler, RosterHandler)
@@ -26,6 +27,7 @@ ROUTES = [
     (r"/ide", IdePage),
     (r"/teacher", TeacherPage),
     (r"/admin", AdminPage),
+    (r"/class/([0-9]{1,18})", ClassPage),
     (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
     (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),

@@ -8,7 +8,7 @@ request ever waits on the disk:
   `Cache-Control: public, max-age=31536000, immutable` (a new build has new
   names). Text files are gzipped once here; clients that accept gzip get
   those bytes, the others the plain ones.
-- the HTML pages (`/` sign-in, `/ide`, `/teacher`, `/admin`): templates of
+- the HTML pages (`/` sign-in, `/ide`, `/teacher`, `/admin`, `/class/<id>`): templates of
   static/src/pages/ filled in with the hashed names of manifest.json, sent
   with `Cache-Control: no-cache` (and an ETag), so a deploy shows at once.
   The sign-in page says whether a session cookie came with it
@@ -54,6 +54,7 @@ PAGES = {
     "/ide": ("ide.html", "IDE", "ide", "ide"),
     "/teacher": ("ide.html", "Teacher", "teacher", "ide"),
     "/admin": ("admin.html", "Administration", "", "admin"),
+    "/class": ("class.html", "Class", "", "class"),  # served at /class/<id>
 }
 
 
@@ -188,6 +189,16 @@ class TeacherPage(PageHandler):
 
 class AdminPage(PageHandler):
     path = "/admin"
+
+
+class ClassPage(PageHandler):
+    """/class/<id>: the full-screen class view; its script asks whether the
+    user teaches the class (the roster API) and says so if not."""
+
+    path = "/class"
+
+    def get(self, _number):
+        super().get()
 
 
 def wants_page(request):

@@ -17,7 +17,7 @@ const outIndex = args.indexOf("--outdir");
 const outdir = path.resolve(outIndex >= 0 ? args[outIndex + 1] : path.join(root, "static", "dist"));
 
 // page name -> its entry module; every page also gets the stylesheet.
-const PAGES = { login: "login.js", ide: "ide.js", admin: "admin.js" };
+const PAGES = { login: "login.js", ide: "ide.js", admin: "admin.js", class: "classroom.js" };
 const STYLES = "css/app.css";
 
 const result = await build({

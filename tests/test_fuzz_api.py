@@ -304,8 +304,8 @@ def test_admin_user_actions(world, role, who, action, body, ctype):
 
 @fuzz
 @given(role=roles, path=st.one_of(st.sampled_from(["/api/me", "/api/status", "/api/roster", "/healthz", "/readyz",
-                                                    "/metrics", "/", "/ide", "/teacher", "/admin",
-                                                    "/sys_perf_check"]),
+                                                    "/metrics", "/", "/ide", "/teacher", "/admin", "/class/1",
+                                                    "/class/999999999999999999", "/sys_perf_check"]),
                                    paths.map(lambda p: "/" + p), paths.map(lambda p: "/static/dist/" + p)),
        method=st.sampled_from(["GET", "GET", "POST", "DELETE", "OPTIONS"]), query=queries, hdrs=headers,
        body=st.binary(max_size=100))

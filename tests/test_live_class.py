@@ -113,7 +113,9 @@ def test_a_students_real_runs_reach_the_teacher_on_either_worker(runs_server2):
             ended = await all_see(sockets, lambda s: me(s) and s["last_run"])
             assert not ended["running"] and ended["online"]
             assert ended["last_run"]["outcome"] == "error" and ended["last_run"]["reason"] == "error"
-            assert ended["last_run"]["error"] == "ZeroDivisionError: division by zero"
+            assert ended["last_run"]["error"] == {"text": "ZeroDivisionError: division by zero", "line": 2,
+                                                  "kind": "ZeroDivisionError", "message": "division by zero",
+                                                  "file": "oops.py"}
 
             # A hang guard past RUN_WALL_SECONDS (60): at idle CPU priority, on a
             # busy machine, the loop's 2 s of CPU take long to come.
@@ -202,7 +204,7 @@ def test_the_hooks_never_wait_for_a_database_that_hangs(server):
                 cur.execute("LOCK TABLE run_activity IN ACCESS EXCLUSIVE MODE")
                 for _ in range(50):  # the hooks are plain calls: nothing in them can wait for the lock
                     worker.run_started(user)
-                    worker.run_ended(user, {"reason": "error"}, "ValueError: bad\nmore")
+                    worker.run_ended(user, {"reason": "error"}, {"text": "ValueError: bad\nmore"})
                 worker.run_started(user)
                 worker.run_ended(user, {"reason": "ok"})
                 await asyncio.sleep(0.5)  # the writer is stuck on the lock meanwhile
@@ -339,27 +341,24 @@ def test_a_gap_in_the_notifications_sends_every_socket_its_class_again(server):
     asyncio.run(story())
 
 
-def test_the_error_line_is_the_exception_of_the_traceback_shown_plainly(server):
-    from server.runs.events import error_line
-    traceback = ('Traceback (most recent call last):\n  File "/home/ada/x.py", line 3, in <module>\n'
-                 '    print(1 / 0)\n          ~~^~~\nZeroDivisionError: division by zero\n')
-    assert error_line(traceback) == "ZeroDivisionError: division by zero"
-    assert error_line('  File "x.py", line 1\n    print(\n         ^\nSyntaxError: \'(\' was never closed\n') \
-        == "SyntaxError: '(' was never closed"
-    assert error_line("some output\nwent wrong here\n\n") == "went wrong here"
-    assert error_line("") is None
-
-    # A program's own words cannot disguise themselves to the teacher.
+def test_a_programs_own_words_cannot_disguise_its_error_to_the_teacher(server):
+    """Every part of the error is one line, bounded, without control or bidi
+    characters; a line that is not a number is dropped (run_error's own
+    tests are in test_run_errors.py)."""
     people = People(server)
     ada = people.student("ada")
     user = user_of(server, ada.username)
+    evil = "\x1b[2J\u202eEvil\u202c: " + "x" * 1000 + "\nmore"
 
     async def story():
         async with another_worker(server) as worker:
-            worker.run_ended(user, {"reason": "error"}, "\x1b[2J\u202eEvil\u202c: " + "x" * 1000 + "\nmore")
+            worker.run_ended(user, {"reason": "error"}, {"text": evil, "kind": evil, "message": evil, "file": evil,
+                                                         "line": "4"})
     asyncio.run(story())
-    [(line,)] = sql(server.env["DATABASE_URL"], "SELECT error_line FROM run_activity WHERE user_id = %s", user["id"])
-    assert line == "[2JEvil: " + "x" * 291
+    [row] = sql(server.env["DATABASE_URL"], "SELECT error_line, error_kind, error_message, error_file, error_lineno "
+                "FROM run_activity WHERE user_id = %s", user["id"])
+    shown = "[2JEvil: " + "x" * 291
+    assert row == (shown, shown[:100], shown, shown, None)
 
 
 def test_one_teacher_holds_a_bounded_number_of_live_sockets(server):

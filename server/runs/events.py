@@ -1,6 +1,7 @@
 """What runs tell the rest of the server: `RunEvents`, the interface the
-live class view implements (teaching/service.py), and the error line of a
-failed run, which runs read from its stderr because they own it.
+live class view implements (teaching/service.py), and the error of a
+failed run (kind, message, the student's file and line), which runs read
+from its stderr because they own it.
 
 The calls are made on the IOLoop from the run's own steps: they must be
 cheap, never wait (teaching only notes the event for a batched write) and
@@ -14,7 +15,11 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 # A traceback's last line names the exception: "ZeroDivisionError: division by zero".
-EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b(:|$)")
+EXCEPTION_LINE = re.compile(r"^(?P<kind>[A-Za-z_][\w.]{0,100}(Error|Exception|Exit|Interrupt|Warning|Iteration))"
+                            r"(?::\s?(?P<message>.*))?$")
+FRAME = re.compile(r'^\s+File "(?P<file>.{1,1000}?)", line (?P<line>\d{1,9})(?!\d)')
+SANDBOX_HOME = "/home/student/"  # the home inside a sandbox (runs/sandbox/launch.py)
+TAIL = 8192  # characters of stderr read: a traceback's end
 
 
 class RunEvents(Protocol):
@@ -24,9 +29,9 @@ class RunEvents(Protocol):
     def run_started(self, user: dict) -> None:
         """A program of `user` started."""
 
-    def run_ended(self, user: dict, exit_message: dict, error_line: str | None) -> None:
+    def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
         """It ended: `exit_message` is its `exit` message (PROTOCOL.md),
-        `error_line` the line of its stderr that names its error, if any."""
+        `error` what its stderr says went wrong (`run_error`), if anything."""
 
 
 class NoEvents:
@@ -38,7 +43,7 @@ class NoEvents:
     def run_started(self, user):
         pass
 
-    def run_ended(self, user, exit_message, error_line):
+    def run_ended(self, user, exit_message, error):
         pass
 
 
@@ -54,8 +59,8 @@ class Guarded:
     def run_started(self, user):
         self._call(self.events.run_started, user)
 
-    def run_ended(self, user, exit_message, error_line):
-        self._call(self.events.run_ended, user, exit_message, error_line)
+    def run_ended(self, user, exit_message, error):
+        self._call(self.events.run_ended, user, exit_message, error)
 
     @staticmethod
     def _call(hook, *args):
@@ -65,12 +70,45 @@ class Guarded:
             log.exception("telling the class view of a run failed")
 
 
-def error_line(stderr_tail: str) -> str | None:
-    """The line that names a failed program's error, from the end of what
-    it wrote to stderr: the exception line of a traceback, else the last
-    line written."""
-    lines = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if EXCEPTION_LINE.match(line):
-            return line
-    return lines[-1] if lines else None
+def run_error(stderr_tail: str, username: str) -> dict | None:
+    """What a failed program's stderr says went wrong, read from its end:
+    {"kind", "message", "file", "line", "text"}. `text` is the line that
+    names the error (the exception line of a traceback, else the last line
+    written); `kind` and `message` come from an exception line, `file` (in
+    the student's home) and `line` from the innermost frame of the last
+    traceback that is in the student's own files (never the standard
+    library's or ours). What is not found is None; None if nothing was written.
+
+    The program wrote this text and can forge it: it is only matched, and
+    what is taken from it is for its own student's tile alone."""
+    lines = stderr_tail[-TAIL:].splitlines()
+    end = next((i for i in range(len(lines) - 1, -1, -1) if EXCEPTION_LINE.match(lines[i])), None)
+    if end is None:
+        shown = [line.strip() for line in lines if line.strip()]
+        return {"kind": None, "message": None, "file": None, "line": None, "text": shown[-1]} if shown else None
+    found = EXCEPTION_LINE.match(lines[end])
+    error = {"kind": found["kind"], "message": (found["message"] or "").strip(), "file": None, "line": None,
+             "text": lines[end].strip()}
+    # The traceback above it: indented lines, up to its "Traceback" header (a
+    # SyntaxError of the main file has none); a chained exception's own
+    # traceback ends at the sentence between them, so it is not read.
+    start = end
+    while start > 0 and lines[start - 1][:1].isspace():
+        start -= 1
+    for line in reversed(lines[start:end]):
+        frame = FRAME.match(line)
+        path = frame and home_path(frame["file"], username)
+        if path:
+            error["file"], error["line"] = path, int(frame["line"])
+            break
+    return error
+
+
+def home_path(file: str, username: str) -> str | None:
+    """The path in the student's home of a file a traceback names, or None
+    (a library's). The local sandbox runs in the home's real folder."""
+    if file.startswith(SANDBOX_HOME):
+        return file[len(SANDBOX_HOME):] or None
+    real = f"/home/{username}/"
+    at = file.rfind(real)
+    return file[at + len(real):] or None if at >= 0 else None

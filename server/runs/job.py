@@ -40,7 +40,7 @@ from ..files.area import Area
 from . import runlock
 from .admission import Admission, QueueFull
 from .disk_guard import DiskGuard
-from .events import RunEvents, error_line
+from .events import RunEvents, run_error
 from .run import Run
 from .warm import Sandboxed, WarmSandboxes
 
@@ -220,7 +220,7 @@ class Job:
             jobs.live.discard(self)
         if self.run is not None:  # the program started: the teacher's view hears how it ended
             ended = message if message and message.get("type") == "exit" else {"type": "exit", "reason": "sandbox_lost"}
-            jobs.events.run_ended(user, ended, error_line(self.run.stderr_tail))
+            jobs.events.run_ended(user, ended, run_error(self.run.stderr_tail, user["username"]))
         if message:
             await self.sink.send(message)
         if self.run is not None:

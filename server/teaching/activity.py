@@ -32,7 +32,8 @@ RETRY_SECONDS = 2.0
 HEARTBEAT_SECONDS = 15.0
 STALE_SECONDS = 45  # a presence row older than this is a worker that died
 PRUNE_SECONDS = 600
-MAX_ERROR_LINE = 300
+MAX_ERROR_LINE = 300  # characters of an error's line, message or file name
+MAX_ERROR_KIND = 100
 LIMITS = {"timeout", "cpu_limit", "memory_limit", "output_limit", "disk_limit"}
 
 
@@ -44,14 +45,28 @@ def outcome_of(reason: str) -> str:
     return "limit" if reason in LIMITS else "stopped"
 
 
-def _shown(line: str | None) -> str | None:
+def _shown(line: str | None, limit: int = MAX_ERROR_LINE) -> str | None:
     """An error line as a teacher may be shown it: one line, bounded, without
     the control and bidi characters a program could use to disguise it."""
-    lines = line.strip().splitlines() if line else None
+    lines = line.strip().splitlines() if isinstance(line, str) else None
     if not lines:
         return None
     kept = "".join(ch for ch in lines[0] if unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp"))
-    return kept[:MAX_ERROR_LINE] or None
+    return kept[:limit] or None
+
+
+def _shown_error(error: dict | None) -> dict | None:
+    """A run's error (runs/events.py `run_error`) as a teacher may be shown
+    it: each part shown as `_shown` does, the line a positive number."""
+    if not error:
+        return None
+    text = _shown(error.get("text"))
+    if text is None:
+        return None
+    line = error.get("line")
+    return {"text": text, "kind": _shown(error.get("kind"), MAX_ERROR_KIND), "message": _shown(error.get("message")),
+            "file": _shown(error.get("file")),
+            "line": line if isinstance(line, int) and 0 < line < 2 ** 31 else None}
 
 
 def worker_name() -> str:
@@ -68,13 +83,14 @@ class RunEvent:
     ended_at: datetime = None
     outcome: str = None  # None: the run started; the last result stays
     reason: str = None
-    error_line: str = None
+    error: dict = None  # _shown_error's
 
 
 UPSERT_RUNS = """
-INSERT INTO run_activity AS a (user_id, running, worker, started_at, ended_at, outcome, reason, error_line, changed_at)
+INSERT INTO run_activity AS a (user_id, running, worker, started_at, ended_at, outcome, reason, error_line, changed_at,
+                               error_kind, error_message, error_file, error_lineno)
 SELECT * FROM unnest($1::bigint[], $2::boolean[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[],
-                     $7::text[], $8::text[], $9::timestamptz[])
+                     $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::integer[])
 ON CONFLICT (user_id) DO UPDATE SET
     running = EXCLUDED.running,
     worker = EXCLUDED.worker,
@@ -83,6 +99,10 @@ ON CONFLICT (user_id) DO UPDATE SET
     outcome = coalesce(EXCLUDED.outcome, a.outcome),
     reason = CASE WHEN EXCLUDED.outcome IS NULL THEN a.reason ELSE EXCLUDED.reason END,
     error_line = CASE WHEN EXCLUDED.outcome IS NULL THEN a.error_line ELSE EXCLUDED.error_line END,
+    error_kind = CASE WHEN EXCLUDED.outcome IS NULL THEN a.error_kind ELSE EXCLUDED.error_kind END,
+    error_message = CASE WHEN EXCLUDED.outcome IS NULL THEN a.error_message ELSE EXCLUDED.error_message END,
+    error_file = CASE WHEN EXCLUDED.outcome IS NULL THEN a.error_file ELSE EXCLUDED.error_file END,
+    error_lineno = CASE WHEN EXCLUDED.outcome IS NULL THEN a.error_lineno ELSE EXCLUDED.error_lineno END,
     changed_at = EXCLUDED.changed_at
 WHERE a.changed_at <= EXCLUDED.changed_at
 """
@@ -127,15 +147,14 @@ class Activity:
         self.runs[user["id"]] = RunEvent(True, now, started_at=now)
         self.wake.set()
 
-    def run_ended(self, user: dict, exit_message: dict, error_line: str | None = None) -> None:
+    def run_ended(self, user: dict, exit_message: dict, error: dict | None = None) -> None:
         """A run ended: `exit_message` is its `exit` message (runs/PROTOCOL.md),
-        `error_line` the line that names the error, if it failed."""
+        `error` what went wrong (runs/events.py `run_error`), if it failed."""
         reason = str(exit_message.get("reason", "error"))
         earlier = self.runs.get(user["id"])
-        line = _shown(error_line)
         self.runs[user["id"]] = RunEvent(False, _now(), started_at=earlier.started_at if earlier else None,
                                          ended_at=_now(), outcome=outcome_of(reason), reason=reason,
-                                         error_line=line if reason == "error" else None)
+                                         error=_shown_error(error) if reason == "error" else None)
         self.wake.set()
 
     # -- writing ----------------------------------------------------------------
@@ -197,10 +216,13 @@ class Activity:
     async def _write_runs(self, conn, runs):
         ids = list(runs)
         events = [runs[i] for i in ids]
+        errors = [e.error or {} for e in events]
         await conn.execute(UPSERT_RUNS, ids, [e.running for e in events], [self.worker] * len(ids),
                            [e.started_at for e in events], [e.ended_at for e in events],
                            [e.outcome for e in events], [e.reason for e in events],
-                           [e.error_line for e in events], [e.at for e in events])
+                           [x.get("text") for x in errors], [e.at for e in events], [x.get("kind") for x in errors],
+                           [x.get("message") for x in errors], [x.get("file") for x in errors],
+                           [x.get("line") for x in errors])
 
     async def _write_presence(self, conn, user_ids):
         here = [i for i in user_ids if i in self.sockets]

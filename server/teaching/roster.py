@@ -14,7 +14,8 @@ SELECT m.class_id, u.id, u.username, u.display_name, u.active, u.last_save_at, u
            AS online,
        coalesce(a.running AND EXISTS (SELECT 1 FROM presence p WHERE p.user_id = u.id AND p.worker = a.worker
                                       AND p.heartbeat_at > now() - $3 * interval '1 second'), false) AS running,
-       a.started_at, a.ended_at, a.outcome, a.reason, a.error_line,
+       a.started_at, a.ended_at, a.outcome, a.reason, a.error_line, a.error_kind, a.error_message,
+       a.error_file, a.error_lineno,
        c.exercise, c.latest_score, c.latest_max, c.last_at
 FROM class_membership m JOIN users u ON u.id = m.user_id LEFT JOIN run_activity a ON a.user_id = u.id
 LEFT JOIN LATERAL (SELECT e.exercise, e.latest_score, e.latest_max, e.last_at FROM exercise_progress e
@@ -41,8 +42,9 @@ async def students(pool: Pool, cfg: Config, class_ids: list[int],
 def _student(r, cfg):
     last_run = None
     if r["outcome"]:
-        last_run = {"outcome": r["outcome"], "reason": r["reason"], "error": r["error_line"],
-                    "at": _iso(r["ended_at"])}
+        error = r["error_line"] and {"text": r["error_line"], "kind": r["error_kind"], "message": r["error_message"],
+                                     "file": r["error_file"], "line": r["error_lineno"]}
+        last_run = {"outcome": r["outcome"], "reason": r["reason"], "error": error, "at": _iso(r["ended_at"])}
     return {"username": r["username"], "display_name": r["display_name"], "active": r["active"],
             "online": r["online"], "running": r["running"],
             "run_started_at": _iso(r["started_at"]) if r["running"] else None, "last_run": last_run,

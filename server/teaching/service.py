@@ -45,8 +45,8 @@ class Teaching:
     def run_started(self, user: dict) -> None:
         self.activity.run_started(user)
 
-    def run_ended(self, user: dict, exit_message: dict, error_line: str | None) -> None:
-        self.activity.run_ended(user, exit_message, error_line)
+    def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
+        self.activity.run_ended(user, exit_message, error)
 
     # -- the roster and pushes ------------------------------------------------------
 

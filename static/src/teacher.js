@@ -10,19 +10,16 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 import { resetStudentPassword, classPasswordsDialog } from "./class-passwords.js";
 
-const IDLE_MINUTES = 10;
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
   { id: "all", label: "All", test: () => true },
   { id: "online", label: "Online", test: (s) => s.online },
   { id: "error", label: "Has an error now", test: (s) => !s.running && s.last_run?.outcome === "error" },
-  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`,
-    test: (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000 },
+  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`, test: idle },
 ];
-const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
-  output_limit: "printed too much", disk_limit: "filled their folder" };
 
 /** A time the server gave, as this browser's clock puts it (they may differ by `skew` ms). */
 const local = (when, skew) => new Date(Date.parse(when) - skew);
@@ -32,7 +29,7 @@ function runState(s, skew) {
   if (s.running) return ["running", `running, started ${ago(local(s.run_started_at, skew))}`];
   const run = s.last_run;
   if (!run) return ["none", "has not run a program"];
-  if (run.outcome === "error") return ["error", run.error ? `error: ${run.error}` : "stopped with an error"];
+  if (run.outcome === "error") return ["error", run.error ? `error: ${run.error.text}` : "stopped with an error"];
   if (run.outcome === "limit") return ["limit", `stopped: ${LIMIT_WORDS[run.reason] || run.reason}`];
   if (run.outcome === "ok") return ["ok", "last run finished"];
   return ["stopped", "last run stopped"];
@@ -56,6 +53,9 @@ class ClassView extends EventTarget {
     this.picker = h("select", { "aria-label": "Class", class: "class-pick", onchange: () => this.watch(Number(this.picker.value)) },
       classes.map((c) => h("option", { value: String(c.id), text: c.name })));
     this.liveState = h("span", { class: "live-state", role: "status" });
+    this.fullScreen = h("a", { class: "btn small", href: "/class/", title: "Every student of the class as a tile, and the class's mistakes" },
+      "Full screen");
+    this.fullScreen.hidden = !classes.length;
     this.summary = h("p", { class: "class-summary", "aria-live": "polite" });
     this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
       oninput: () => this.render() });
@@ -69,7 +69,7 @@ class ClassView extends EventTarget {
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
-        this.liveState),
+        this.liveState, this.fullScreen),
       this.summary, h("div", { class: "roster-tools" }, this.search,
         h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
           "New passwords and slips")), this.chips, this.note, this.list, this.exercises.el, this.files);
@@ -87,6 +87,7 @@ class ClassView extends EventTarget {
     if (id === undefined) return;
     localStorage.setItem("pyc.teacher.class", String(id));
     this.picker.value = String(id);
+    this.fullScreen.href = `/class/${id}`;
     this.socket?.close();
     for (const li of this.rows.values()) li.remove();
     this.rows.clear();

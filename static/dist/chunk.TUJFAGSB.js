@@ -1,1 +1,0 @@
-import{a,b}from"./chunk.N5RPPYTS.js";import"./chunk.GFRVHDVC.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.J2DIFJNH.js";import"./chunk.RK73HUNR.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};

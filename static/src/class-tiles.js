@@ -1,0 +1,191 @@
+// The class as tiles, one per student, for the full-screen class view
+// (classroom.js): online or not, running, stuck on an error (its kind,
+// file, line and message), stopped by a limit, not saved for a while, over
+// quota, the last check of an exercise. Tiles are kept per student and
+// updated in place, at most once a frame however many updates arrive;
+// sorting moves only the tiles whose place changed. Everything a student
+// chose (names, file names, messages) is set as text, never as markup.
+import { h, ago } from "./dom.js";
+import { currentError } from "./class-errors.js";
+
+export const IDLE_MINUTES = 10;
+const CLOCK_MS = 20000; // "3 min ago" and "not saved for 10 min" move with the clock
+export const LIMIT_WORDS = { timeout: "ran too long", cpu_limit: "used too much CPU time", memory_limit: "used too much memory",
+  output_limit: "printed too much", disk_limit: "filled their folder" };
+const RANK = { error: 0, limit: 1, running: 2, stopped: 3, ok: 4, none: 5 };
+
+/** Whether a student has not saved for IDLE_MINUTES (`now`: the server's clock, ms). */
+export const idle = (s, now) => !s.last_save_at || now - Date.parse(s.last_save_at) > IDLE_MINUTES * 60000;
+
+/** What a student's program is doing: running, error, limit, ok, stopped or none. */
+export function runKind(s) {
+  if (s.running) return "running";
+  return { error: "error", limit: "limit", ok: "ok" }[s.last_run?.outcome] || (s.last_run ? "stopped" : "none");
+}
+
+export const FILTERS = [
+  { id: "all", label: "All", test: () => true },
+  { id: "online", label: "Online", test: (s) => s.online },
+  { id: "running", label: "Running", test: (s) => s.running },
+  { id: "error", label: "Error", test: (s) => runKind(s) === "error" },
+  { id: "limit", label: "Stopped by a limit", test: (s) => runKind(s) === "limit" },
+  { id: "idle", label: `Not saved for ${IDLE_MINUTES} min`, test: idle },
+  { id: "quota", label: "Over quota", test: (s) => s.over_quota },
+];
+
+const byName = (a, b) => a.display_name.localeCompare(b.display_name) || a.username.localeCompare(b.username);
+const score = (s) => (s.last_check && s.last_check.max_score ? s.last_check.score / s.last_check.max_score : -1);
+export const SORTS = [
+  { id: "name", label: "Name", compare: byName },
+  { id: "state", label: "Errors first", compare: (a, b) => RANK[runKind(a)] - RANK[runKind(b)] || byName(a, b) },
+  { id: "save", label: "Oldest save first",
+    compare: (a, b) => (Date.parse(a.last_save_at) || 0) - (Date.parse(b.last_save_at) || 0) || byName(a, b) },
+  { id: "progress", label: "Lowest exercise score first", compare: (a, b) => score(a) - score(b) || byName(a, b) },
+];
+
+export class Tiles extends EventTarget {
+  /**
+   * socket: the class's ClassSocket (its students, its clock). Events:
+   * "selected" {username, student}: a tile was clicked; "shown" {shown, total}.
+   */
+  constructor(socket) {
+    super();
+    this.socket = socket;
+    this.el = h("ul", { class: "tiles", "aria-label": "Students" });
+    this.tiles = new Map(); // username -> {li, button, parts, student}
+    this.filter = "all";
+    this.sort = "name";
+    this.query = "";
+    this.only = null; // a Set of usernames (an error group), or null
+    this.selected = null;
+    this.frame = 0;
+    this.stale = true; // every tile's times are to be written again
+    setInterval(() => { this.stale = true; this.update(); }, CLOCK_MS);
+  }
+
+  /** Draw what changed, once in the next frame. */
+  update() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  set(changes) {
+    Object.assign(this, changes);
+    this.update();
+  }
+
+  select(username) {
+    const before = this.tiles.get(this.selected);
+    this.selected = username;
+    if (before) this.mark(before);
+    const tile = this.tiles.get(username);
+    if (tile) this.mark(tile);
+    this.dispatchEvent(new CustomEvent("selected", { detail: { username, student: tile?.student || null } }));
+  }
+
+  mark(tile) {
+    const on = tile.student.username === this.selected;
+    tile.li.classList.toggle("selected", on);
+    tile.button.setAttribute("aria-pressed", String(on));
+  }
+
+  draw() {
+    const students = this.socket.students;
+    const now = this.socket.now();
+    for (const [username, tile] of this.tiles) {
+      if (!students.has(username)) {
+        tile.li.remove();
+        this.tiles.delete(username);
+      }
+    }
+    for (const s of students.values()) {
+      let tile = this.tiles.get(s.username);
+      if (!tile) {
+        tile = this.make(s.username);
+        this.tiles.set(s.username, tile);
+      }
+      if (tile.student !== s || this.stale) this.fill(tile, s, now);
+    }
+    this.stale = false;
+    const filter = FILTERS.find((f) => f.id === this.filter);
+    const sort = SORTS.find((o) => o.id === this.sort);
+    const q = this.query.trim().toLowerCase();
+    const ordered = [...students.values()].sort(sort.compare);
+    let shown = 0;
+    let at = this.el.firstChild;
+    for (const s of ordered) {
+      const { li } = this.tiles.get(s.username);
+      if (li !== at) this.el.insertBefore(li, at); // moved only when out of place
+      else at = at.nextSibling;
+      const visible = filter.test(s, now) && (!this.only || this.only.has(s.username))
+        && (!q || s.username.includes(q) || s.display_name.toLowerCase().includes(q));
+      li.hidden = !visible;
+      shown += visible;
+    }
+    this.dispatchEvent(new CustomEvent("shown", { detail: { shown, total: students.size, now } }));
+  }
+
+  make(username) {
+    const parts = {
+      presence: h("span", { class: "presence" }),
+      name: h("span", { class: "tile-name" }),
+      username: h("span", { class: "tile-user" }),
+      state: h("span", { class: "tile-state" }),
+      detail: h("span", { class: "tile-detail" }),
+      meta: h("span", { class: "tile-meta" }),
+    };
+    const button = h("button", { type: "button", class: "tile-btn", "aria-pressed": "false", onclick: () => this.select(username) },
+      h("span", { class: "tile-head" }, parts.presence, parts.name, parts.username), parts.state, parts.detail, parts.meta);
+    const li = h("li", { class: "tile", dataset: { username } }, button);
+    return { li, button, parts, student: null };
+  }
+
+  /** Write a student's tile as they are now: text only. */
+  fill(tile, s, now) {
+    tile.student = s;
+    const skew = this.socket.skew;
+    const { parts, li, button } = tile;
+    const kind = runKind(s);
+    const [state, detail] = this.words(s, kind, skew);
+    const saved = s.last_save_at ? `saved ${ago(new Date(Date.parse(s.last_save_at) - skew))}` : "never saved";
+    const check = s.last_check
+      ? `${s.last_check.exercise}: ${s.last_check.score}/${s.last_check.max_score}` : "";
+    li.dataset.state = kind;
+    li.dataset.online = String(s.online);
+    li.classList.toggle("idle", idle(s, now));
+    li.classList.toggle("over-quota", !!s.over_quota);
+    parts.presence.classList.toggle("on", s.online);
+    parts.presence.title = s.online ? "Online: the IDE is open" : "Offline";
+    parts.name.textContent = s.display_name + (s.active ? "" : " (deactivated)");
+    parts.username.textContent = s.username;
+    parts.state.textContent = state;
+    parts.state.title = state;
+    parts.detail.textContent = detail;
+    parts.detail.title = detail;
+    parts.name.title = `${parts.name.textContent} (${s.username})`;
+    parts.username.title = s.username;
+    parts.meta.textContent = [saved, check ? `checked ${check}` : "", s.over_quota ? "over quota" : ""].filter(Boolean).join(" · ");
+    parts.meta.title = s.over_quota
+      ? "Their folder is over its quota: their next save or run is refused until they delete something." : "";
+    button.setAttribute("aria-label", [`${s.display_name} (${s.username})`, s.online ? "online" : "offline", state,
+      detail, parts.meta.textContent].filter(Boolean).join(", "));
+    this.mark(tile);
+  }
+
+  /** [state, detail]: what the tile says of the student's program. */
+  words(s, kind, skew) {
+    if (kind === "running") return ["Running", `started ${ago(new Date(Date.parse(s.run_started_at) - skew))}`];
+    if (kind === "error") {
+      const error = currentError(s);
+      const where = error.file ? ` · ${error.file}:${error.line}` : "";
+      return [`${error.kind || "Error"}${where}`, error.kind ? error.message || error.text : error.text || "stopped with an error"];
+    }
+    if (kind === "limit") return ["Stopped by a limit", LIMIT_WORDS[s.last_run.reason] || s.last_run.reason];
+    if (kind === "ok") return ["Finished", ""];
+    if (kind === "stopped") return ["Stopped", ""];
+    return ["No run yet", ""];
+  }
+}

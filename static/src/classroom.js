@@ -1,0 +1,141 @@
+// The full-screen class view (/class/<id>): a tile per student (class-tiles.js),
+// the class's mistakes grouped (class-errors.js), live over the class's
+// socket (class-socket.js). Its side column (#class-side) is kept for the
+// teacher's messages to the class and the raised hands.
+import { h, $, clear, toast } from "./dom.js";
+import { get, meWhenReachable, ApiError } from "./api.js";
+import { userMenu } from "./account.js";
+import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
+import { Tiles, FILTERS, SORTS } from "./class-tiles.js";
+import { errorGroups, describeGroup } from "./class-errors.js";
+import "./settings.js"; // applies the theme
+
+const number = Number(location.pathname.split("/")[2]);
+const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
+if (!user) {
+  location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
+  throw new Error("not signed in");
+}
+if (user.role === "student") {
+  location.replace("/ide");
+  throw new Error("not staff");
+}
+userMenu($("#user-btn"), user, "teacher");
+
+/** Say why the class cannot be shown, in place of the view. */
+function refuse(message) {
+  clear($("#class-main"), h("div", { class: "class-refused", role: "alert" },
+    h("h1", {}, "This class cannot be shown"), h("p", {}, message),
+    h("p", {}, h("a", { href: "/teacher" }, "Back to the teacher view"))));
+  $(".class-aside").hidden = true;
+  document.body.classList.remove("loading");
+  document.body.dataset.ready = "true";
+}
+
+let found = null;
+try {
+  found = (await get(`/api/roster?class=${number}`)).class;
+} catch (e) {
+  if (!(e instanceof ApiError)) throw e;
+  refuse(e.status === 404 ? "There is no such class: it may have been deleted. Pick a class in the teacher view."
+    : e.status === 403 ? "You do not teach this class: ask an admin to add you to it, or pick one of your classes."
+      : e.message);
+}
+
+/** "14 students: NameError …" with its first words in bold. */
+function described(group) {
+  const text = describeGroup(group);
+  const at = text.indexOf(": ");
+  return [h("strong", { class: "group-count" }, text.slice(0, at + 1)), h("span", { class: "group-text" }, text.slice(at + 1))];
+}
+
+class ClassPage {
+  constructor(klass) {
+    this.socket = new ClassSocket(klass.id);
+    this.tiles = new Tiles(this.socket);
+    this.group = null; // the key of the error group shown, or null
+    document.title = `${klass.name} — PyClassroom`;
+    $("#class-title").textContent = klass.name;
+    this.liveState = $("#live-state");
+    this.summary = h("p", { class: "class-summary", "aria-live": "polite" });
+    this.note = h("p", { class: "tree-note", role: "status" });
+    this.chips = h("div", { class: "chips", role: "group", "aria-label": "Show" },
+      FILTERS.map((f) => h("button", { type: "button", class: "chip", dataset: { filter: f.id }, "aria-pressed": String(f.id === "all"),
+        onclick: () => this.show({ filter: f.id, group: null }) }, h("span", { class: "chip-label" }, f.label), h("span", { class: "chip-count" }))));
+    this.sort = h("select", { "aria-label": "Sort by", onchange: () => this.tiles.set({ sort: this.sort.value }) },
+      SORTS.map((o) => h("option", { value: o.id, text: o.label })));
+    this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
+      oninput: () => this.tiles.set({ query: this.search.value }) });
+    this.groups = h("ol", { class: "error-groups", "aria-label": "Errors by kind" });
+    this.groupNote = h("p", { class: "hint" });
+    clear($("#class-main"),
+      h("div", { class: "class-tools" }, this.chips, this.summary),
+      this.note, this.tiles.el);
+    clear($("#class-find"), this.search, this.sort);
+    clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
+    this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
+    this.socket.addEventListener("students", () => this.tiles.update());
+    this.socket.addEventListener("state", (e) => this.showState(e.detail));
+    this.socket.connect();
+    this.tiles.update();
+  }
+
+  /** Show only a filter's students, or an error group's (key), or all. */
+  show({ filter = "all", group = null }) {
+    this.group = group;
+    const only = group ? new Set(errorGroups(this.socket.students.values()).find((g) => g.key === group)?.usernames) : null;
+    this.tiles.set({ filter, only });
+    for (const chip of this.chips.children) chip.setAttribute("aria-pressed", String(!group && chip.dataset.filter === filter));
+    this.drawGroups();
+  }
+
+  counted({ shown, total, now }) {
+    const students = [...this.socket.students.values()];
+    for (const chip of this.chips.children) {
+      const test = FILTERS.find((f) => f.id === chip.dataset.filter).test;
+      chip.lastChild.textContent = String(students.filter((s) => test(s, now)).length);
+    }
+    this.summary.textContent = total ? `${shown} of ${total} shown` : "";
+    this.note.textContent = this.socket.state === "connecting" && !total ? "Loading the class…"
+      : !total ? "No students in this class yet." : !shown ? "No student matches." : "";
+    this.note.hidden = !this.note.textContent;
+    this.drawGroups();
+  }
+
+  /** The error groups, biggest first; the one shown lists its students. */
+  drawGroups() {
+    const groups = errorGroups(this.socket.students.values());
+    const chosen = groups.find((g) => g.key === this.group);
+    if (this.group && !chosen) return this.show({ filter: this.tiles.filter }); // its students moved on
+    if (chosen && this.tiles.only.size !== chosen.usernames.length) this.tiles.set({ only: new Set(chosen.usernames) });
+    const names = (g) => g.usernames.map((u) => this.socket.students.get(u)?.display_name || u).sort((a, b) => a.localeCompare(b));
+    // Drawn again only when a group changed, so a focused group keeps the focus.
+    const drawn = JSON.stringify([this.group, groups.map((g) => [g.key, names(g)])]);
+    if (drawn === this.drawn) return;
+    this.drawn = drawn;
+    this.groupNote.textContent = groups.length ? "Click a group to see its students." : "No student has an error now.";
+    clear(this.groups, groups.map((g) => h("li", { class: `error-group ${g.key === this.group ? "chosen" : ""}` },
+      h("button", { type: "button", class: "group-btn", "aria-pressed": String(g.key === this.group), dataset: { count: String(g.usernames.length) },
+        onclick: () => this.show(g.key === this.group ? { filter: "all" } : { filter: "all", group: g.key }) },
+      ...described(g)),
+      g.key === this.group ? h("p", { class: "group-names" }, names(g).join(", ")) : null)));
+  }
+
+  showState(code) {
+    const state = this.socket.state;
+    this.liveState.dataset.state = state;
+    this.liveState.textContent = { live: "Live", connecting: "Connecting…", waiting: "Reconnecting…", ended: "Stopped" }[state];
+    if (state === "ended" && code === NOT_YOUR_CLASS) {
+      this.liveState.textContent = "Stopped: you no longer teach this class";
+    } else if (state === "ended" && code === OTHER_TAB) {
+      this.liveState.textContent = "Stopped: open in another tab";
+    }
+  }
+}
+
+if (found) {
+  // Its tiles say "selected" {username, student} when one is clicked (a student's detail comes later).
+  new ClassPage(found); // eslint-disable-line no-new
+  document.body.classList.remove("loading");
+  document.body.dataset.ready = "true";
+}
