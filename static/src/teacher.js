@@ -1,9 +1,10 @@
 // The teacher's tools: the live class view (who is online, running, stuck on
 // an error, when each last saved, pushed by the server over /ws/class), a
 // student's files (read-only, following their saves, with a copy into the
-// teacher's own files to run there), and pushing starter files from a
-// class's course folder to its students. Its exercises and gradebook are
-// class-exercises.js's; raised hands and messages to the class, class-talk.js's.
+// teacher's own files to run there), pushing starter files from a
+// class's course folder to its students, and their passwords
+// (class-passwords.js). Its exercises and gradebook are class-exercises.js's;
+// raised hands and messages to the class, class-talk.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
@@ -12,6 +13,7 @@ import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 import { ClassTalk } from "./class-talk.js";
+import { resetStudentPassword, classPasswordsDialog } from "./class-passwords.js";
 
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
@@ -72,8 +74,9 @@ class ClassView extends EventTarget {
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState, this.fullScreen),
-      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list,
-      this.exercises.el, this.files);
+      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search,
+        h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
+          "New passwords and slips")), this.chips, this.note, this.list, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -194,6 +197,14 @@ class ClassView extends EventTarget {
         s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
 
+  /** New passwords and slips for the class's students (all, or those picked). */
+  passwords() {
+    if (!this.current) return;
+    const students = [...this.socket.students.values()].filter((s) => s.active)
+      .sort((a, b) => a.username.localeCompare(b.username));
+    classPasswordsDialog(this.current, new Picker(students), students.length);
+  }
+
   choose(username) {
     this.chosen = username;
     this.render();
@@ -209,7 +220,14 @@ class ClassView extends EventTarget {
         : [],
     });
     this.tree.addEventListener("open", (e) => this.dispatchEvent(new CustomEvent("open", { detail: e.detail })));
-    clear(this.files, this.tree.el);
+    const student = this.socket.students.get(username);
+    clear(this.files,
+      h("div", { class: "student-actions" },
+        h("button", { class: "btn small", type: "button", id: "student-password",
+          "aria-label": `Reset the password of ${student?.display_name || username}`,
+          onclick: () => resetStudentPassword(this.current, this.socket.students.get(username) || { username, display_name: username }) },
+        "Reset password")),
+      this.tree.el);
     this.tree.load();
   }
 }
