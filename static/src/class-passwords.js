@@ -6,6 +6,7 @@ import { h, clear } from "./dom.js";
 import { post } from "./api.js";
 import { openDialog, confirmDialog, alertDialog } from "./dialog.js";
 import { PasswordSheet } from "./passwords.js";
+import { StudentPicker } from "./student-picker.js";
 
 const named = (s) => `${s.display_name} (${s.username})`;
 
@@ -44,8 +45,10 @@ export async function resetStudentPassword(cls, student) {
 }
 
 /** New passwords and slips for the class `cls`: everyone, or those chosen
- * with `picker` (teacher.js's Picker over the class's active students). */
-export async function classPasswordsDialog(cls, picker, count) {
+ * of `students` (its active students). */
+export async function classPasswordsDialog(cls, students) {
+  const picker = new StudentPicker(students);
+  const count = students.length;
   const everyone = h("input", { type: "radio", name: "passwords-who", value: "all", checked: true });
   const some = h("input", { type: "radio", name: "passwords-who", value: "some" });
   for (const r of [everyone, some]) r.addEventListener("change", () => picker.enable(some.checked));
