@@ -17,7 +17,7 @@ import time
 
 from tornado.netutil import bind_sockets
 
-from . import config
+from . import config, public_url
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .instance import Instance
 from .runs import sandbox
@@ -115,6 +115,7 @@ def main(argv=None):
             print(f"error: cannot listen on {cfg.HOST}:{cfg.PORT}: {e.strerror}", file=sys.stderr)
             return 1
         port = sockets[0].getsockname()[1]
+        public_url.resolve(cfg, port)  # before forking: every worker prints the same on slips
         if cfg.process_count == 1:
             return serve_single(cfg, instance, sockets, dsn, port)
         return Supervisor(cfg, instance, sockets, dsn, port).run()
@@ -132,7 +133,7 @@ def serve_single(cfg, instance, sockets, dsn, port):
 
     def ready():
         instance.write_workers([os.getpid()])
-        print(serving_line(cfg, port, [os.getpid()]), flush=True)
+        print(serving_line(cfg, port, [os.getpid()]) + "\n" + public_url.announce(cfg), flush=True)
 
     try:
         worker.main(cfg, instance, sockets, dsn, 1, ready)
@@ -176,7 +177,8 @@ class Supervisor:
                 return 1
             if not announced and len(self.ready) == self.cfg.process_count:
                 announced = True
-                print(serving_line(self.cfg, self.port, sorted(self.ready)), flush=True)
+                print(serving_line(self.cfg, self.port, sorted(self.ready)) + "\n" + public_url.announce(self.cfg),
+                      flush=True)
             elif not announced and time.monotonic() - started > START_TIMEOUT:
                 log.error("workers did not become ready within %ds", START_TIMEOUT)
                 self.shutdown()

@@ -16,8 +16,9 @@ from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHand
 from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, LoginPage, NotFoundHandler,
                     TeacherPage)
 from .runs.handlers import RunSocket
-from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler, ClassSocket,
-                                HandHandler, HandsHandler, PushHandler, RosterHandler, TalkHandler)
+from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler,
+                                ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
+                                RosterHandler, TalkHandler)
 from .web import WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
@@ -53,6 +54,7 @@ ROUTES = [
     (r"/api/classes/([0-9]{1,18})/hand", HandHandler),
     (r"/api/classes/([0-9]{1,18})/hands(?:/([^/]{1,64}))?", HandsHandler),
     (r"/api/talk", TalkHandler),
+    (r"/api/classes/([0-9]{1,18})/passwords", ClassPasswordsHandler),
     (r"/api/classes/([0-9]{1,18})/exercises", ClassExercisesHandler),
     (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}", ClassExerciseHandler),
     (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}/attempts/([^/]+)", AttemptHandler),

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import public_url
+
 
 class ConfigError(ValueError):
     """A setting has a value the server cannot use."""
@@ -125,6 +127,10 @@ HOUR = 3600
 SETTINGS = [
     Setting("HOST", _host, "0.0.0.0", "address to listen on"),
     Setting("PORT", _int(0, 65535, ", 0 = any free port"), "8888", "TCP port to listen on"),
+    Setting("PUBLIC_URL", public_url.parse, "",
+            "the address students type to reach the server, printed on password slips (e.g. "
+            "http://10.0.0.5:8888 or https://py.school.org); empty guesses this computer's network address "
+            "and PORT, and says so at start-up"),
     Setting("TORNADO_PROCESSES", _int(0, 256, ", 0 = one per CPU"), "1",
             "worker processes sharing the listening socket"),
     Setting("DATABASE_URL", _database_url, "",
@@ -261,6 +267,7 @@ def load(environ=None):
             values[s.name] = s.parse(raw)
         except ValueError as e:
             raise ConfigError(f"{s.name}={s.shown(raw)!r} is not valid: {e}") from None
+    values["PUBLIC_URL_GUESSED"] = not values["PUBLIC_URL"]  # public_url.resolve fills in the guess
     if not values["STORAGE_ROOT"]:
         values["STORAGE_ROOT"] = os.path.join(values["DATA_DIR"], "storage")
     return Config(values)

@@ -91,7 +91,7 @@ async def open_database(ctx, dsn):
     ctx.files = Files(ctx.store, ctx.file_processes, storage_threads, ctx.pool, ctx.cfg, classes)
     ctx.files.changes = FileChanges(ctx.pool, ctx.notify)
     ctx.inbox = Inbox(ctx.pool, ctx.notify)  # what teaching tells the students' open IDEs
-    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.notify, ctx.inbox)
+    ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
                          lambda: ctx.draining)

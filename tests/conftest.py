@@ -196,6 +196,15 @@ def warm_server(server):
     return wait_for_editing_help(server)
 
 
+PUBLIC_URL = "http://pyclassroom.school.test:8888"
+
+
+@pytest.fixture
+def public_server(shared_servers):
+    """A shared server whose PUBLIC_URL is set (the address password slips print)."""
+    yield from _shared(shared_servers, PUBLIC_URL=PUBLIC_URL)
+
+
 @pytest.fixture
 def server2(shared_servers):
     """The real server with two workers, for stories about several workers."""
@@ -302,7 +311,7 @@ def local_server(request, shared_servers):
 # -- markers, to run a part: `pytest -m "not browser and not docker"` ------------------
 
 KIND_OF_MODULE = {"test_browser": "browser", "test_browser_tabs": "browser", "test_files_browser": "browser",
-                  "test_browser_class": "browser",
+                  "test_browser_class": "browser", "test_browser_passwords": "browser",
                   "test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
                   "test_loadgen": "tools", "test_efs_bench": "tools",
                   "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}

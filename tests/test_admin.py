@@ -88,3 +88,22 @@ def test_deactivate_ends_sessions_and_reactivate_restores_login(server, people, 
     r = admin.post("/api/admin/users/admin/active", json={"active": False})
     assert r.status_code == 400 and r.json()["error"] == "cannot_deactivate_self"
     assert admin.post(active, json={"active": "no"}).status_code == 400
+
+
+def test_accounts_list_their_classes_and_filter_by_class(server, people, admin):
+    from tests.live_support import a_class
+    teacher, ann = people.teacher("mrs-c", log_in=False), people.student("ann-c")
+    loner = people.student("loner")
+    number = a_class(server, teacher, ann, name="Chess club")
+    found = admin.get(f"/api/admin/users?class={number}").json()["users"]
+    assert sorted((u["username"], u["classes"]) for u in found) == sorted(
+        [(teacher.username, ["Chess club"]), (ann.username, ["Chess club"])])
+    [me] = admin.get("/api/admin/users?q=admin&role=admin").json()["users"]
+    assert me["classes"] == []  # admins are in none (and reach all)
+    [alone] = admin.get(f"/api/admin/users?q={loner.username}").json()["users"]
+    assert alone["classes"] == ["Default class"]
+    assert admin.get(f"/api/admin/users?class={number}&role=teacher").json()["users"][0]["username"] == teacher.username
+    for bad in ("abc", "-1", "1" * 19, "١"):
+        r = admin.get(f"/api/admin/users?class={bad}")
+        assert r.status_code == 400 and r.json()["error"] == "bad_class", r.text
+    assert admin.get("/api/admin/users?class=99999999").json()["users"] == []

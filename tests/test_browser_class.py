@@ -203,7 +203,9 @@ def test_admin_classes_class_list_passwords_and_status_in_words(start_server, ne
     report = admin.locator("#import-report")
     expect(report).to_contain_text("4 created, 0 skipped")
     expect(report.locator(".password-sheet")).to_contain_text("3 new passwords: shown only now")
-    shown = {tr.locator("td").nth(1).inner_text(): tr.locator("td").nth(4).inner_text()
+    # People by their names, usernames beside them.
+    expect(report.locator('table.report tr[data-username="cy"] td').nth(1)).to_have_text("Cy Young")
+    shown = {tr.locator("td").nth(2).inner_text(): tr.locator("td").nth(5).inner_text()
              for tr in report.locator("table.report tbody tr").all()}
 
     with admin.expect_download() as download:

@@ -4,7 +4,7 @@ and puts people in them (also from a class list's `class` column); an
 account in no class is in the default class, as everyone was before."""
 import pytest
 
-from tests.conftest import People
+from tests.conftest import PASSWORD, People
 from tests.helpers import sql
 from loadtest.harness import ADMIN_PASSWORD
 
@@ -40,10 +40,14 @@ def text_of(client, area, path):
 
 def test_teachers_reach_only_their_classes(school):
     server, admin, people = school
-    mrs_a, mr_b, mr_x = people.teacher("mrs-a"), people.teacher("mr-b"), people.teacher("mr-x")
+    # New teachers, put into their classes before they ever sign in: just those classes are theirs.
+    mrs_a, mr_b = people.teacher("mrs-a", log_in=False), people.teacher("mr-b", log_in=False)
+    mr_x = people.teacher("mr-x")
     ann, ben, una = people.student("ann"), people.student("ben"), people.student("una")
     a = make_class(admin, "7A", mrs_a, ann)
     b = make_class(admin, "7B", mr_b, ben)
+    mrs_a.login_ok(mrs_a.username, PASSWORD)
+    mr_b.login_ok(mr_b.username, PASSWORD)
 
     mine = mrs_a.get("/api/classes").json()["classes"]
     assert [(c["id"], c["area"], c["teachers"], c["students"]) for c in mine] == [(a, f"class/{a}", [mrs_a.username], 1)]
@@ -94,16 +98,50 @@ def test_the_default_class_keeps_the_course_folder_of_before(school):
     [default] = una.get("/api/classes").json()["classes"]
     assert default["area"] == "course" and default["default"]
     assert text_of(una, "course", "intro.py") == "print('hi')\n"
-    # A teacher put into a class of their own no longer writes the default class's folder.
+    # Put into a class of their own as well, he still teaches the default class.
     make_class(admin, "Robotics", mr_x)
-    assert put(mr_x, "course", "intro.py", "x", etag="*").status_code == 403
-    assert text_of(una, "course", "intro.py") == "print('hi')\n"
+    assert put(mr_x, "course", "intro.py", "print('hello')\n", etag="*").status_code == 200
+    assert text_of(una, "course", "intro.py") == "print('hello')\n"
+
+
+def test_joining_a_class_does_not_take_a_teacher_out_of_the_default_class(school):
+    """The bug of issue 24: being in no class is what put a teacher in the
+    default class, so joining a new class silently took them out of it and
+    their students vanished from /teacher."""
+    server, admin, people = school
+    mr_x, una, ivo = people.teacher("mr-x"), people.student("una"), people.student("ivo")
+    ann = people.student("ann")
+    default = lambda client: next(c for c in client.get("/api/classes").json()["classes"] if c["default"])
+    assert [s["username"] for s in mr_x.get("/api/roster").json()["students"]] == sorted([una.username, ivo.username,
+                                                                                          ann.username])
+    robotics = make_class(admin, "Robotics", mr_x, ann)
+
+    classes = mr_x.get("/api/classes").json()["classes"]
+    assert [(c["name"], c["students"]) for c in classes] == [("Default class", 2), ("Robotics", 1)]
+    names = lambda q="": [s["username"] for s in mr_x.get("/api/roster" + q).json()["students"]]
+    assert names() == sorted([una.username, ivo.username])  # his earlier students are still his
+    assert names(f"?class={robotics}") == [ann.username]  # ann moved: a student is in one class or the default
+    put(una, "home", "work.py", "una's\n")
+    assert text_of(mr_x, f"user/{una.username}", "work.py") == "una's\n"
+    members = admin.get(f"/api/classes/{default(admin)['id']}/members").json()["members"]
+    assert (mr_x.username, True) in [(m["username"], m["assigned"]) for m in members]  # kept, and shown as put there
+
+    # Taking him out of the default class is an admin's choice, and it holds.
+    r = admin.post(f"/api/classes/{default(admin)['id']}/members", json={"remove": [mr_x.username]})
+    assert r.json() == {"added": 0, "removed": 1}
+    assert [c["name"] for c in mr_x.get("/api/classes").json()["classes"]] == ["Robotics"]
+    # A new teacher who never signed in, put into a class, has just that class.
+    new = people.teacher("mrs-new", log_in=False)
+    make_class(admin, "Chess", new)
+    new.login_ok(new.username, PASSWORD)
+    assert [c["name"] for c in new.get("/api/classes").json()["classes"]] == ["Chess"]
 
 
 def test_only_admins_change_classes_and_bad_changes_change_nothing(school):
     server, admin, people = school
-    mrs_a, ann = people.teacher("mrs-a"), people.student("ann")
+    mrs_a, ann = people.teacher("mrs-a", log_in=False), people.student("ann")
     a = make_class(admin, "7A", mrs_a)
+    mrs_a.login_ok(mrs_a.username, PASSWORD)
     assert mrs_a.post("/api/classes", json={"name": "Mine"}).status_code == 403
     assert mrs_a.post(f"/api/classes/{a}/members", json={"add": [ann.username]}).status_code == 403
     assert ann.get(f"/api/classes/{a}/members").status_code == 403

@@ -25,6 +25,8 @@ def run_server(*args, **env):
     ("LOG_LEVEL", "LOUD", "one of DEBUG, INFO, WARNING, ERROR"),
     ("DATABASE_URL", "mysql://x", "postgresql://"),
     ("DEMO", "maybe", "1/0"),
+    ("PUBLIC_URL", "127.0.0.1:8888", "http://10.0.0.5:8888"),  # no scheme
+    ("PUBLIC_URL", "http://admin:pw@school.lan", "http or https, a host"),
 ])
 def test_bad_value_stops_startup_with_one_clear_line(name, value, allowed, tmp_path):
     result = run_server(**{name: value, "DATA_DIR": str(tmp_path)})

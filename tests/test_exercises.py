@@ -126,7 +126,7 @@ def test_the_checks_area_is_for_the_classes_teachers_only(server, people, room):
         r = teacher.request("PUT", f"{area}/average/{name}", data=(EXAMPLE / name).read_bytes())
         assert r.status_code == 200, r.text
     assert [e["name"] for e in teacher.get(area).json()["entries"]] == ["average"]
-    [mine] = teacher.get("/api/classes").json()["classes"]
+    [mine] = [c for c in teacher.get("/api/classes").json()["classes"] if c["id"] == number]
     assert mine["checks"] == f"checks/{number}" and "checks" not in ann.get("/api/classes").json()["classes"][0]
     admin = people.admin("root")
     assert admin.get(f"{area}/average/tests.py").json()["content"] == (EXAMPLE / "tests.py").read_text()

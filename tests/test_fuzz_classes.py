@@ -1,4 +1,4 @@
-"""The classes, roster, push and live-view endpoints under generated
+"""The classes, roster, push, passwords and live-view endpoints under generated
 hostile input (as test_fuzz_api.py does for the rest): sent by an
 anonymous client, a student, a teacher of one class and an admin to one
 real server, every answer is below 500 and JSON, and a refusal leaves the
@@ -79,6 +79,18 @@ def test_push(world, role, body, ctype, area, path, students, aimed):
     if aimed:
         body, ctype = dumps({"area": area, "path": path, "students": students}), "application/json"
     world.send(role, "POST", "/api/course/push", body, ctype)
+
+
+@fuzz
+@given(role=roles, number=numbers, students=st.one_of(st.none(), st.lists(names, max_size=3), text),
+       raw=bodies("students"), ctype=content_types, aimed=st.booleans())
+def test_class_passwords(world, role, number, students, raw, ctype, aimed):
+    body = dumps({} if students is None else {"students": students}) if aimed else raw
+    r = world.send(role, "POST", f"/api/classes/{number}/passwords", body, ctype)
+    if r.status_code == 200:  # sam, the world's student, may have been given a new password: sign in with it
+        for row in r.json()["rows"]:
+            if row["username"] == "sam":
+                world.clients["student"].login_ok("sam", row["password"])
 
 
 @fuzz

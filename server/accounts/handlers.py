@@ -1,7 +1,7 @@
 """HTTP endpoints of accounts: sign in and out, who am I, one's password,
 and the admin's account administration. Each parses, authorizes, calls
 the Accounts service (service.py) and answers."""
-from .. import metrics
+from .. import metrics, public_url
 from ..errors import Refused
 from ..web import SESSION_COOKIE, ApiError, ApiHandler, is_https, set_session_cookie
 from . import devices
@@ -59,14 +59,18 @@ class PasswordHandler(ApiHandler):
 
 
 class UsersHandler(ApiHandler):
-    """GET accounts (?q= search, ?role=), POST one new account."""
+    """GET accounts (?q= search, ?role=, ?class=<id>), POST one new account."""
 
     async def get(self):
         await self.require_user("admin")
         role = self.get_argument("role", None)
         if role is not None and role not in ROLES:
             raise ApiError(400, "bad_role", "role must be student, teacher or admin.")
-        users = await self.ctx.accounts.list_users(self.get_argument("q", "")[:100], role)
+        number = self.get_argument("class", None)
+        if number is not None and (not number.isascii() or not number.isdigit() or len(number) > 18):
+            raise ApiError(400, "bad_class", "class must be a class's number.")
+        users = await self.ctx.accounts.list_users(self.get_argument("q", "")[:100], role,
+                                                   int(number) if number is not None else None)
         self.finish_json({"users": users, "limit": LIST_LIMIT})
 
     async def post(self):
@@ -86,7 +90,8 @@ class ImportUsersHandler(ApiHandler):
     async def post(self):
         admin = await self.require_user("admin")
         text = self.field(self.json_body(), "csv", str, max_len=1 << 20)
-        self.finish_json(await self.ctx.accounts.import_csv(admin["username"], text))
+        report = await self.ctx.accounts.import_csv(admin["username"], text)
+        self.finish_json({**report, "sign_in_at": public_url.sign_in_at(self.ctx.cfg)})
 
 
 class UserPasswordHandler(ApiHandler):

@@ -168,15 +168,22 @@ class Accounts:
 
     # -- administration ----------------------------------------------------
 
-    async def list_users(self, query: str = "", role: str | None = None, limit: int | None = LIST_LIMIT) -> list[dict]:
-        """Accounts whose username or display name contains `query`, with `role`."""
+    async def list_users(self, query: str = "", role: str | None = None, class_id: int | None = None,
+                         limit: int | None = LIST_LIMIT) -> list[dict]:
+        """Accounts whose username or display name contains `query`, with
+        `role`, in the class `class_id`; each with the names of its classes
+        (an account in no class is in the default one; admins are in none)."""
         rows = await self.pool.fetch(
-            """SELECT username, display_name, role, active, created_at, last_save_at FROM users
-               WHERE ($1 = '' OR username ILIKE '%' || $1 || '%' OR display_name ILIKE '%' || $1 || '%')
-                 AND ($2::text IS NULL OR role = $2)
-               ORDER BY username LIMIT $3""",
-            query, role, limit)
-        return [_public(r) for r in rows]
+            """SELECT u.username, u.display_name, u.role, u.active, u.created_at, u.last_save_at,
+                      ARRAY(SELECT c.name FROM class_membership m JOIN classes c ON c.id = m.class_id
+                            WHERE m.user_id = u.id ORDER BY c.is_default DESC, lower(c.name)) AS classes
+               FROM users u
+               WHERE ($1 = '' OR u.username ILIKE '%' || $1 || '%' OR u.display_name ILIKE '%' || $1 || '%')
+                 AND ($2::text IS NULL OR u.role = $2)
+                 AND ($3::bigint IS NULL OR u.id IN (SELECT user_id FROM class_membership WHERE class_id = $3))
+               ORDER BY u.username LIMIT $4""",
+            query, role, class_id, limit)
+        return [{**_public(r), "classes": list(r["classes"])} for r in rows]
 
     async def create_user(self, actor: str, username: str, display_name: str, role: str,
                           password: str | None = None) -> tuple[dict, str]:
@@ -250,18 +257,37 @@ class Accounts:
     async def reset_password(self, actor: str, username: str) -> tuple[str, int]:
         """A new generated password (shown once): (password, sessions ended).
         A lock-out from failed logins is lifted too."""
-        password = passwords.generate_password()
-        password_hash = await self._hash(password)
-        async with self.pool.transaction() as conn:
-            user_id = await conn.fetchval(
-                "UPDATE users SET password_hash = $2, password_changed_at = now() WHERE username = $1 "
-                "RETURNING id", username, password_hash)
-            if user_id is None:
-                raise Refused(404, "no_such_user", f"There is no account named {username}.")
-            ended = await sessions.delete_for_user(conn, user_id)
-            await throttle.lift(conn, username)
-            await audit(conn, actor, "reset_password", username, sessions_ended=ended)
+        [(_, password)], ended = await self.reset_passwords(actor, [username])
         return password, ended
+
+    async def reset_passwords(self, actor: str, usernames: list[str], role: str | None = None,
+                              **detail) -> tuple[list[tuple[str, str]], int]:
+        """New generated passwords (shown once) for these accounts, all or
+        none: ([(username, password)], sessions ended). Each one's sessions
+        end, a lock-out is lifted, and the audit log says who did it to whom
+        (with `detail`). With `role`, an account that no longer has it (a
+        student made a teacher since the caller looked) is refused as missing."""
+        usernames = list(dict.fromkeys(usernames))
+        plain = {u: passwords.generate_password() for u in usernames}
+        hashes = []
+        for u in usernames:  # one at a time through the bounded hasher: logins keep their turn
+            hashes.append(await self._hash(plain[u]))
+        ended = 0
+        async with self.pool.transaction() as conn:
+            changed = {r["username"]: r["id"] for r in await conn.fetch(
+                """UPDATE users u SET password_hash = n.hash, password_changed_at = now()
+                   FROM unnest($1::text[], $2::text[]) AS n(username, hash)
+                   WHERE u.username = n.username AND ($3::text IS NULL OR u.role = $3)
+                   RETURNING u.username, u.id""", usernames, hashes, role)}
+            missing = [u for u in usernames if u not in changed]
+            if missing:  # raising rolls the others back
+                raise Refused(404, "no_such_user", f"There is no account named {missing[0]}.", users=missing)
+            for u in usernames:
+                sessions_ended = await sessions.delete_for_user(conn, changed[u])
+                ended += sessions_ended
+                await throttle.lift(conn, u)
+                await audit(conn, actor, "reset_password", u, sessions_ended=sessions_ended, **detail)
+        return [(u, plain[u]) for u in usernames], ended
 
     async def set_active(self, actor: str, username: str, active: bool) -> tuple[bool, int]:
         """Activate or deactivate (which ends the sessions): (whether it

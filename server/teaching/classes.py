@@ -161,6 +161,32 @@ class Classes:
             """SELECT u.id, u.username, u.display_name FROM class_membership m JOIN users u ON u.id = m.user_id
                WHERE m.class_id = $1 AND u.role = 'student' AND u.active ORDER BY u.username""", class_id)
 
+    async def own_students(self, user: dict, class_id: int, usernames: list[str] | None = None
+                           ) -> tuple[asyncpg.Record, list[asyncpg.Record]]:
+        """The class and (id, username, display_name) of the students of it
+        named (None: its active students) if `user` teaches it or is an
+        admin: whose passwords they may reset. Refused 403, naming them,
+        for staff (an admin resets those, in Accounts) and for anyone who
+        is not a student of this class."""
+        found = await self.teaching(user, class_id)
+        if usernames is None:
+            return found, await self.students(found["id"])
+        names = list(dict.fromkeys(rules.normalize_username(u) for u in usernames))
+        rows = await self.pool.fetch(
+            """SELECT u.id, u.username, u.display_name, u.role,
+                      EXISTS (SELECT 1 FROM class_membership m WHERE m.class_id = $2 AND m.user_id = u.id) AS member
+               FROM users u WHERE u.username = ANY($1::text[])""", names, found["id"])
+        by_name = {r["username"]: r for r in rows}
+        staff = [u for u in names if u in by_name and by_name[u]["role"] != "student"]
+        if staff:
+            raise Refused(403, "staff_password", "Passwords of teachers and admins are not reset here; an admin "
+                          f"resets them in Administration, Accounts ({', '.join(staff[:20])}).", users=staff)
+        outsiders = [u for u in names if u not in by_name or not by_name[u]["member"]]
+        if outsiders:
+            raise Refused(403, "not_your_student", f"Only the passwords of students of {found['name']} can be "
+                          f"reset here; these are not: {', '.join(outsiders[:20])}.", users=outsiders)
+        return found, [by_name[u] for u in names]
+
     async def members(self, class_id: int) -> list[dict]:
         """Everyone in a class: its teachers and students, and whether they
         were put there (False: in no class, so in the default one)."""
@@ -200,7 +226,9 @@ class Classes:
     async def change_members(self, actor: str, class_id: int, add: list[str], remove: list[str]) -> dict:
         """Put teachers and students into a class and take others out (all
         or nothing): {"added": n, "removed": n}. Someone taken out of their
-        last class is in the default class again."""
+        last class is in the default class again; a teacher in no class who has
+        signed in stays in the default class on joining another
+        (_keep_default_for_teachers)."""
         if len(add) + len(remove) > MAX_MEMBERS_CHANGE:
             raise Refused(400, "too_many", f"Change at most {MAX_MEMBERS_CHANGE} members at a time.")
         names = [rules.normalize_username(u) for u in add + remove]
@@ -216,13 +244,33 @@ class Classes:
             if admins:
                 raise Refused(400, "admins_have_no_class",
                               "Admins reach every class and are in none: " + ", ".join(admins[:20]))
+            adding = [found[rules.normalize_username(u)]["id"] for u in add]
+            kept = await _keep_default_for_teachers(conn, class_id, adding)
             added = await conn.fetch(
                 """INSERT INTO class_members (class_id, user_id) SELECT $1, unnest($2::bigint[])
                    ON CONFLICT DO NOTHING RETURNING user_id""",
-                class_id, [found[rules.normalize_username(u)]["id"] for u in add])
+                class_id, adding)
             removed = await conn.fetch(
                 "DELETE FROM class_members WHERE class_id = $1 AND user_id = ANY($2::bigint[]) RETURNING user_id",
                 class_id, [found[rules.normalize_username(u)]["id"] for u in remove])
-            await audit(conn, actor, "class_members", str(class_id), added=len(added), removed=len(removed))
+            await audit(conn, actor, "class_members", str(class_id), added=len(added), removed=len(removed),
+                        kept_in_default=kept)
         return {"added": len(added), "removed": len(removed)}
 
+
+async def _keep_default_for_teachers(conn, class_id, user_ids):
+    """Before teachers in no class join another: make their place in the
+    default class explicit, so that they keep teaching it. Being in no
+    class is what put them there, and joining silently ended it: the
+    students they taught vanished from /teacher. Only teachers who have
+    signed in (and so have seen the default class) keep it: a new teacher
+    put into their class sees just that one. Students move: the default
+    class holds the students no class has. How many teachers kept it."""
+    status = await conn.execute(
+        """INSERT INTO class_members (class_id, user_id)
+           SELECT d.id, u.id FROM classes d JOIN users u ON u.id = ANY($2::bigint[])
+           WHERE d.is_default AND d.id <> $1 AND u.role = 'teacher'
+             AND NOT EXISTS (SELECT 1 FROM class_members m WHERE m.user_id = u.id)
+             AND EXISTS (SELECT 1 FROM audit_log a WHERE a.action = 'login' AND a.actor = u.username)
+           ON CONFLICT DO NOTHING""", class_id, user_ids)
+    return int(status.split()[-1])

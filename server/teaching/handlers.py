@@ -1,10 +1,12 @@
 """HTTP and WebSocket endpoints of teaching: classes and their members, the
-roster, pushing starter files, the live class view (/ws/class/<id>), and
-talking to the class (messages, raised hands)."""
+roster, pushing starter files, new passwords for a class's students, the
+live class view (/ws/class/<id>), and talking to the class (messages,
+raised hands)."""
 import logging
 
 from tornado import websocket
 
+from .. import public_url
 from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
@@ -69,6 +71,21 @@ class ClassMembersHandler(ApiHandler):
         if len(found) > MAX_MEMBERS_CHANGE or not all(isinstance(u, str) and len(u) <= 64 for u in found):
             raise ApiError(400, "wrong_type", f"The field '{name}' must be a list of usernames.")
         return found
+
+
+class ClassPasswordsHandler(ApiHandler):
+    """POST {"students": [usernames]?}: new passwords (shown once) for the
+    class's active students, or those named, by its teachers and admins;
+    with the address the slips print (`sign_in_at`)."""
+
+    async def post(self, number):
+        teacher = await self.require_user("teacher", "admin")
+        chosen = self.field(self.json_body(), "students", list, required=False)
+        if chosen is not None and (len(chosen) > MAX_MEMBERS_CHANGE
+                                   or not all(isinstance(u, str) and len(u) <= 64 for u in chosen)):
+            raise ApiError(400, "wrong_type", "The field 'students' must be a list of usernames.")
+        made = await self.ctx.teaching.new_passwords(teacher, class_id(number), chosen)
+        self.finish_json({**made, "sign_in_at": public_url.sign_in_at(self.ctx.cfg)})
 
 
 class RosterHandler(ApiHandler):

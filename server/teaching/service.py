@@ -1,10 +1,12 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (the files service's push, files/push.py), talking to the class
-(talk.py: messages and raised hands); it implements the runs'
+folder (the files service's push, files/push.py), new passwords for a
+class's students (the accounts service's), talking to the class (talk.py:
+messages and raised hands); it implements the runs'
 RunEvents (runs/events.py), so the live view knows who is online and
 running (activity.py) and a teacher may follow a student's console
 (consoles.py, following.py) and open file (viewing.py). Knows nothing of HTTP."""
+from ..accounts.service import Accounts
 from ..config import Config
 from ..db import Pool
 from ..errors import Refused
@@ -20,10 +22,15 @@ from .talk import Talk
 from .viewing import Viewing
 
 
+MAX_NEW_PASSWORDS = 500  # in one request: about half a minute of hashing on a busy server
+
+
 class Teaching:
-    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, listener=None, inbox=None):
+    def __init__(self, pool: Pool, files: Files, cfg: Config, classes: Classes, accounts: Accounts, listener=None,
+                 inbox=None):
         self.pool = pool
         self.files = files  # the files service
+        self.accounts = accounts  # for the passwords of a class's students
         self.cfg = cfg
         self.classes = classes
         self.activity = Activity(pool)
@@ -136,3 +143,26 @@ class Teaching:
         names = {s["username"]: s["display_name"] for s in students}
         return {**done.report(), "students": len(targets), "class": found["id"], "changed": changed,
                 "names": {u: names[u] for u in targets}}
+
+    # -- passwords -------------------------------------------------------------------
+
+    async def new_passwords(self, teacher: dict, class_id: int, chosen: list[str] | None = None) -> dict:
+        """New passwords (shown once) for the active students of a class the
+        teacher teaches, or for those `chosen` of its students: their old
+        passwords stop working and their sessions end. Never for staff nor
+        for other classes' students (Classes.own_students refuses them)."""
+        if chosen is not None and not chosen:
+            raise Refused(400, "no_students", "Choose at least one student.")
+        found, students = await self.classes.own_students(teacher, class_id, chosen)
+        if not students:
+            raise Refused(400, "no_students", f"{found['name']} has no active students yet.")
+        if len(students) > MAX_NEW_PASSWORDS:  # each is a password hash: bound the request's work
+            raise Refused(400, "too_many", f"That is {len(students)} students of {found['name']}: make new passwords "
+                          f"for at most {MAX_NEW_PASSWORDS} at a time (choose some of them).")
+        names = {s["username"]: s["display_name"] for s in students}
+        made, ended = await self.accounts.reset_passwords(
+            teacher["username"], list(names), role="student", class_id=found["id"], by=teacher["role"])
+        return {"class": {"id": found["id"], "name": found["name"], "default": found["is_default"]},
+                "rows": [{"username": u, "display_name": names[u], "class": found["name"], "password": p}
+                         for u, p in made],
+                "sessions_ended": ended}

@@ -24,7 +24,8 @@ userMenu($("#user-btn"), user, "admin");
 // -- tabs -----------------------------------------------------------------------
 
 const classesTab = new ClassesTab($("#classes"));
-const loaders = { accounts: loadAccounts, classes: () => classesTab.load(), import: () => {}, status: loadStatus };
+// Coming back to Accounts lists the classes again (the Classes tab may have made or renamed some).
+const loaders = { accounts: () => { classesListed = false; loadAccounts(); }, classes: () => classesTab.load(), import: () => {}, status: loadStatus };
 function showTab(name) {
   for (const tab of $$(".admin-tabs [role=tab]")) {
     const on = tab.getAttribute("aria-controls") === name;
@@ -53,19 +54,37 @@ let statusTimer = null;
 const search = h("input", { type: "search", id: "user-search", placeholder: "Search by name or username", "aria-label": "Search accounts" });
 const roleFilter = h("select", { id: "role-filter", "aria-label": "Role" },
   h("option", { value: "", text: "All roles" }), ["student", "teacher", "admin"].map((r) => h("option", { value: r, text: r })));
+// The classes, as the filter offers them (filled in when the accounts first load).
+const classFilter = h("select", { id: "class-filter", "aria-label": "Class" }, h("option", { value: "", text: "All classes" }));
+let classesListed = false;
 const table = h("table", { class: "users", id: "users" });
 const count = h("p", { class: "hint", role: "status", "aria-live": "polite" });
 clear($("#accounts"),
-  h("div", { class: "toolbar" }, search, roleFilter, h("div", { class: "spacer" }),
+  h("div", { class: "toolbar" }, search, roleFilter, classFilter, h("div", { class: "spacer" }),
     h("button", { class: "btn primary", type: "button", id: "create-user", onclick: createDialog }, "Create account")),
   count, h("div", { class: "table-wrap" }, table));
 search.addEventListener("input", debounce(loadAccounts, 250));
 roleFilter.addEventListener("change", loadAccounts);
+classFilter.addEventListener("change", loadAccounts);
+
+async function listClasses() {
+  try {
+    const { classes } = await get("/api/classes");
+    const was = classFilter.value;
+    clear(classFilter, h("option", { value: "", text: "All classes" }), classes.map((c) => h("option", { value: String(c.id), text: c.name })));
+    classFilter.value = classes.some((c) => String(c.id) === was) ? was : "";
+    classesListed = true;
+  } catch {
+    // The accounts still load; the filter is offered on the next load.
+  }
+}
 
 async function loadAccounts() {
+  if (!classesListed) await listClasses();
   const params = new URLSearchParams();
   if (search.value.trim()) params.set("q", search.value.trim());
   if (roleFilter.value) params.set("role", roleFilter.value);
+  if (classFilter.value) params.set("class", classFilter.value);
   let data;
   try {
     data = await get(`/api/admin/users?${params}`);
@@ -76,11 +95,12 @@ async function loadAccounts() {
   count.textContent = `${data.users.length} account${data.users.length === 1 ? "" : "s"}`
     + (data.users.length >= data.limit ? ` (the first ${data.limit}: search to narrow)` : "");
   clear(table,
-    h("thead", {}, h("tr", {}, ["Username", "Name", "Role", "Status", "Created", "Last save", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ["Username", "Name", "Role", "Classes", "Status", "Created", "Last save", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, data.users.map((u) => h("tr", { dataset: { username: u.username }, class: u.active ? "" : "inactive" },
       h("td", {}, h("code", {}, u.username)),
-      h("td", {}, u.display_name),
+      h("td", { class: "user-name" }, u.display_name),
       h("td", {}, h("span", { class: `role ${u.role}` }, u.role)),
+      h("td", { class: "user-classes" }, u.role === "admin" ? "all (admin)" : u.classes.join(", ") || "—"),
       h("td", {}, u.active ? "Active" : "Deactivated"),
       h("td", {}, new Date(u.created_at).toLocaleDateString()),
       h("td", {}, u.last_save_at ? ago(u.last_save_at) : "—"),
@@ -125,7 +145,7 @@ async function createDialog() {
 }
 
 async function resetPassword(u) {
-  if (!(await confirmDialog(`Reset the password of ${u.username}?`,
+  if (!(await confirmDialog(`Reset the password of ${u.display_name} (${u.username})?`,
     `${u.display_name} gets a new password and is signed out everywhere. The old password stops working.`, { ok: "Reset password" }))) return;
   try {
     const r = await post(`/api/admin/users/${encodeURIComponent(u.username)}/password`);
@@ -184,10 +204,11 @@ async function importCsv() {
     const classes = [...new Set(withPasswords.map((row) => row.class).filter(Boolean))];
     clear(importReport,
       h("p", { class: "ok" }, `${r.created} created, ${r.skipped} skipped.`),
-      withPasswords.length ? new PasswordSheet(withPasswords, classes.join("-") || "import").el : null,
+      withPasswords.length ? new PasswordSheet(withPasswords, classes.join("-") || "import", r.sign_in_at).el : null,
       h("table", { class: "report" },
-        h("thead", {}, h("tr", {}, ["Line", "Username", "Class", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, r.rows.map((row) => h("tr", {}, h("td", {}, row.line), h("td", {}, row.username),
+        h("thead", {}, h("tr", {}, ["Line", "Name", "Username", "Class", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, r.rows.map((row) => h("tr", { dataset: { username: row.username } }, h("td", {}, row.line),
+          h("td", {}, row.display_name), h("td", {}, h("code", {}, row.username)),
           h("td", {}, row.class || "—"), h("td", {}, row.outcome), h("td", {}, row.password ? h("code", {}, row.password) : "—"))))));
     csvText.value = "";
     loadAccounts();

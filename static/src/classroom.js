@@ -10,6 +10,7 @@ import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { Tiles, FILTERS, SORTS } from "./class-tiles.js";
 import { errorGroups, describeGroup } from "./class-errors.js";
 import { ClassTalk } from "./class-talk.js";
+import { classPasswordsDialog } from "./class-passwords.js";
 import "./settings.js"; // applies the theme
 
 const number = Number(location.pathname.split("/")[2]);
@@ -73,7 +74,10 @@ class ClassPage {
     clear($("#class-main"),
       h("div", { class: "class-tools" }, this.chips, this.summary),
       this.note, this.tiles.el);
-    clear($("#class-find"), this.search, this.sort);
+    const passwords = h("button", { class: "btn ghost", type: "button", id: "class-passwords",
+      onclick: () => classPasswordsDialog(klass, [...this.socket.students.values()].filter((s) => s.active)
+        .sort((a, b) => a.display_name.localeCompare(b.display_name))) }, "New passwords and slips");
+    clear($("#class-find"), this.search, this.sort, passwords);
     clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
     this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
     this.talk = new ClassTalk($("#class-side"), { classId: klass.id, socket: this.socket });

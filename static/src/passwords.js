@@ -1,7 +1,9 @@
-// Passwords shown once (an imported class, a new account, a reset): a
-// table, a CSV download and slips to print and hand out. They exist only
-// in this page's memory (the server keeps none), so leaving the page
-// before they were downloaded or printed asks first.
+// Passwords shown once (an imported class, a class's new passwords, a
+// reset): a table, a CSV download and slips to print and hand out. They
+// exist only in this page's memory (the server keeps none), so leaving the
+// page before they were downloaded or printed asks first. Slips print the
+// address the server gives (its PUBLIC_URL), never this page's own: an
+// admin working on the server itself would print 127.0.0.1.
 import { h, clear } from "./dom.js";
 
 const HEADER = ["username", "display_name", "class", "password"];
@@ -25,21 +27,41 @@ export function passwordsCsv(rows) {
   return [HEADER, ...rows.map((r) => HEADER.map((k) => r[k]))].map((cells) => cells.map(field).join(",")).join("\r\n") + "\r\n";
 }
 
+/** What the page says about the address the slips print ({url, guessed, loopback} from the server). */
+function addressNote(signInAt) {
+  if (signInAt.loopback) {
+    return h("p", { class: "field-error slip-address", role: "alert" }, `The slips say to sign in at ${signInAt.url}, `
+      + "an address that works only on the server's own computer: students cannot use it. Ask whoever runs the "
+      + "server to set PUBLIC_URL to the address students type (the server says how when it starts), then make the slips again.");
+  }
+  return h("p", { class: "hint slip-address" }, `The slips say to sign in at ${signInAt.url}`
+    + (signInAt.guessed ? " (the server's guess; if students use another address, PUBLIC_URL sets it)." : "."));
+}
+
 export class PasswordSheet {
-  /** rows: [{username, display_name, class, password}]; name: what they are (for the file name). */
-  constructor(rows, name) {
+  /** rows: [{username, display_name, class, password}]; name: what they are (for the file name);
+   * signInAt: {url, guessed, loopback}, where students sign in (the server's PUBLIC_URL);
+   * table: also show the passwords in a table here. */
+  constructor(rows, name, signInAt, { table = false } = {}) {
     this.rows = rows;
     this.name = name;
+    this.signInAt = signInAt;
     this.handed = false;
     unsaved++;
     this.state = h("span", { class: "hint", role: "status" });
     this.el = h("div", { class: "password-sheet" },
       h("p", { class: "warn-note" }, `${rows.length} new password${rows.length === 1 ? "" : "s"}: shown only now. `
         + "Download them or print the slips before you leave this page."),
+      addressNote(signInAt),
       h("div", { class: "toolbar" },
         h("button", { class: "btn primary", type: "button", id: "passwords-csv", onclick: () => this.download() }, "Download passwords (CSV)"),
         h("button", { class: "btn", type: "button", id: "passwords-print", onclick: () => this.print() }, "Print slips"),
-        this.state));
+        this.state),
+      table ? h("table", { class: "report passwords-table" },
+        h("thead", {}, h("tr", {}, ["Name", "Username", "Class", "Password"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, rows.map((r) => h("tr", { dataset: { username: r.username } },
+          h("td", {}, r.display_name), h("td", {}, h("code", {}, r.username)), h("td", {}, r.class || "—"),
+          h("td", {}, h("code", {}, r.password)))))) : null);
   }
 
   done(how) {
@@ -70,7 +92,7 @@ export class PasswordSheet {
       h("div", { class: "slip-head" }, "PyClassroom", r.class ? ` · ${r.class}` : ""),
       h("div", { class: "slip-name" }, r.display_name),
       h("dl", {},
-        h("dt", {}, "Sign in at"), h("dd", {}, location.origin),
+        h("dt", {}, "Sign in at"), h("dd", {}, this.signInAt.url),
         h("dt", {}, "Username"), h("dd", {}, h("code", {}, r.username)),
         h("dt", {}, "Password"), h("dd", {}, h("code", {}, r.password))),
       h("div", { class: "slip-foot" }, "Keep this to yourself. You can change the password once signed in."))));

@@ -2,9 +2,10 @@
 // an error, when each last saved, pushed by the server over /ws/class), a
 // student's detail (student-detail.js: their open file and console, live)
 // and files (read-only, following their saves, with a copy into the
-// teacher's own files to run there), and pushing starter files from a
-// class's course folder to its students. Its exercises and gradebook are
-// class-exercises.js's; raised hands and messages to the class, class-talk.js's.
+// teacher's own files to run there), pushing starter files from a
+// class's course folder to its students, and their passwords
+// (class-passwords.js). Its exercises and gradebook are class-exercises.js's;
+// raised hands and messages to the class, class-talk.js's.
 import { h, $, clear, ago } from "./dom.js";
 import { get, post } from "./api.js";
 import { openDialog, alertDialog } from "./dialog.js";
@@ -14,6 +15,8 @@ import { ClassExercises } from "./class-exercises.js";
 import { StudentDetail } from "./student-detail.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 import { ClassTalk } from "./class-talk.js";
+import { resetStudentPassword, classPasswordsDialog } from "./class-passwords.js";
+import { StudentPicker } from "./student-picker.js";
 
 const REDRAW_MS = 20000; // "3 min ago" and the idle filter move with the clock
 const FILTERS = [
@@ -76,7 +79,9 @@ class ClassView extends EventTarget {
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
         this.liveState, this.fullScreen),
-      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search), this.chips, this.note, this.list,
+      this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search,
+        h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
+          "New passwords and slips")), this.chips, this.note, this.list,
       this.detailEl, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
@@ -201,6 +206,14 @@ class ClassView extends EventTarget {
         s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
 
+  /** New passwords and slips for the class's students (all, or those picked). */
+  passwords() {
+    if (!this.current) return;
+    const students = [...this.socket.students.values()].filter((s) => s.active)
+      .sort((a, b) => a.username.localeCompare(b.username));
+    classPasswordsDialog(this.current, students);
+  }
+
   choose(username) {
     this.chosen = username;
     this.render();
@@ -217,7 +230,14 @@ class ClassView extends EventTarget {
         : [],
     });
     this.tree.addEventListener("open", (e) => this.dispatchEvent(new CustomEvent("open", { detail: e.detail })));
-    clear(this.files, this.tree.el);
+    const student = this.socket.students.get(username);
+    clear(this.files,
+      h("div", { class: "student-actions" },
+        h("button", { class: "btn small", type: "button", id: "student-password",
+          "aria-label": `Reset the password of ${student?.display_name || username}`,
+          onclick: () => resetStudentPassword(this.current, this.socket.students.get(username) || { username, display_name: username }) },
+        "Reset password")),
+      this.tree.el);
     this.tree.load();
   }
 }
@@ -241,7 +261,7 @@ export async function pushDialog(area, path, classes) {
   }
   const everyone = h("input", { type: "radio", name: "push-who", value: "all", checked: true });
   const some = h("input", { type: "radio", name: "push-who", value: "some" });
-  const picker = new Picker(students);
+  const picker = new StudentPicker(students, { searchLabel: "Find a student to send to" });
   for (const r of [everyone, some]) r.addEventListener("change", () => picker.enable(some.checked));
   const report = h("div", { class: "push-report", role: "status", "aria-live": "polite" });
   const changed = CHANGED.map((c, i) => ({ ...c, input: h("input", { type: "radio", name: "push-changed", value: c.id, checked: i === 0 }) }));
@@ -278,55 +298,6 @@ export async function pushDialog(area, path, classes) {
       },
     ],
   });
-}
-
-/** Students to push to: a search, "select all shown", a checkbox each. */
-class Picker {
-  constructor(students) {
-    this.boxes = students.map((s) => {
-      const input = h("input", { type: "checkbox", value: s.username, onchange: () => this.count() });
-      return { s, input, label: h("label", { class: "check" }, input, `${s.display_name} (${s.username})`) };
-    });
-    this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student to send to",
-      oninput: () => this.filter() });
-    this.all = h("input", { type: "checkbox", onchange: () => this.selectShown(this.all.checked) });
-    this.counter = h("span", { class: "hint", "aria-live": "polite" });
-    this.el = h("fieldset", { class: "push-pick", disabled: true },
-      h("legend", {}, "Students"),
-      h("div", { class: "push-tools" }, this.search, h("label", { class: "check" }, this.all, "Select all shown"), this.counter),
-      h("div", { class: "push-list" }, this.boxes.map((b) => b.label)));
-    this.count();
-  }
-
-  enable(on) {
-    this.el.disabled = !on;
-    if (on) this.search.focus();
-  }
-
-  shown() {
-    return this.boxes.filter((b) => !b.label.hidden);
-  }
-
-  filter() {
-    const q = this.search.value.trim().toLowerCase();
-    for (const b of this.boxes) b.label.hidden = !!q && !b.s.username.includes(q) && !b.s.display_name.toLowerCase().includes(q);
-    this.count();
-  }
-
-  selectShown(on) {
-    for (const b of this.shown()) b.input.checked = on;
-    this.count();
-  }
-
-  chosen() {
-    return this.boxes.filter((b) => b.input.checked).map((b) => b.s.username);
-  }
-
-  count() {
-    const shown = this.shown();
-    this.all.checked = shown.length > 0 && shown.every((b) => b.input.checked);
-    this.counter.textContent = `${this.chosen().length} of ${this.boxes.length} chosen`;
-  }
 }
 
 const CHANGED = [
