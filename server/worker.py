@@ -101,7 +101,7 @@ async def open_database(ctx, dsn):
                         ctx.processes)
     ctx.runs = manager.RunManager(ctx.jobs, ctx.grader)
     # Writes that wait for the worker's next flush (flush_batches).
-    ctx.batches = [ctx.sessions.renewals, ctx.files.save_times]
+    ctx.batches = [ctx.sessions.renewals, ctx.files.save_times, ctx.teaching.viewing]
     # Its own connection, without the request paths' timeouts: migrating (or
     # waiting for another worker's migrations) may take longer than a query may.
     conn = await asyncpg.connect(dsn)

@@ -33,6 +33,10 @@ class RunEvents(Protocol):
         """It ended: `exit_message` is its `exit` message (PROTOCOL.md),
         `error` what its stderr says went wrong (`run_error`), if anything."""
 
+    def run_console(self, user: dict, message: dict) -> None:
+        """A message of a run an IDE shows (`started`, `output`, `image`,
+        `input`, `exit`: PROTOCOL.md), as its student is sent it."""
+
 
 class NoEvents:
     """Nobody listens (a worker whose services are not up yet, tests)."""
@@ -44,6 +48,9 @@ class NoEvents:
         pass
 
     def run_ended(self, user, exit_message, error):
+        pass
+
+    def run_console(self, user, message):
         pass
 
 
@@ -61,6 +68,9 @@ class Guarded:
 
     def run_ended(self, user, exit_message, error):
         self._call(self.events.run_ended, user, exit_message, error)
+
+    def run_console(self, user, message):
+        self._call(self.events.run_console, user, message)
 
     @staticmethod
     def _call(hook, *args):

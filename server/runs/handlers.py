@@ -11,7 +11,6 @@ hand answered: server/inbox.py).
 """
 import asyncio
 import json
-import logging
 import re
 
 from tornado import websocket
@@ -20,9 +19,8 @@ from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
 from ..files.area import Area
+from ..sockets import answering, message_of
 from ..web import user_for_session
-
-log = logging.getLogger(__name__)
 
 MAX_ARGS = 32
 ETAG = re.compile(r"[0-9a-f]{20}")
@@ -95,30 +93,18 @@ class RunSocket(websocket.WebSocketHandler):
         self.close(code, reason)
 
     async def on_message(self, message):
-        if self.conn is None:
-            return  # refused at open: closing
-        try:
-            await self.act(message)
-        except Refused as e:
-            await self.send({"type": "error", "error": e.code, "message": e.message})
-        except Exception:
-            log.exception("a /ws/run message failed")
-            await self.send({"type": "error", "error": "internal_error",
-                             "message": "Something went wrong on the server. It has been logged."})
+        if self.conn is not None:  # else refused at open: closing
+            await answering(self.send, lambda: self.act(message_of(message)), "a /ws/run message")
 
-    async def act(self, message):
-        try:
-            msg = json.loads(message)
-        except (ValueError, RecursionError):
-            msg = None
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            raise Refused(400, "bad_message", "Messages are JSON objects with a \"type\".")
+    async def act(self, msg):
         kind = msg["type"]
         if kind == "watch":
             return self.start_watching()
         if kind == "run":
             request = self.run_request(msg)  # checked before the database is asked anything
             return self.manager.start(self.conn, *request, course=await self.course_of(msg))
+        if kind == "viewing":
+            return self.viewing(msg)
         if kind == "check":
             return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
                                       _etag(msg))
@@ -137,6 +123,14 @@ class RunSocket(websocket.WebSocketHandler):
             await run.stop("killed")
         else:
             run.resize(_int(msg, "cols", 10, 500), _int(msg, "rows", 2, 200))
+
+    def viewing(self, msg):
+        """The file the IDE shows now (a path of the home, or null: none),
+        for the teacher's view of the student."""
+        path = None
+        if msg.get("path") is not None:
+            path = "/".join(paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False))
+        self.application.settings["ctx"].teaching.student_viewing(self.user, path)
 
     async def course_of(self, msg):
         """The course folder a `run` names (`area`), if the user may read it

@@ -76,6 +76,7 @@ class RunRequest:
     echo: bool = True  # False: the terminal does not echo what is typed (a check compares the output)
     nice: int = 0  # 0..10 more: a check's runs go below interactive ones
     serve: dict | None = None  # the options of checking.py's serve mode: the program's functions serve a check
+    console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
     course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
 
@@ -222,6 +223,7 @@ class Job:
         if self.run is not None:  # the program started: the teacher's view hears how it ended
             ended = message if message and message.get("type") == "exit" else {"type": "exit", "reason": "sandbox_lost"}
             jobs.events.run_ended(user, ended, run_error(self.run.stderr_tail, user["username"]))
+            self._tee(ended)
         if message:
             await self.sink.send(message)
         if self.run is not None:
@@ -233,6 +235,15 @@ class Job:
         if user["id"] not in jobs.warm.wanted:
             jobs.files.usage.forget(user)
         self.done.set()
+
+    def _tee(self, message):
+        """A message of the run as its IDE shows it, for the teacher's view of its console."""
+        if self.request.console:
+            self.jobs.events.run_console(self.request.user, message)
+
+    async def _send_teed(self, message):
+        self._tee(message)
+        await self.sink.send(message)
 
     async def _notice(self, sentence):
         await self.sink.send({"type": "notice", "message": sentence})
@@ -274,7 +285,7 @@ class Job:
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
         cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
-        self.run = Run(cfg, sandbox, self.sink.send, disk_check=lambda: self._over_quota(area),
+        self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
                        disk_guard=self._disk_guard(sandbox, area, used),
                        channel=self.sink.channel if request.serve is not None else None)
         jobs.warm.used(user, self.sandboxed)
@@ -282,7 +293,7 @@ class Job:
         jobs.events.run_started(user)
         if self.sink.gone.is_set():
             self.run.stop("killed")
-        await self.sink.send({"type": "started", "run_id": self.run.id})
+        await self._send_teed({"type": "started", "run_id": self.run.id})
         if request.serve is not None:
             message = await self.run.check("serve", request.serve, request.nice)
         else:

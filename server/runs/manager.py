@@ -117,7 +117,7 @@ class RunManager:
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag,
-                             course=course)
+                             course=course, console=True)
         job = conn.job = self.jobs.start(request, conn)
         job.task.add_done_callback(lambda _: self._after(conn, job))
 

@@ -10,7 +10,7 @@ from .. import public_url
 from ..accounts import sessions
 from ..errors import Refused
 from ..files import paths
-from ..sockets import refuse, send_json
+from ..sockets import answering, message_of, refuse, send_json
 from ..web import ApiError, ApiHandler, user_for_session
 from .classes import MAX_MEMBERS_CHANGE
 from .talk import MAX_FILE, MAX_NOTE, MAX_TEXT
@@ -120,16 +120,23 @@ class ClassSocket(websocket.WebSocketHandler):
     """/ws/class/<id>: the live view of a class, for its teachers and admins.
     The server sends `snapshot` (every student) and `update` (those that
     changed) messages, with `hands` (the raised hands, oldest first)
-    whenever they changed; the client sends nothing."""
+    whenever they changed. The client may send `{"type": "follow",
+    "username"}` (a student of the class; null: nobody): then `console`
+    messages tell that student's console (following.py); a refusal is an
+    `error` message."""
 
     @property
     def live(self):
         return self.application.settings["ctx"].teaching.live
 
+    @property
+    def teaching(self):
+        return self.application.settings["ctx"].teaching
+
     async def prepare(self):
         """Refuse the upgrade with a JSON 4xx (a 503 while the database
         cannot tell) unless a teacher of the class asks."""
-        self.watcher, self.gone = None, False
+        self.watcher, self.gone, self.follower = None, False, None
         try:
             if self.request.headers.get("Upgrade", "").lower() != "websocket":
                 raise ApiError(400, "not_a_websocket", "Open the live class view with a WebSocket.")
@@ -154,14 +161,26 @@ class ClassSocket(websocket.WebSocketHandler):
             self.live.unwatch(watcher)
         else:
             self.watcher = watcher
+            self.follower = self.teaching.following.follower(self.send)
 
     def on_close(self):
         self.gone = True
         if self.watcher is not None:
             self.live.unwatch(self.watcher)
+        if self.follower is not None:
+            self.teaching.following.closed(self.follower)
 
-    def on_message(self, message):
-        pass  # nothing to say: the view only listens
+    async def on_message(self, message):
+        if self.follower is not None:  # else not open (yet), or closing
+            await answering(self.send, lambda: self.act(message_of(message)), "a /ws/class message")
+
+    async def act(self, msg):
+        if msg["type"] != "follow":
+            raise Refused(400, "unknown_type", f"Unknown message type {msg['type'][:40]!r}.")
+        username = msg.get("username")
+        if username is not None and not (isinstance(username, str) and 0 < len(username) <= 64):
+            raise Refused(400, "bad_field", "'username' must be a student's username, or null.")
+        await self.teaching.follow(self.follower, self.class_id, username)
 
     async def send(self, message):
         await send_json(self, message)

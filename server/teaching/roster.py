@@ -1,7 +1,7 @@
 """The roster as teachers see it, live: each student of a class, online or
 not, running or not, how their last run ended, when they last saved,
 their last check of an exercise and whether their home is over its quota. One statement, for the roster API
-and the live view alike."""
+and the live view alike. (`viewing`: the file open in their IDE, viewing.py.)"""
 from datetime import datetime
 
 from ..config import Config
@@ -16,8 +16,9 @@ SELECT m.class_id, u.id, u.username, u.display_name, u.active, u.last_save_at, u
                                       AND p.heartbeat_at > now() - $3 * interval '1 second'), false) AS running,
        a.started_at, a.ended_at, a.outcome, a.reason, a.error_line, a.error_kind, a.error_message,
        a.error_file, a.error_lineno,
-       c.exercise, c.latest_score, c.latest_max, c.last_at
+       c.exercise, c.latest_score, c.latest_max, c.last_at, v.path AS viewing
 FROM class_membership m JOIN users u ON u.id = m.user_id LEFT JOIN run_activity a ON a.user_id = u.id
+LEFT JOIN viewing v ON v.user_id = u.id
 LEFT JOIN LATERAL (SELECT e.exercise, e.latest_score, e.latest_max, e.last_at FROM exercise_progress e
                    WHERE e.class_id = m.class_id AND e.user_id = u.id ORDER BY e.last_at DESC LIMIT 1) c ON true
 WHERE u.role = 'student' AND m.class_id = ANY($1::bigint[]) AND ($2::bigint[] IS NULL OR u.id = ANY($2::bigint[]))
@@ -48,7 +49,7 @@ def _student(r, cfg):
     return {"username": r["username"], "display_name": r["display_name"], "active": r["active"],
             "online": r["online"], "running": r["running"],
             "run_started_at": _iso(r["started_at"]) if r["running"] else None, "last_run": last_run,
-            "last_save_at": _iso(r["last_save_at"]),
+            "last_save_at": _iso(r["last_save_at"]), "viewing": r["viewing"],
             "last_check": r["exercise"] and {"exercise": r["exercise"], "score": r["latest_score"],
                                              "max_score": r["latest_max"], "at": _iso(r["last_at"])},
             "disk_bytes": r["disk_bytes"], "disk_files": r["disk_files"],

@@ -4,7 +4,8 @@ folder (the files service's push, files/push.py), new passwords for a
 class's students (the accounts service's), talking to the class (talk.py:
 messages and raised hands); it implements the runs'
 RunEvents (runs/events.py), so the live view knows who is online and
-running (activity.py). Knows nothing of HTTP."""
+running (activity.py) and a teacher may follow a student's console
+(consoles.py, following.py) and open file (viewing.py). Knows nothing of HTTP."""
 from ..accounts.service import Accounts
 from ..config import Config
 from ..db import Pool
@@ -14,8 +15,11 @@ from ..files.service import Files
 from . import classes as classes_, roster
 from .activity import Activity
 from .classes import Classes
+from .consoles import Consoles
+from .following import Follower, Following
 from .live import LiveView
 from .talk import Talk
+from .viewing import Viewing
 
 
 MAX_NEW_PASSWORDS = 500  # in one request: about half a minute of hashing on a busy server
@@ -31,14 +35,22 @@ class Teaching:
         self.classes = classes
         self.activity = Activity(pool)
         self.live = LiveView(pool, cfg, classes, listener)
+        self.consoles = Consoles(pool, self.activity.worker, listener)
+        self.following = Following(pool, self.activity.worker, listener)
+        self.viewing = Viewing(pool)  # a batch: flushed with the worker's others
         self.talk = Talk(pool, classes, inbox)  # inbox: server.inbox.Inbox, the students' open IDEs
 
     def start(self) -> None:
-        """The worker's background work: writing activity, the live view's resyncs."""
+        """The worker's background work: writing activity and followed
+        consoles, the live view's resyncs, renewing follows."""
         self.activity.start()
         self.live.start()
+        self.consoles.start()
+        self.following.start()
 
     async def close(self) -> None:
+        await self.following.close()
+        await self.consoles.close()
         await self.live.close()
         await self.activity.close()
 
@@ -52,6 +64,27 @@ class Teaching:
 
     def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
         self.activity.run_ended(user, exit_message, error)
+
+    def run_console(self, user: dict, message: dict) -> None:
+        self.consoles.run_console(user, message)
+
+    # -- a student's detail -----------------------------------------------------------
+
+    def student_viewing(self, user: dict, path: str | None) -> None:
+        """The IDE of `user` shows the file `path` of their home now (None: none)."""
+        self.viewing.add(user["id"], path)
+
+    async def follow(self, follower: Follower, class_id: int, username: str | None) -> None:
+        """The teacher's socket `follower` on the class `class_id` follows the
+        console of its student `username` from now on (None: nobody)."""
+        if username is None:
+            return await self.following.unfollow(follower)
+        user_id = await self.pool.fetchval(
+            """SELECT u.id FROM class_membership m JOIN users u ON u.id = m.user_id
+               WHERE m.class_id = $1 AND u.username = $2 AND u.role = 'student'""", class_id, username)
+        if user_id is None:
+            raise Refused(404, "not_in_class", "There is no such student in this class.")
+        await self.following.follow(follower, user_id, username)
 
     # -- the roster and pushes ------------------------------------------------------
 

@@ -1,7 +1,9 @@
 // The live class socket (/ws/class/<id>): the server sends the whole class
 // ("snapshot") and then each student that changed ("update"), either with
 // the queue of raised hands ("hands", oldest first) when it changed; this
-// keeps the class's students by username and the hands, and says what changed. Reopened by
+// keeps the class's students by username and the hands, and says what
+// changed. It may follow one student's console (`follow`: the server sends
+// "console" messages). Reopened by
 // itself with backoff, except when the server ended it for good: the
 // session ended (4401), the teacher no longer teaches the class (4403), or
 // the view was opened in too many other tabs (4002).
@@ -23,7 +25,8 @@ export class ClassSocket extends EventTarget {
   /**
    * events: "students" (detail: {saved: usernames whose last save is new,
    * checked: those whose last check of an exercise is new}),
-   * "hands" (this.hands changed), "state" (this.state: connecting | live | waiting | ended).
+   * "hands" (this.hands changed), "state" (this.state: connecting | live | waiting | ended),
+   * "console" (detail: the followed student's console), "refused" (detail: an `error` message).
    */
   constructor(classId) {
     super();
@@ -35,6 +38,7 @@ export class ClassSocket extends EventTarget {
     this.attempt = 0;
     this.ws = null;
     this.timer = null;
+    this.following = null; // the username whose console is followed
   }
 
   /** Now, by the server's clock (ms). */
@@ -49,6 +53,7 @@ export class ClassSocket extends EventTarget {
     this.setState("connecting");
     ws.onopen = () => {
       this.attempt = 0;
+      if (this.following) this.send({ type: "follow", username: this.following }); // a new socket follows nobody
     };
     ws.onmessage = (e) => this.receive(parsed(e.data));
     ws.onclose = (e) => {
@@ -73,7 +78,22 @@ export class ClassSocket extends EventTarget {
     this.ws = null;
   }
 
+  /** Follow the console of the student `username` (null: nobody), again after each reconnection. */
+  follow(username) {
+    if (username === this.following) return;
+    this.following = username;
+    this.send({ type: "follow", username });
+  }
+
+  send(msg) {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
   receive(msg) {
+    if (msg?.type === "console" || msg?.type === "error") {
+      this.dispatchEvent(new CustomEvent(msg.type === "console" ? "console" : "refused", { detail: msg }));
+      return;
+    }
     if (!Array.isArray(msg?.students)) return;
     if (msg.now) this.skew = Date.parse(msg.now) - Date.now();
     if (Array.isArray(msg.hands)) {

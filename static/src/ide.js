@@ -5,7 +5,7 @@
 // exercises, connection.js the link to the server, talk.js what the
 // teacher says and the student's raised hand, shortcuts.js the keyboard,
 // layout.js the panes, sidebar.js the side bar's tabs.
-import { $, clear, toast } from "./dom.js";
+import { $, clear, toast, debounce } from "./dom.js";
 import { get, meWhenReachable } from "./api.js";
 import { Saver, STATUS_TEXT } from "./autosave.js";
 import { Editor } from "./editor.js";
@@ -112,6 +112,22 @@ runControl.addEventListener("ended", (e) => {
   backToEditor();
 });
 runControl.addEventListener("refused", backToEditor);
+// A student's IDE tells which file of theirs is in front of them (their teacher's view opens it).
+if (user.role === "student") {
+  let told; // the path the server was told last (undefined: nothing on this socket yet)
+  const viewing = () => {
+    const doc = tabs.current;
+    const path = doc && doc.area === "home" ? doc.path : null;
+    if (path !== told && socket.send({ type: "viewing", path })) told = path;
+  };
+  const viewingSoon = debounce(viewing, 500);
+  workspace.addEventListener("shown", viewingSoon);
+  workspace.addEventListener("tabs", viewingSoon); // a rename
+  socket.addEventListener("state", () => {
+    told = undefined; // a new socket: tell it again
+    if (socket.state === "open") viewing();
+  });
+}
 new ConnectionBanner(socket, saver);
 // A teacher's messages and the hand: students only (teachers see the hands in the Class panel).
 if (user.role === "student") {

@@ -1,6 +1,7 @@
 // The teacher's tools: the live class view (who is online, running, stuck on
 // an error, when each last saved, pushed by the server over /ws/class), a
-// student's files (read-only, following their saves, with a copy into the
+// student's detail (student-detail.js: their open file and console, live)
+// and files (read-only, following their saves, with a copy into the
 // teacher's own files to run there), pushing starter files from a
 // class's course folder to its students, and their passwords
 // (class-passwords.js). Its exercises and gradebook are class-exercises.js's;
@@ -11,6 +12,7 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { StudentDetail } from "./student-detail.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 import { ClassTalk } from "./class-talk.js";
 import { resetStudentPassword, classPasswordsDialog } from "./class-passwords.js";
@@ -68,6 +70,8 @@ class ClassView extends EventTarget {
     this.list = h("ul", { class: "roster", "aria-label": "Students" });
     this.note = h("p", { class: "tree-note" });
     this.files = h("div", { class: "student-files" });
+    this.detailEl = h("div", { class: "detail-host" });
+    this.detail = null;
     this.talkEl = h("div", { class: "class-talk-host" });
     this.talk = null; // ClassTalk: raised hands and messages to the class
     this.exercises = new ClassExercises();
@@ -77,7 +81,8 @@ class ClassView extends EventTarget {
         this.liveState, this.fullScreen),
       this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search,
         h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
-          "New passwords and slips")), this.chips, this.note, this.list, this.exercises.el, this.files);
+          "New passwords and slips")), this.chips, this.note, this.list,
+      this.detailEl, this.exercises.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -103,6 +108,9 @@ class ClassView extends EventTarget {
       this.exercises.checked(e.detail.checked);
     });
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
+    this.detail?.close();
+    this.detail = new StudentDetail(this.detailEl, { socket: this.socket });
+    this.detail.addEventListener("copy", (e) => this.dispatchEvent(new CustomEvent("copy", { detail: e.detail })));
     this.talk?.close();
     this.talk = new ClassTalk(this.talkEl, { classId: id, socket: this.socket });
     this.socket.connect();
@@ -209,6 +217,7 @@ class ClassView extends EventTarget {
   choose(username) {
     this.chosen = username;
     this.render();
+    this.detail?.show(username);
     if (!username) {
       this.tree = null;
       clear(this.files);
