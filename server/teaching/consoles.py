@@ -11,7 +11,7 @@ console, consoles per worker, and a console not touched for a while is
 forgotten.
 
 Nothing is written for students nobody follows. Which students are
-followed is in PostgreSQL (console_follow, migration 015): announced on
+followed is in PostgreSQL (console_follow, migration 014): announced on
 'console_follow' when a follow starts, read again every few seconds as a
 safety net. A followed student's console is written to run_console (whose
 trigger announces it on 'run_console') once when the follow starts and

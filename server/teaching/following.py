@@ -1,7 +1,7 @@
 """Teachers' sockets that follow a student's console (a student's detail),
 on this worker; consoles.py is the side of the runs.
 
-A socket's follow is a row of console_follow (migration 015), renewed
+A socket's follow is a row of console_follow (migration 014), renewed
 while the socket follows, so that whichever worker or instance runs the
 student writes their console to run_console (at most every half second
 while it changes). Each write is announced on 'run_console' with the

@@ -3,7 +3,7 @@ their home, or None), for the roster: a teacher's view of the student opens
 it. The IDE says so on /ws/run (`viewing`, runs/PROTOCOL.md); it is
 recorded as the last save time is (batch.py: with the worker's next flush,
 never waiting), and the table's trigger announces a change on 'class_live'
-(migration 015)."""
+(migration 014)."""
 from datetime import datetime, timezone
 
 from ..batch import Batch
