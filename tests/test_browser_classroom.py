@@ -149,10 +149,31 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     teacher.get_by_label("Sort by").select_option("name")
     expect(teacher.locator(".tile").first.locator(".tile-name")).to_have_text(HOSTILE + " Eve")
 
-    # A click on a tile selects the student (a "selected" event for the panels to come).
+    # A click on a tile selects the student and opens their detail: their console as they saw it.
     tile(teacher, shouter.username).locator("button").click()
     expect(tile(teacher, shouter.username)).to_have_class(re.compile(r"\bselected\b"))
     expect(tile(teacher, shouter.username).locator("button")).to_have_attribute("aria-pressed", "true")
+    drawer = teacher.locator("#class-detail")
+    expect(drawer.locator("#class-detail-title")).to_have_text(f"Shouter ({shouter.username})")
+    expect(drawer.locator(".detail-output")).to_contain_text("<b onmouseover=window.pwned=4>look</b>", timeout=WAIT)
+    assert drawer.locator(".detail-output b").count() == 0
+    shot(teacher, "42-class-view-student-detail")
+    # A new password for them, from there.
+    drawer.get_by_role("button", name="Reset the password of Shouter").click()
+    teacher.get_by_role("dialog").get_by_role("button", name="Reset password").click()
+    made = teacher.get_by_role("dialog", name="New password for Shouter")
+    expect(made.locator(f'tr[data-username="{shouter.username}"]')).to_be_visible()
+    made.get_by_role("button", name="Done").click()
+    teacher.get_by_role("dialog", name="Close without printing or downloading?").locator("button.btn.danger").click()
+    expect(teacher.get_by_role("dialog")).to_have_count(0)
+    drawer.get_by_role("button", name="Close the student's detail").click()
+    expect(drawer).to_be_hidden()
+    expect(tile(teacher, shouter.username)).not_to_have_class(re.compile(r"\bselected\b"))
+    # New passwords and slips for the class, from the top bar: the dialog counts its 60.
+    teacher.get_by_role("button", name="New passwords and slips").click()
+    ask = teacher.get_by_role("dialog")
+    expect(ask).to_contain_text("All active students of 9C Python (60)")
+    ask.get_by_role("button", name="Cancel").click()
     no_markup_ran(teacher)
 
     # A projector's 1920x1080: the whole class at once.

@@ -2,7 +2,8 @@
 // the class's mistakes grouped (class-errors.js), live over the class's
 // socket (class-socket.js). Its side column (#class-side) holds the raised
 // hands and the teacher's messages to the class (class-talk.js); an error
-// group's students can be written to at once.
+// group's students can be written to at once. A click on a tile opens the
+// student's detail (student-detail.js) in a drawer over the side column.
 import { h, $, clear, toast } from "./dom.js";
 import { get, meWhenReachable, ApiError } from "./api.js";
 import { userMenu } from "./account.js";
@@ -10,7 +11,9 @@ import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { Tiles, FILTERS, SORTS } from "./class-tiles.js";
 import { errorGroups, describeGroup } from "./class-errors.js";
 import { ClassTalk } from "./class-talk.js";
-import { classPasswordsDialog } from "./class-passwords.js";
+import { classPasswordsDialog, resetStudentPassword } from "./class-passwords.js";
+import { StudentDetail } from "./student-detail.js";
+import { copyToHome } from "./copies.js";
 import "./settings.js"; // applies the theme
 
 const number = Number(location.pathname.split("/")[2]);
@@ -81,6 +84,9 @@ class ClassPage {
     clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
     this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
     this.talk = new ClassTalk($("#class-side"), { classId: klass.id, socket: this.socket });
+    this.drawer = new DetailDrawer($("#class-detail"), klass, this.socket);
+    this.tiles.addEventListener("selected", (e) => this.drawer.show(e.detail.username));
+    this.drawer.addEventListener("closed", () => this.tiles.select(null));
     this.socket.addEventListener("students", () => this.tiles.update());
     this.socket.addEventListener("state", (e) => this.showState(e.detail));
     this.socket.connect();
@@ -142,8 +148,50 @@ class ClassPage {
   }
 }
 
+/** A student's detail over the side column: their name, a new password if
+ * they forgot theirs, their open file and their console, live. */
+class DetailDrawer extends EventTarget {
+  constructor(el, klass, socket) {
+    super();
+    this.el = el;
+    this.klass = klass;
+    this.socket = socket;
+    this.username = null;
+    this.title = h("h2", { id: "class-detail-title", class: "drawer-title" });
+    this.password = h("button", { type: "button", class: "btn small", id: "student-password",
+      onclick: () => resetStudentPassword(klass, this.socket.students.get(this.username)) }, "Reset password");
+    this.body = h("div", { class: "drawer-body" });
+    this.detail = new StudentDetail(this.body, { socket });
+    this.detail.addEventListener("copy", async (e) => {
+      const name = await copyToHome(e.detail.area, e.detail.path);
+      if (name) toast(`Copied to My files: ${name}. Open it in the teacher view (/teacher) to run it.`, "info", 8000);
+    });
+    clear(el, h("div", { class: "drawer-head" }, this.title, this.password,
+      h("button", { type: "button", class: "btn ghost small", "aria-label": "Close the student's detail",
+        onclick: () => this.close() }, "Close")), this.body);
+    el.addEventListener("keydown", (e) => { if (e.key === "Escape") this.close(); });
+  }
+
+  show(username) {
+    if (!username) return this.close();
+    const student = this.socket.students.get(username);
+    this.username = username;
+    this.title.textContent = student ? `${student.display_name} (${username})` : username;
+    this.password.setAttribute("aria-label", `Reset the password of ${student?.display_name || username}`);
+    this.el.hidden = false;
+    this.detail.show(username);
+  }
+
+  close() {
+    if (this.el.hidden) return;
+    this.el.hidden = true;
+    this.username = null;
+    this.detail.show(null);
+    this.dispatchEvent(new CustomEvent("closed"));
+  }
+}
+
 if (found) {
-  // Its tiles say "selected" {username, student} when one is clicked (a student's detail comes later).
   new ClassPage(found); // eslint-disable-line no-new
   document.body.classList.remove("loading");
   document.body.dataset.ready = "true";

@@ -3,10 +3,11 @@
 // version saved elsewhere, and copies (into My files, or "mine" beside a
 // conflicted file). What a doc contains changes only through Doc and the Saver.
 import { h, $, clear, toast } from "./dom.js";
-import { get, request, areaUrl, isCourse, ApiError } from "./api.js";
+import { get, areaUrl, isCourse } from "./api.js";
 import { Doc, STATUS_TEXT } from "./autosave.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { icon } from "./icons.js";
+import { createFree, copyToHome } from "./copies.js";
 
 const REFRESH_EVERY_MS = 5000; // at most this often when the page gets the focus back
 
@@ -267,16 +268,11 @@ export class Workspace extends EventTarget {
   /** Copy a file into My files and open it: at the same path, or for a
    * student's file under a folder named after them. */
   async copyToHome(area, path) {
-    let data;
-    try {
-      data = await get(areaUrl("files", area, path));
-    } catch (e) {
-      alertDialog("Cannot copy", e.message);
-      return;
-    }
-    const target = area.startsWith("user/") ? `${area.slice(5)}/${path}` : path;
-    const name = await this.saveCopy("home", target, data.content, "", { activate: true });
-    if (name) toast(`Copied to My files: ${name}`);
+    const name = await copyToHome(area, path);
+    if (!name) return;
+    await this.tree("home")?.load();
+    await this.open("home", name, { activate: true });
+    toast(`Copied to My files: ${name}`);
   }
 
   /** Save `text` as a new file `path` in `area`, named path<suffix>, or
@@ -309,24 +305,4 @@ export class Workspace extends EventTarget {
       }
     });
   }
-}
-
-/** Create `path` (with `suffix` before its extension) in `area`, or
- * path-2, path-3, ... when taken; resolves to the path used, or null. */
-async function createFree(area, path, text, suffix) {
-  const base = path.replace(/(\.[^./]*)?$/, (ext) => `${suffix}${ext}`);
-  let name = base;
-  for (let n = 2; n < 100; n++) {
-    try {
-      await request("PUT", areaUrl("files", area, name), { body: text, headers: { "Content-Type": "text/plain" } });
-      return name;
-    } catch (e) {
-      if (!(e instanceof ApiError && e.status === 409)) {
-        alertDialog("Could not save a copy", e.message);
-        return null;
-      }
-      name = base.replace(/(\.[^./]*)?$/, (ext) => `-${n}${ext}`);
-    }
-  }
-  return null;
 }
