@@ -233,4 +233,4 @@ def test_a_hostile_program_gets_nothing_for_it_and_the_next_check_is_unaffected(
     etag = submit(honest, number, RIGHT)
     done, _ = asyncio.run(check(server, honest, number, etag))
     got = results_by_id(done["attempt"])
-    assert got["two"]["passed"] and got["shown"]["passed"] and got["hidden-2"]["passed"]
+    assert got["two"]["passed"] and got["shown"]["passed"] and got["hidden-2"]["passed"], got

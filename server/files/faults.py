@@ -39,9 +39,12 @@ _IO_ERRORS = {errno.EIO, errno.ESTALE, errno.ENOTCONN, errno.ETIMEDOUT, errno.EH
 
 
 class NotAnswering(Refused):
-    """A file call that did not finish within FILE_DEADLINE."""
+    """A file call that did not finish within FILE_DEADLINE; `stuck`: refused
+    at once because every file process is still stuck in an earlier call
+    (that says nothing new of the storage: it may answer again already)."""
 
-    def __init__(self):
+    def __init__(self, stuck: bool = False):
+        self.stuck = stuck
         super().__init__(503, "storage_not_answering",
                          "The file server is not answering; your text is kept in this browser. "
                          "Wait a minute, then save again.", retry_after=10)

@@ -230,7 +230,7 @@ class FileProcesses:
                 # Every process is stuck in the storage or waiting for it to
                 # start: no call can be made until it answers, so say so now
                 # rather than at the deadline (and hold no request meanwhile).
-                raise NotAnswering()
+                raise NotAnswering(stuck=True)
             try:
                 process = await asyncio.wait_for(self._idle.get(), None if deadline is None
                                                  else max(0, deadline - loop.time()))

@@ -106,9 +106,10 @@ class Files:
         try:
             async with gate.place(username, deadline):
                 result = await call(deadline)
-        except faults.NotAnswering:
-            self.health.failed(faults.FAILING, f"a file call did not finish within {self.cfg.FILE_DEADLINE} s "
-                                               "(the file server is not answering)")
+        except faults.NotAnswering as e:
+            if not e.stuck:  # the stuck call told it when it missed its own deadline
+                self.health.failed(faults.FAILING, f"a file call did not finish within {self.cfg.FILE_DEADLINE} s "
+                                                   "(the file server is not answering)")
             raise
         except OSError as e:
             refusal = faults.refusal(e)
