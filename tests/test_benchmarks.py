@@ -114,7 +114,9 @@ def test_bench_assist_types_asks_and_counts_every_answer(tmp_path):
     [result] = bench("bench_assist", tmp_path, "--students", "2", "--duration", "2")
     assert result["typing"] == 2 and result["setup_errors"] == {}
     assert all(result[op]["errors"] == 0 for op in ("complete", "signatures", "check"))
-    assert result["complete"]["count"] > 0 and result["server_cpu_typing"] > 0
+    # Each completion asked for was answered or cancelled by the next key (on a busy machine, all may be).
+    asked = result["complete"]["count"] + result["counts"].get("complete_cancelled", 0)
+    assert asked > 0 and result["server_cpu_typing"] > 0
 
 
 def test_bench_follow_hears_every_save_made_elsewhere(tmp_path):
