@@ -86,7 +86,8 @@ export class DebugPanel {
     this.stack(msg);
     this.variables($("#debug-vars"), msg.variables);
     $("#debug-globals-title").hidden = !msg.globals;
-    this.variables($("#debug-globals"), msg.globals || []);
+    if (msg.globals) this.variables($("#debug-globals"), msg.globals);
+    else clear($("#debug-globals"));
     if (!frame.file) return;
     const doc = await this.workspace.open("home", frame.file, { quiet: true });
     if (!doc || !this.paused) return;
