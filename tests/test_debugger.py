@@ -122,6 +122,22 @@ def test_breakpoints_change_while_paused(sandbox_server):
     assert at["line"] == 4 and variable(at, "total")["value"] == "3" and end["reason"] == "ok"
 
 
+def test_a_breakpoint_set_while_it_runs_stops_it(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = "import time\nn = 0\nwhile n < 1000:\n    n += 1\n    time.sleep(0.01)\nprint('n', n)\n"
+
+    async def steps(rc, pause):
+        await rc.send(type="continue")  # no breakpoint: it runs untraced
+        await asyncio.sleep(0.3)
+        await rc.send(type="breakpoints", breakpoints={"main.py": [4]})
+        at = await next_stop(rc)
+        await rc.send(type="breakpoints", breakpoints={})
+        return at, await command(rc, "continue")
+    (at, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert at["type"] == "paused" and at["line"] == 4 and 0 < int(variable(at, "n")["value"]) < 1000
+    assert end["reason"] == "ok" and rc.output("stdout") == "n 1000\r\n"
+
+
 def test_values_show_as_a_beginner_reads_them(sandbox_server):
     ada = student(sandbox_server, "ada")
     code = ("class Dog:\n    def __init__(self, name):\n        self.name = name\n\n"

@@ -73,7 +73,9 @@ class DebugSession:
         breakpoints; refused while it runs."""
         if kind == "breakpoints":
             self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
-            return  # told to the program with its next command
+            if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
+                self.run.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
+            return
         if self.paused_since is None or self.expecting:
             raise Refused(409, "not_paused", "The program is running, not paused: wait until it stops at a "
                                              "line, or press Stop.")

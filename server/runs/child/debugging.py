@@ -21,7 +21,10 @@ How it talks. At each pause it writes one line of JSON on fd 3,
 "globals"?}`, and blocks reading the channel (a blocking read: a paused
 program uses no CPU) for the server's next command (`step`, `step_in`,
 `step_out`, `continue`, `frame`), each carrying the breakpoints
-(`{path: [lines]}`, paths relative to the run's folder). The channel is a
+(`{path: [lines]}`, paths relative to the run's folder). Breakpoints the
+student changes while the program runs come as a `breakpoints` line,
+announced by SIGIO (the socket is O_ASYNC): the handler applies them and
+turns tracing back on where they need it. The channel is a
 socketpair the launcher made for this run alone, so nothing written on it
 can reach another run; the student's code holds the same descriptor and
 can write anything on it, so the server treats every line as untrusted
@@ -158,18 +161,33 @@ class Channel:
     def receive(self):
         """The next message (a dict), or None at the channel's end."""
         while b"\n" not in self.buffer:
-            chunk = os.read(self.fd, 65536)  # blocks: a paused program uses no CPU
-            if not chunk:
+            if not self.read():  # blocks: a paused program uses no CPU
                 return None
-            self.buffer += chunk
-            if len(self.buffer) > (1 << 20):
-                self.buffer = b""
+        return self.pop()
+
+    def read(self):
+        chunk = os.read(self.fd, 65536)
+        self.buffer = self.buffer + chunk if len(self.buffer) < (1 << 20) else chunk
+        return bool(chunk)
+
+    def pop(self):
         line, self.buffer = self.buffer.split(b"\n", 1)
         try:
             message = json.loads(line)
         except ValueError:
             return {}
         return message if isinstance(message, dict) else {}
+
+    def ready(self):
+        """What came while the program runs (read without blocking): the
+        messages whose lines are whole, and perhaps the start of the next."""
+        import select
+        out = []
+        if select.select([self.fd], [], [], 0)[0]:
+            self.read()
+        while b"\n" in self.buffer:
+            out.append(self.pop())
+        return out
 
 
 class Debugger(bdb.Bdb):
@@ -182,6 +200,46 @@ class Debugger(bdb.Bdb):
         self.continuing = False
         self.seen = {}  # frame -> {name: text} at the last pause; "globals" -> the globals'
         self.broken = False
+        self.waiting = False  # paused, reading the channel (SIGIO then leaves it to user_line)
+
+    def listen(self):
+        """Breakpoints the student sets while the program runs come on the
+        channel; SIGIO (the socket's O_ASYNC) says so, between two of the
+        program's bytecodes, so the program never polls for them."""
+        try:
+            import fcntl
+            import signal
+            fcntl.fcntl(self.channel.fd, fcntl.F_SETOWN, os.getpid())
+            fcntl.fcntl(self.channel.fd, fcntl.F_SETFL, fcntl.fcntl(self.channel.fd, fcntl.F_GETFL) | os.O_ASYNC)
+            signal.signal(signal.SIGIO, self.on_signal)
+        except (OSError, ValueError, AttributeError):
+            pass  # breakpoints then change at the next pause only
+
+    def on_signal(self, signum, frame):
+        if self.waiting or self.broken:
+            return
+        try:
+            self.take_breakpoints(frame, self.channel.ready())
+        except OSError:
+            pass
+
+    def take_breakpoints(self, frame, messages):
+        for message in messages:
+            if message.get("type") == "breakpoints":
+                self.set_breakpoints(message.get("breakpoints"))
+                self.trace_breakpoints(frame)
+
+    def trace_breakpoints(self, frame):
+        """Tracing again (continue may have turned it off) for new calls, and
+        for the running frames whose code holds a breakpoint now."""
+        if not self.breaks:
+            return
+        SETTRACE(self.trace_dispatch)
+        while frame is not None:
+            if self.relative(frame.f_code.co_filename) is not None and self.break_anywhere(frame):
+                frame.f_trace = self.trace_dispatch
+                frame.f_trace_lines = True
+            frame = frame.f_back
 
     # -- what is the student's ------------------------------------------------
 
@@ -231,9 +289,10 @@ class Debugger(bdb.Bdb):
         stack = [f for f, _ in self.get_stack(frame, None)[0] if self.relative(f.f_code.co_filename) is not None]
         stack = stack[-STACK:] or [frame]
         selected = len(stack) - 1
+        self.waiting = True
         try:
+            self.channel.send(self.pause(stack, selected))
             while True:
-                self.channel.send(self.pause(stack, selected))
                 command = self.channel.receive()
                 if command is None:
                     return self.give_up()
@@ -243,11 +302,15 @@ class Debugger(bdb.Bdb):
                     index = command.get("frame")
                     if isinstance(index, int) and 0 <= index < len(stack):
                         selected = index
-                    continue
-                if self.resume(kind, frame):
-                    return
+                    self.channel.send(self.pause(stack, selected))
+                elif self.resume(kind, frame):
+                    self.waiting = False
+                    # Breakpoints sent just after the command were read with it: their signal was ignored.
+                    return self.take_breakpoints(frame, self.channel.ready())
         except OSError:
             return self.give_up()
+        finally:
+            self.waiting = False
 
     def resume(self, kind, frame):
         self.continuing = kind == "continue"
@@ -370,4 +433,5 @@ def main(script, code, namespace, channel_fd, options):
     debugger, paused at its first line."""
     debugger = Debugger(os.getcwd(), Channel(channel_fd))
     debugger.set_breakpoints(options.get("breakpoints"))
+    debugger.listen()
     debugger.run(code, namespace)
