@@ -191,6 +191,18 @@ def test_stop_and_ctrl_c_while_paused(sandbox_server):
     assert interrupted["reason"] == "interrupted" and "KeyboardInterrupt" in rc.output("stderr")
 
 
+def test_an_error_shows_as_in_a_run(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def steps(rc, pause):
+        return await command(rc, "continue")
+    end, rc = debugging(sandbox_server, ada, {"main.py": "x = 0\ny = 1 / x\n"}, steps)
+    err = rc.output("stderr")
+    assert end["reason"] == "error" and "ZeroDivisionError" in err and 'main.py", line 2' in err
+    assert "debugging" not in err and "bdb" not in err and "launcher" not in err
+    assert "Line 2 of main.py" in end["explanation"]
+
+
 def test_never_steps_into_the_standard_library(sandbox_server):
     ada = student(sandbox_server, "ada")
     code = ("import random, json, collections\nrandom.seed(3)\nx = random.randint(1, 6)\n"
