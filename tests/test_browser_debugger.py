@@ -44,6 +44,11 @@ def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
     expect(value_of(page, "i")).to_have_text("0")
     expect(page.locator('#debug-vars .var[data-name="i"]')).to_have_class("var changed")
     expect(value_of(page, "s")).to_have_text("'<img src=x onerror=window.hacked=1>'")  # text, never HTML
+    page.get_by_label("Watch an expression").fill("s + str(total * 10) + '<b>x</b>'")
+    page.keyboard.press("Enter")
+    expect(page.locator("#debug-watches .var-value")).to_have_text(
+        "'<img src=x onerror=window.hacked=1>0<b>x</b>'")
+    paused_at(page, 4, "    total += i")
     step.click()
     paused_at(page, 3, "for i in range(3):")
     expect(page.locator('#debug-vars .var[data-name="i"]')).to_have_class("var")  # the for line changed nothing yet
@@ -57,6 +62,7 @@ def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
     page.get_by_role("button", name="Continue").click()
     paused_at(page, 4, "    total += i")
     expect(value_of(page, "i")).to_have_text("2")
+    expect(page.locator("#debug-watches .var-value")).to_have_text("'<img src=x onerror=window.hacked=1>10<b>x</b>'")
     page.get_by_role("button", name="Continue").click()
     wait_terminal(page, "total 3")
     expect(page.locator("#debug-note")).to_contain_text("The program has ended")

@@ -138,6 +138,28 @@ def test_a_breakpoint_set_while_it_runs_stops_it(sandbox_server):
     assert end["reason"] == "ok" and rc.output("stdout") == "n 1000\r\n"
 
 
+def test_watch_expressions(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    for name, code in {"main.py": LOOP}.items():
+        save(ada, name, code)
+
+    async def go():
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="debug", path="main.py", watches=["total * 10", "nope", "exit()"])
+            pause = await next_stop(rc)
+            for _ in range(2):
+                pause = await command(rc, "step")
+            now = await command(rc, "watches", watches=["i + 100"])  # while paused: shown at once
+            return pause, now, await command(rc, "continue"), rc
+    pause, now, end, rc = asyncio.run(go())
+    assert pause["line"] == 3
+    assert [(w["name"], w["type"], w["value"]) for w in pause["watches"]] == [
+        ("total * 10", "int", "0"), ("nope", "error", "NameError: name 'nope' is not defined"),
+        ("exit()", "error", "SystemExit: None")]
+    assert now["line"] == 3 and now["watches"] == [{"name": "i + 100", "type": "int", "value": "100"}]
+    assert end["reason"] == "ok" and rc.output("stdout") == "total 3\r\n"
+
+
 def test_values_show_as_a_beginner_reads_them(sandbox_server):
     ada = student(sandbox_server, "ada")
     code = ("class Dog:\n    def __init__(self, name):\n        self.name = name\n\n"

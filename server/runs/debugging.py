@@ -26,7 +26,6 @@ import time
 from ..errors import Refused
 
 LINE_BYTES = 64 << 10  # the longest `paused` line parsed (the debugger keeps under 60 KiB)
-COMMANDS = ("step", "step_in", "step_out", "continue", "frame")
 BREAKPOINT_FILES = 100
 BREAKPOINT_LINES = 1000  # in all
 STACK = 64
@@ -37,15 +36,19 @@ NODES = 5000  # values in one pause, all scopes together
 TEXT = 300
 NAME = 100
 PATH = 1024
+WATCHES = 10
+WATCH = 200
 
 
 class DebugSession:
     """One debug run's commands, pauses and clocks."""
 
-    def __init__(self, send, breakpoints=None):
+    def __init__(self, send, breakpoints=None, watches=None):
         self.send = send  # async: a message to the IDE
         self.run = None  # the Run, once it exists (attach)
         self.breakpoints = breakpoints or {}
+        self.watches = watches or []
+        self.frame = 0  # the frame the last pause showed
         self.expecting = True  # one `paused` line will be taken: the first pause
         self.paused_since = None  # monotonic time the program paused, None while it runs
         self.paused_total = 0.0
@@ -76,10 +79,15 @@ class DebugSession:
             if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
                 self.run.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
             return
+        if kind == "watches":
+            self.watches = clean_watches(msg.get("watches"))
+            if self.paused_since is None or self.expecting:
+                return  # evaluated at the next pause
+            kind, msg = "frame", {"frame": self.frame}  # evaluated now: the same pause again
         if self.paused_since is None or self.expecting:
             raise Refused(409, "not_paused", "The program is running, not paused: wait until it stops at a "
                                              "line, or press Stop.")
-        message = {"type": kind, "breakpoints": self.breakpoints}
+        message = {"type": kind, "breakpoints": self.breakpoints, "watches": self.watches}
         if kind == "frame":
             frame = msg.get("frame")
             if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
@@ -109,9 +117,24 @@ class DebugSession:
             return
         self.expecting = False
         self.pauses += 1
+        self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
         await self.send(pause)
+
+
+def options(msg):
+    """The debugger's options in a `debug` message: its breakpoints and watches, checked."""
+    return {"breakpoints": clean_breakpoints(msg.get("breakpoints", {})), "watches": clean_watches(msg.get("watches", []))}
+
+
+def clean_watches(value):
+    """The watch expressions as the IDE sent them: a list of short texts."""
+    if not isinstance(value, list) or len(value) > WATCHES or not all(
+            isinstance(w, str) and 0 < len(w) <= WATCH and "\x00" not in w for w in value):
+        raise Refused(400, "bad_field", f"'watches' must be a list of at most {WATCHES} expressions of at most "
+                                        f"{WATCH} characters.")
+    return value
 
 
 def clean_breakpoints(value):
@@ -173,10 +196,11 @@ def clean_pause(message):
              "stack": frames, "frame": selected, "variables": _scope(message.get("variables"), budget)}
     if pause["variables"] is None or pause["file"] is None or pause["line"] is None:
         return None
-    if "globals" in message:
-        pause["globals"] = _scope(message.get("globals"), budget)
-        if pause["globals"] is None:
-            return None
+    for scope in ("globals", "watches"):
+        if scope in message:
+            pause[scope] = _scope(message.get(scope), budget)
+            if pause[scope] is None:
+                return None
     return pause
 
 

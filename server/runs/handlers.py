@@ -21,12 +21,12 @@ from ..files import paths
 from ..files.area import Area
 from ..sockets import answering, message_of
 from ..web import user_for_session
-from .debugging import clean_breakpoints
+from . import debugging
 
 MAX_ARGS = 32
 ETAG = re.compile(r"[0-9a-f]{20}")
 INPUT_KINDS = ("stdin", "interrupt", "kill", "resize", "eof")
-DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints")
+DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints", "watches")
 
 
 class RunSocket(websocket.WebSocketHandler):
@@ -104,8 +104,8 @@ class RunSocket(websocket.WebSocketHandler):
             return self.start_watching()
         if kind in ("run", "debug"):
             request = self.run_request(msg)  # checked before the database is asked anything
-            breakpoints = clean_breakpoints(msg.get("breakpoints", {})) if kind == "debug" else None
-            return self.manager.start(self.conn, *request, course=await self.course_of(msg), debug=breakpoints)
+            debug = debugging.options(msg) if kind == "debug" else None
+            return self.manager.start(self.conn, *request, course=await self.course_of(msg), debug=debug)
         if kind in DEBUG_KINDS:
             session = self.manager.debugging(self.conn)
             if session is None:

@@ -80,7 +80,7 @@ class RunRequest:
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
     course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
-    debug: dict | None = None  # the breakpoints ({path: [lines]}): the program runs under the debugger
+    debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
 
 
 class RunSink(Protocol):
@@ -290,7 +290,7 @@ class Job:
         cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
         channel = self.sink.channel if request.serve is not None else None
         if request.debug is not None:
-            self.debug = DebugSession(self.sink.send, request.debug)  # pauses: the IDE's, not the teacher's view
+            self.debug = DebugSession(self.sink.send, **request.debug)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)

@@ -114,7 +114,7 @@ class RunManager:
               etag: str | None = None, course: Area | None = None, debug: dict | None = None) -> None:
         """Run the file `parts` of the user's home, or of the course area
         `course` (one they may read) as a read-only copy in their own sandbox;
-        with `debug` (breakpoints), under the debugger."""
+        with `debug` (debugging.options), under the debugger."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag,

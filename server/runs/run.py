@@ -159,7 +159,7 @@ class Run:
     # -- the run ----------------------------------------------------------
 
     async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None,
-                      breakpoints=None):
+                      debug=None):
         """Start the program and stream it to the client; return the exit
         message. With `etag`, only if the file is that version. `echo`
         False: the terminal does not echo typed input (a check compares the
@@ -167,10 +167,11 @@ class Run:
         at once, then the end of input (a check's given input); `copy`
         ({name: bytes}, `path` one of them): run a read-only copy of these
         files that the launcher makes, and discards after the run. With
-        a `debug` session, under the debugger, with `breakpoints`."""
+        a `debug` session, under the debugger, with its options (`debug`:
+        breakpoints and watches)."""
         go = {"path": path, "args": args, "cols": cols, "rows": rows}
         if self.debug is not None:
-            go["debug"] = {"code": DEBUGGING_SOURCE, "breakpoints": breakpoints or {}}
+            go["debug"] = {"code": DEBUGGING_SOURCE, **(debug or {})}
         if copy is not None:
             go["copy"] = {name: base64.b64encode(data).decode() for name, data in copy.items()}
         if etag:

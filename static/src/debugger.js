@@ -4,15 +4,28 @@
 // line it is paused at is shown in the editor, in whichever of the
 // student's files it is; the call stack (click a frame to see its
 // variables) and the variables, unfoldable, those changed by the last step
-// marked. Everything shown here came from the student's program: text
+// marked; watch expressions, kept in the browser and worked out at each
+// pause. Everything shown here came from the student's program: text
 // only, built with h().
 import { $, h, clear } from "./dom.js";
 
+const MAX_WATCHES = 10;
 const COMMANDS = { "#step-over": "step", "#step-into": "step_in", "#step-out": "step_out", "#continue": "continue" };
 
 export class DebugPanel {
-  constructor({ socket, runControl, output, workspace, editor, breakpoints }) {
+  constructor({ socket, runControl, output, workspace, editor, breakpoints, username }) {
     Object.assign(this, { socket, runControl, output, workspace, editor, breakpoints });
+    this.watchKey = `pyc.${username}.watches`;
+    this.watches = this.keptWatches();
+    $("#watch-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const input = $("#watch-input");
+      const expr = input.value.trim();
+      if (expr && expr.length <= 200 && !this.watches.includes(expr) && this.watches.length < MAX_WATCHES) {
+        this.setWatches([...this.watches, expr]);
+      }
+      input.value = "";
+    });
     this.active = false; // a debug run is under way
     this.paused = false; // it waits for a command
     this.marked = null; // the doc showing the paused line
@@ -37,7 +50,7 @@ export class DebugPanel {
     this.active = true;
     this.paused = false;
     this.showPanel("The program starts, paused at its first line…");
-    await this.runControl.run("debug", { breakpoints: this.breakpoints.all() });
+    await this.runControl.run("debug", { breakpoints: this.breakpoints.all(), watches: this.watches });
     if (!this.runControl.running) this.end();
   }
 
@@ -47,6 +60,40 @@ export class DebugPanel {
     if (message.type !== "frame") this.output.setState("running", "Running…");
     this.socket.send(message);
     this.render();
+  }
+
+  keptWatches() {
+    try {
+      const kept = JSON.parse(localStorage.getItem(this.watchKey) || "[]");
+      return Array.isArray(kept) ? kept.filter((w) => typeof w === "string" && w && w.length <= 200).slice(0, MAX_WATCHES) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  setWatches(watches) {
+    this.watches = watches;
+    try {
+      localStorage.setItem(this.watchKey, JSON.stringify(watches));
+    } catch {
+      // kept for this page only
+    }
+    if (this.active) {
+      this.socket.send({ type: "watches", watches });
+      this.paused = false; // (paused:) the pause comes again, with them worked out
+      this.render();
+    }
+    this.showWatches([]);
+  }
+
+  /** The watches, with their values from the last pause (`values`: [VAR], by expression). */
+  showWatches(values) {
+    const byName = new Map(values.map((v) => [v.name, v]));
+    clear($("#debug-watches"), this.watches.map((expr, i) => h("div", { class: "watch" },
+      byName.has(expr) ? node(byName.get(expr)) : h("div", { class: "var" }, h("span", { class: "var-name" }, expr)),
+      h("button", { type: "button", class: "btn ghost small", title: `Stop watching ${expr}`,
+        "aria-label": `Stop watching ${expr}`, onclick: () => this.setWatches(this.watches.filter((_, j) => j !== i)) },
+      "×"))));
   }
 
   render() {
@@ -68,6 +115,7 @@ export class DebugPanel {
   }
 
   showPanel(note) {
+    if (this.panel.hidden) this.showWatches([]);
     this.panel.hidden = false;
     $("#debug-note").textContent = note;
     this.render();
@@ -88,6 +136,7 @@ export class DebugPanel {
     $("#debug-globals-title").hidden = !msg.globals;
     if (msg.globals) this.variables($("#debug-globals"), msg.globals);
     else clear($("#debug-globals"));
+    this.showWatches(msg.watches || []);
     if (!frame.file) return;
     const doc = await this.workspace.open("home", frame.file, { quiet: true });
     if (!doc || !this.paused) return;

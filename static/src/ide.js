@@ -98,7 +98,8 @@ const socket = new RunSocket();
 const checker = new CheckControl({ socket, saver, workspace });
 const runControl = new RunControl({ socket, output, saver, current: () => tabs.current, claims: (msg) => checker.claims(msg) });
 checker.runControl = runControl;
-const debugPanel = new DebugPanel({ socket, runControl, output, workspace, editor, breakpoints });
+const debugPanel = new DebugPanel({ socket, runControl, output, workspace, editor, breakpoints,
+  username: user.username });
 socket.addEventListener("message", (e) => { if (checker.claims(e.detail)) checker.received(e.detail); });
 const exercises = new ExercisesPanel({ el: $("#exercises-panel"), checker, workspace, layout, home,
   openLine: (path, line) => runErrors.open(path, line) });

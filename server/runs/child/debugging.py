@@ -18,10 +18,11 @@ bdb does), so a program that is not paused runs at nearly full speed.
 
 How it talks. At each pause it writes one line of JSON on fd 3,
 `{"type": "paused", "file", "line", "stack", "frame", "variables",
-"globals"?}`, and blocks reading the channel (a blocking read: a paused
-program uses no CPU) for the server's next command (`step`, `step_in`,
-`step_out`, `continue`, `frame`), each carrying the breakpoints
-(`{path: [lines]}`, paths relative to the run's folder). Breakpoints the
+"globals"?, "watches"?}`, and blocks reading the channel (a blocking
+read: a paused program uses no CPU) for the server's next command
+(`step`, `step_in`, `step_out`, `continue`, `frame`), each carrying the
+breakpoints (`{path: [lines]}`, paths relative to the run's folder) and
+the watch expressions (evaluated in the selected frame at each pause). Breakpoints the
 student changes while the program runs come as a `breakpoints` line,
 announced by SIGIO (the socket is O_ASYNC): the handler applies them and
 turns tracing back on where they need it. The channel is a
@@ -54,7 +55,8 @@ ITEMS = 30  # shown of a list, dict, set or object's attributes
 DEPTH = 3  # levels of a value that can be unfolded
 TEXT = 120  # characters of a value's text
 NAME = 80  # characters of a variable's name
-STACK = 40  # frames of the call stack shown (the innermost)
+STACK = 40
+WATCHES = 10  # frames of the call stack shown (the innermost)
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = TEXT
@@ -95,6 +97,13 @@ def children(value):
     if isinstance(attributes, dict):
         return [(k, v) for k, v in _first(attributes.items()) if isinstance(k, str) and not k.startswith("__")]
     return None
+
+
+def text_of_error(e):
+    try:
+        return ("%s: %s" % (type(e).__name__, e))[:TEXT]
+    except Exception:
+        return type(e).__name__
 
 
 def _first(items):
@@ -201,6 +210,7 @@ class Debugger(bdb.Bdb):
         self.seen = {}  # frame -> {name: text} at the last pause; "globals" -> the globals'
         self.broken = False
         self.waiting = False  # paused, reading the channel (SIGIO then leaves it to user_line)
+        self.watches = []  # expressions evaluated at each pause
 
     def listen(self):
         """Breakpoints the student sets while the program runs come on the
@@ -297,6 +307,7 @@ class Debugger(bdb.Bdb):
                 if command is None:
                     return self.give_up()
                 self.set_breakpoints(command.get("breakpoints"))
+                self.set_watches(command.get("watches"))
                 kind = command.get("type")
                 if kind == "frame":
                     index = command.get("frame")
@@ -386,6 +397,10 @@ class Debugger(bdb.Bdb):
         self.broken = True
         self.untrace()
 
+    def set_watches(self, wanted):
+        if isinstance(wanted, list):
+            self.watches = [w for w in wanted[:WATCHES] if isinstance(w, str) and len(w) <= 200]
+
     def set_breakpoints(self, wanted):
         if not isinstance(wanted, dict):
             return
@@ -399,10 +414,24 @@ class Debugger(bdb.Bdb):
                 if isinstance(line, int) and not isinstance(line, bool) and line > 0:
                     self.set_break(full, line)  # a line that does not exist is refused: nothing happens
 
+    def watched(self, frame):
+        """The watch expressions, each evaluated once in `frame`: (expression,
+        True, value) or (expression, False, the error's sentence)."""
+        out = []
+        for expr in self.watches:
+            try:
+                out.append((expr, True, eval(compile(expr, "<watch>", "eval"), frame.f_globals, frame.f_locals)))
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # SystemExit too: a watch never ends the program
+                out.append((expr, False, text_of_error(e)))
+        return out
+
     def pause(self, stack, selected):
         """The `paused` message: where, the stack, the selected frame's
         variables (and the globals, if that frame is a function's)."""
         frame = stack[selected]
+        watched = self.watched(frame)
         for depth in (DEPTH, 1, 0):
             size = [3000]
             variables, texts = scope(frame.f_locals, self.seen.get(frame), depth, size)
@@ -414,10 +443,14 @@ class Debugger(bdb.Bdb):
             global_texts = None
             if frame.f_locals is not frame.f_globals:
                 message["globals"], global_texts = scope(frame.f_globals, self.seen.get("globals"), depth, size)
+            if watched:
+                message["watches"] = [view(expr, value, depth, size) if ok else
+                                      {"name": expr, "type": "error", "value": value} for expr, ok, value in watched]
             if len(json.dumps(message)) <= MESSAGE_BYTES:
                 break
             message["variables"] = message["variables"][:20]
             message.pop("globals", None)
+            message.pop("watches", None)
         if selected == len(stack) - 1:  # what changed is told between steps, for the frame that steps
             self.seen = {f: self.seen[f] for f in stack if f in self.seen}
             self.seen[frame] = texts
@@ -433,5 +466,6 @@ def main(script, code, namespace, channel_fd, options):
     debugger, paused at its first line."""
     debugger = Debugger(os.getcwd(), Channel(channel_fd))
     debugger.set_breakpoints(options.get("breakpoints"))
+    debugger.set_watches(options.get("watches"))
     debugger.listen()
     debugger.run(code, namespace)
