@@ -247,7 +247,7 @@ class Debugger(bdb.Bdb):
         SETTRACE(self.trace_dispatch)
         while frame is not None:
             if self.relative(frame.f_code.co_filename) is not None and self.break_anywhere(frame):
-                frame.f_trace = self.trace_dispatch
+                frame.f_trace = self.fast(frame.f_code) if self.continuing else self.trace_dispatch
                 frame.f_trace_lines = True
             frame = frame.f_back
 
@@ -269,18 +269,37 @@ class Debugger(bdb.Bdb):
     def dispatch_call(self, frame, arg):
         if self.relative(frame.f_code.co_filename) is None:
             return None  # never into the standard library or our code: its lines are not traced
-        return bdb.Bdb.dispatch_call(self, frame, arg)
+        traced = bdb.Bdb.dispatch_call(self, frame, arg)
+        return self.fast(frame.f_code) if traced is not None and self.continuing else traced
+
+    def dispatch_line(self, frame):
+        traced = bdb.Bdb.dispatch_line(self, frame)  # its answer becomes the frame's trace function
+        return self.fast(frame.f_code) if traced is not None and self.continuing else traced
+
+    def break_lines(self, code):
+        """The lines of `code`'s own that hold a breakpoint (a set, cached)."""
+        found = self.with_breaks.get(code)
+        if found is None:
+            lines = self.breaks.get(self.canonic(code.co_filename)) or ()
+            found = self.with_breaks[code] = {line for _, _, line in code.co_lines() if line in lines}
+        return found
 
     def break_anywhere(self, frame):
         """Only a frame whose own code holds a breakpoint is traced when
         continuing (bdb traces every frame of a file that has one)."""
-        code = frame.f_code
-        found = self.with_breaks.get(code)
-        if found is None:
-            lines = self.breaks.get(self.canonic(code.co_filename))
-            found = bool(lines) and any(line in lines for _, _, line in code.co_lines() if line)
-            self.with_breaks[code] = found
-        return found
+        return bool(self.break_lines(frame.f_code))
+
+    def fast(self, code):
+        """The trace function of a frame holding a breakpoint, while
+        continuing: a line without one costs a set lookup, not bdb's calls."""
+        dispatch, lines_of = self.trace_dispatch, self.break_lines
+
+        def trace(frame, event, arg):
+            if event == "line" and frame.f_lineno not in lines_of(code):
+                return trace
+            result = dispatch(frame, event, arg)
+            return trace if result is not None and self.continuing else result
+        return trace
 
     # -- pausing ----------------------------------------------------------------
 
@@ -362,10 +381,14 @@ class Debugger(bdb.Bdb):
 
     def untrace_lines(self, frame):
         """On continue: the frames of the stack whose code holds no
-        breakpoint stop reporting lines (each line costs a call otherwise)."""
+        breakpoint stop reporting lines (each line costs a call otherwise),
+        the others look for theirs quickly (fast)."""
         while frame is not None:
-            if frame.f_trace is not None and not self.break_anywhere(frame):
-                frame.f_trace_lines = False
+            if frame.f_trace is not None:
+                if self.break_anywhere(frame):
+                    frame.f_trace = self.fast(frame.f_code)
+                else:
+                    frame.f_trace_lines = False
             frame = frame.f_back
 
     def set_step(self):
@@ -387,8 +410,7 @@ class Debugger(bdb.Bdb):
         frame = sys._getframe()
         while frame is not None:
             if self.relative(frame.f_code.co_filename) is not None:
-                if frame.f_trace is None:
-                    frame.f_trace = self.trace_dispatch
+                frame.f_trace = self.trace_dispatch  # (continue may have left none, or fast)
                 frame.f_trace_lines = True
             frame = frame.f_back
 
