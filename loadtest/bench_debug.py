@@ -159,9 +159,9 @@ def report(args, cpu, recorder):
     plain_loops, plain_all = medians["plain"]
     print(f"\nCPU time of 2 loops of 10^5 iterations (module level + a function), median of {args.repeat} runs, "
           f"{args.sandbox} sandbox:")
-    print(f"  {'way':<10} {'loops ms':>9} {'x plain':>8} {'program ms':>11} {'x plain':>8}")
+    print(f"  {'way':<13} {'loops ms':>9} {'x plain':>8} {'program ms':>11} {'x plain':>8}")
     for way, (loops, whole) in medians.items():
-        print(f"  {way:<10} {loops * 1000:9.1f} {loops / plain_loops:8.2f} {whole * 1000:11.1f} "
+        print(f"  {way:<13} {loops * 1000:9.1f} {loops / plain_loops:8.2f} {whole * 1000:11.1f} "
               f"{whole / plain_all:8.2f}")
     steps = recorder.summary()
     steps["load_average_after"] = os.getloadavg()
