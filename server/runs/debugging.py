@@ -53,8 +53,6 @@ class DebugSession:
         self.paused_since = None  # monotonic time the program paused, None while it runs
         self.paused_total = 0.0
         self.last_command = time.monotonic()
-        self.pauses = 0
-        self.dropped = 0  # lines from the program not taken
 
     def attach(self, run):
         self.run = run
@@ -105,18 +103,13 @@ class DebugSession:
     def wants(self, size):
         """Is a line of `size` bytes from the program to be parsed? (Else it
         is dropped, and counted as output.)"""
-        if self.expecting and size <= LINE_BYTES:
-            return True
-        self.dropped += 1
-        return False
+        return self.expecting and size <= LINE_BYTES
 
     async def from_program(self, message):
         pause = clean_pause(message)
         if pause is None or not self.expecting:
-            self.dropped += 1
             return
         self.expecting = False
-        self.pauses += 1
         self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
