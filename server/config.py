@@ -209,6 +209,9 @@ SETTINGS = [
     Setting("RUN_WALL_SECONDS", _int(1, 24 * HOUR), "900", "longest a run may last"),
     Setting("RUN_IDLE_SECONDS", _int(1, 24 * HOUR), "300",
             "a run with no output and no input for this long is ended"),
+    Setting("RUN_DEBUG_IDLE_SECONDS", _int(1, 24 * HOUR), "600",
+            "a program paused in the debugger with no step from the student for this long is ended (the "
+            "wall-clock limit does not count paused time)"),
     Setting("RUN_CPU_SECONDS", _int(1, 3600), "10", "CPU time a run may use (waiting for input is free)"),
     Setting("RUN_MEMORY_MB", _int(16, 64 * 1024), "512",
             "memory a run may use: each process, and all of them together with its /tmp and /dev/shm "

@@ -312,6 +312,7 @@ def local_server(request, shared_servers):
 
 KIND_OF_MODULE = {"test_browser": "browser", "test_browser_tabs": "browser", "test_files_browser": "browser",
                   "test_browser_class": "browser", "test_browser_passwords": "browser",
+                  "test_browser_debugger": "browser",
                   "test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
                   "test_loadgen": "tools", "test_efs_bench": "tools",
                   "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}

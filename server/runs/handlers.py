@@ -21,10 +21,12 @@ from ..files import paths
 from ..files.area import Area
 from ..sockets import answering, message_of
 from ..web import user_for_session
+from . import debugging
 
 MAX_ARGS = 32
 ETAG = re.compile(r"[0-9a-f]{20}")
 INPUT_KINDS = ("stdin", "interrupt", "kill", "resize", "eof")
+DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints", "watches")
 
 
 class RunSocket(websocket.WebSocketHandler):
@@ -100,9 +102,15 @@ class RunSocket(websocket.WebSocketHandler):
         kind = msg["type"]
         if kind == "watch":
             return self.start_watching()
-        if kind == "run":
+        if kind in ("run", "debug"):
             request = self.run_request(msg)  # checked before the database is asked anything
-            return self.manager.start(self.conn, *request, course=await self.course_of(msg))
+            debug = debugging.options(msg) if kind == "debug" else None
+            return self.manager.start(self.conn, *request, course=await self.course_of(msg), debug=debug)
+        if kind in DEBUG_KINDS:
+            session = self.manager.debugging(self.conn)
+            if session is None:
+                raise Refused(409, "not_debugging", "No program is being debugged. Press Debug first.")
+            return session.command(kind, msg)
         if kind == "viewing":
             return self.viewing(msg)
         if kind == "check":

@@ -39,6 +39,7 @@ from ..errors import Refused
 from ..files.area import Area
 from . import runlock
 from .admission import Admission, QueueFull
+from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
@@ -79,6 +80,7 @@ class RunRequest:
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
     course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
+    debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
 
 
 class RunSink(Protocol):
@@ -200,6 +202,7 @@ class Job:
         self.admitted = False  # holds a place among the host's running programs
         self.sandboxed: Sandboxed | None = None
         self.run: Run | None = None
+        self.debug: DebugSession | None = None  # a debug run's session (debugging.py)
         self.session_ended = False  # refused because the asker's session had ended
         self.done = asyncio.Event()  # its last message is out
         self.task = None  # its life, once started (Jobs.start): done with it
@@ -285,9 +288,14 @@ class Job:
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
         cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
+        channel = self.sink.channel if request.serve is not None else None
+        if request.debug is not None:
+            self.debug = DebugSession(self.sink.send, **request.debug)  # pauses: the IDE's, not the teacher's view
+            channel = self.debug.from_program
         self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
-                       disk_guard=self._disk_guard(sandbox, area, used),
-                       channel=self.sink.channel if request.serve is not None else None)
+                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
+        if self.debug is not None:
+            self.debug.attach(self.run)
         jobs.warm.used(user, self.sandboxed)
         metrics.RUNS_ACTIVE.inc()
         jobs.events.run_started(user)
@@ -299,7 +307,8 @@ class Job:
         else:
             path = request.parts[-1] if copy else "/".join(request.parts)
             message = await self.run.execute(path, list(request.args), request.cols, request.rows,
-                                             request.etag, request.echo, request.nice, request.stdin, copy)
+                                             request.etag, request.echo, request.nice, request.stdin, copy,
+                                             request.debug)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message

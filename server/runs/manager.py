@@ -111,13 +111,14 @@ class RunManager:
     # -- runs -----------------------------------------------------------------
 
     def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int,
-              etag: str | None = None, course: Area | None = None) -> None:
+              etag: str | None = None, course: Area | None = None, debug: dict | None = None) -> None:
         """Run the file `parts` of the user's home, or of the course area
-        `course` (one they may read) as a read-only copy in their own sandbox."""
+        `course` (one they may read) as a read-only copy in their own sandbox;
+        with `debug` (debugging.options), under the debugger."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag,
-                             course=course, console=True)
+                             course=course, console=True, debug=debug)
         job = conn.job = self.jobs.start(request, conn)
         job.task.add_done_callback(lambda _: self._after(conn, job))
 
@@ -135,6 +136,11 @@ class RunManager:
         """The Run of the socket's program, or None."""
         job = conn.job
         return job.run if job is not None and job.state is not State.ENDED else None
+
+    def debugging(self, conn: Connection):
+        """The debug session of the socket's program, or None."""
+        job = conn.job
+        return job.debug if job is not None and job.state is not State.ENDED else None
 
     def _after(self, conn, job: Job):
         """The job is over: a session found ended on the way closes the socket."""

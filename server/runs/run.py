@@ -33,7 +33,7 @@ import uuid
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
-from .sandbox.launch import CHECKING_SOURCE
+from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ MESSAGES = {
                "check that it can finish; a loop that never ends keeps it running",
     "idle": "stopped: nothing was printed or typed for {idle} seconds. Run it again when you are ready "
             "to use it",
+    "debug_idle": "stopped: the debugger waited for your next step for more than {debug_idle} seconds. "
+                  "Press Debug to start again",
     "cpu_limit": "stopped: it kept the computer busy for more than {cpu} seconds. Look for a loop that never "
                  "ends (a while whose condition stays True)",
     "memory_limit": "stopped: it used more than {memory} MB of memory. Look for a list or text that keeps "
@@ -74,12 +76,13 @@ MESSAGES = {
 
 
 class Run:
-    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None):
+    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None):
         self.cfg = cfg
         self.sandbox = sandbox  # a ready sandbox.StartedSandbox
         self.send = send  # async callable taking a message dict
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
+        self.debug = debug  # a debugging.DebugSession: it asks for the channel's lines, and pauses the clock
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
@@ -155,15 +158,20 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None):
+    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None,
+                      debug=None):
         """Start the program and stream it to the client; return the exit
         message. With `etag`, only if the file is that version. `echo`
         False: the terminal does not echo typed input (a check compares the
         output); `nice` (0..10): below interactive runs; `stdin`: typed in
         at once, then the end of input (a check's given input); `copy`
         ({name: bytes}, `path` one of them): run a read-only copy of these
-        files that the launcher makes, and discards after the run."""
+        files that the launcher makes, and discards after the run. With
+        a `debug` session, under the debugger, with its options (`debug`:
+        breakpoints and watches)."""
         go = {"path": path, "args": args, "cols": cols, "rows": rows}
+        if self.debug is not None:
+            go["debug"] = {"code": DEBUGGING_SOURCE, **(debug or {})}
         if copy is not None:
             go["copy"] = {name: base64.b64encode(data).decode() for name, data in copy.items()}
         if etag:
@@ -254,6 +262,10 @@ class Run:
         not a JSON object is dropped (and counted), never an error."""
         if self.channel is None:
             return  # the run did not ask for one
+        if self.debug is not None and not self.debug.wants(len(payload)):
+            self.channel_dropped += 1
+            self._count(len(payload))  # not asked for: a flood is output, and ends at its limit
+            return
         try:
             message = json.loads(payload.decode("utf-8")) if len(payload) <= CHANNEL_LINE else None
         except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
@@ -341,9 +353,13 @@ class Run:
         while True:
             await asyncio.sleep(CHECK_SECONDS)
             now = time.monotonic()
-            if now - started > cfg.RUN_WALL_SECONDS:
-                return await self.stop("timeout")
-            if now - self.last_activity > cfg.RUN_IDLE_SECONDS:
+            debug = self.debug
+            if now - started - (debug.paused_seconds(now) if debug else 0) > cfg.RUN_WALL_SECONDS:
+                return await self.stop("timeout")  # time paused in the debugger does not count
+            if debug is not None and debug.paused_since is not None:
+                if debug.idle(now, cfg.RUN_DEBUG_IDLE_SECONDS):
+                    return await self.stop("debug_idle")
+            elif now - self.last_activity > cfg.RUN_IDLE_SECONDS:
                 return await self.stop("idle")
             cpu = self.sandbox.cpu_seconds()
             if cpu is not None and cpu_before is not None and \
@@ -399,8 +415,9 @@ class Run:
             reason = "ok" if code == 0 else "error"
         words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
                                         cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
-                                        output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES))
-        if reason == "idle":  # reported as a timeout, with its own words
+                                        output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
+                                        debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
+        if reason in ("idle", "debug_idle"):  # reported as a timeout, with its own words
             reason = "timeout"
         if reason == "error" and code is not None:
             words += f" (exit code {code})"

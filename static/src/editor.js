@@ -15,6 +15,7 @@ import { oneDark } from "@codemirror/theme-one-dark";
 import { settings } from "./settings.js";
 import { assistExtensions } from "./assist.js";
 import { errorMarks, setErrorMarks } from "./error-marks.js";
+import { breakpointGutter, pausedLine, setPausedLine } from "./debug-marks.js";
 
 const themeSlot = new Compartment();
 const labelSlot = new Compartment();
@@ -75,9 +76,11 @@ export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
 }
 
 export class Editor {
-  /** onChange() is called after each edit of the shown document. */
-  constructor(parent, { onChange }) {
+  /** onChange() is called after each edit of the shown document;
+   * `breakpoints` (debug-marks.js) keeps the home's Python files' breakpoints. */
+  constructor(parent, { onChange, breakpoints = null }) {
     this.current = null;
+    this.breakpoints = breakpoints;
     const where = () => this.current && { area: this.current.area, path: this.current.path };
     this.assist = assistExtensions(where);
     this.view = new EditorView({
@@ -91,10 +94,13 @@ export class Editor {
     settings.addEventListener("change", () => this.restyle());
   }
 
-  /** A new state for a file's text. */
-  createState(text, path, readOnly) {
+  /** A new state for a file's text (of `area`: the home's Python files can be debugged). */
+  createState(text, path, readOnly, area = "home") {
     const helped = !readOnly && isPython(path) ? this.assist : [];
-    return EditorState.create({ doc: text, extensions: [commonExtensions({ path, readOnly }), helped, errorMarks] });
+    const debuggable = area === "home" && isPython(path) && this.breakpoints;
+    const doc = EditorState.create({ doc: text }).doc;
+    const debug = debuggable ? [breakpointGutter(this.breakpoints, path, doc), pausedLine] : [];
+    return EditorState.create({ doc: text, extensions: [commonExtensions({ path, readOnly }), helped, errorMarks, debug] });
   }
 
   /** Show `doc` (a Doc); the one shown before keeps its state. */
@@ -129,6 +135,11 @@ export class Editor {
     this.view.dispatch({ selection: EditorSelection.cursor(at.from + /^\s*/.exec(at.text)[0].length),
       effects: EditorView.scrollIntoView(at.from, { y: "center" }) });
     this.view.focus();
+  }
+
+  /** Show the line `doc` is paused at in the debugger (null: none). */
+  markPaused(doc, line) {
+    doc.dispatch({ effects: setPausedLine.of(line) });
   }
 
   /** Mark a run's error lines in `doc` ([{line, message}]; [] clears). */

@@ -30,6 +30,8 @@ import { helpDialog } from "./help.js";
 import { showHistory } from "./history.js";
 import { userMenu } from "./account.js";
 import { StudentTalk } from "./talk.js";
+import { Breakpoints } from "./debug-marks.js";
+import { DebugPanel } from "./debugger.js";
 
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
 if (!user) {
@@ -46,8 +48,10 @@ const layout = new Layout();
 
 const tabs = new Tabs($("#tabs"));
 const saver = new Saver(user.username);
+const breakpoints = new Breakpoints(user.username);
 const editor = new Editor($("#editor"), {
   onChange: () => { if (tabs.current) saver.changed(tabs.current); },
+  breakpoints,
 });
 const home = new FileTree({ area: "home", title: "My files", writable: true });
 // One course folder per class (a teacher's: the classes they teach).
@@ -94,6 +98,8 @@ const socket = new RunSocket();
 const checker = new CheckControl({ socket, saver, workspace });
 const runControl = new RunControl({ socket, output, saver, current: () => tabs.current, claims: (msg) => checker.claims(msg) });
 checker.runControl = runControl;
+const debugPanel = new DebugPanel({ socket, runControl, output, workspace, editor, breakpoints,
+  username: user.username });
 socket.addEventListener("message", (e) => { if (checker.claims(e.detail)) checker.received(e.detail); });
 const exercises = new ExercisesPanel({ el: $("#exercises-panel"), checker, workspace, layout, home,
   openLine: (path, line) => runErrors.open(path, line) });
@@ -146,6 +152,7 @@ saver.addEventListener("status", (e) => {
 workspace.addEventListener("shown", (e) => {
   saveStatus.show(e.detail);
   runControl.render();
+  debugPanel.render();
   $("#history-btn").disabled = !e.detail;
 });
 

@@ -56,20 +56,27 @@ export class RunControl extends EventTarget {
   setState(state) {
     this.state = state;
     this.render();
+    this.dispatchEvent(new Event("state"));
+  }
+
+  /** Could the shown file be run (or debugged) now? */
+  canRun() {
+    const doc = this.current();
+    return this.state === "idle" && !!doc && runsHere(doc.area) && /\.pyw?$/i.test(doc.path) && !this.held;
   }
 
   /** Run waits while `reason` (a sentence) holds; "" lets it run again. */
   hold(reason) {
     this.held = reason;
     this.render();
+    this.dispatchEvent(new Event("state"));
   }
 
   /** The buttons say what can be done now (called when the shown doc changes too). */
   render() {
     const doc = this.current();
     const busy = this.state !== "idle";
-    const runnable = doc && runsHere(doc.area) && /\.pyw?$/i.test(doc.path);
-    this.runButton.disabled = busy || !runnable || !!this.held;
+    this.runButton.disabled = !this.canRun();
     this.runButton.title = this.held || (!doc ? "Open a file to run it" : !runsHere(doc.area)
       ? "Only your own files and the course folder's can be run: copy it to My files first"
       : isCourse(doc.area) ? "Run a read-only copy of this course file (Ctrl+Enter)" : "Run the current file (Ctrl+Enter)");
@@ -77,7 +84,8 @@ export class RunControl extends EventTarget {
     document.body.classList.toggle("running", busy);
   }
 
-  async run() {
+  /** Run the shown file; `kind` "debug" (with `extra`: its breakpoints): under the debugger. */
+  async run(kind = "run", extra = {}) {
     const doc = this.current();
     if (!doc || this.state !== "idle") return;
     if (this.held) {
@@ -111,7 +119,7 @@ export class RunControl extends EventTarget {
             + "the program cannot change the course folder, and files it writes beside itself are refused. "
             + "To change it, copy it to My files.");
         }
-        this.socket.send({ type: "run", area: doc.area, path: doc.path, etag: doc.etag, ...this.output.size() });
+        this.socket.send({ type: kind, area: doc.area, path: doc.path, etag: doc.etag, ...this.output.size(), ...extra });
         next = "running";
       }
     } finally {

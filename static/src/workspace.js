@@ -65,7 +65,7 @@ export class Workspace extends EventTarget {
       if (!doc) {
         const readOnly = this.readOnly(area);
         doc = new Doc({ area, path, etag: data.etag, text: data.content, readOnly,
-          state: this.editor.createState(data.content, path, readOnly) });
+          state: this.editor.createState(data.content, path, readOnly, area) });
         this.tabs.add(doc);
         this.saver.add(doc);
         if (this.saver.recover(doc) === "saving") toast(`Recovered your unsaved changes to ${doc.path}; saving them now.`);

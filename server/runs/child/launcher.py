@@ -28,7 +28,7 @@ needs nothing but a Python interpreter. The launcher
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
   server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?, "channel"?, "echo"?,
-                             "nice"?, "mode"?, "code"?, "options"?, "copy"?}   d stdin bytes
+                             "nice"?, "mode"?, "code"?, "options"?, "copy"?, "debug"?}   d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
                        c a line for the program's channel   C end of the channel
   launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
@@ -44,7 +44,9 @@ no file is run: the check's code (checking.py, sent as "code") runs in its
 place as main(mode, options, channel fd). With "copy" ({name: base64}: a
 course folder's file and those beside it), the launcher writes them
 read-only into a folder of the sandbox's /tmp, runs "path" there, and
-removes the folder after the run (make_copy).
+removes the folder after the run (make_copy). With "debug" ({"code":
+debugging.py's source, "breakpoints"}, and "channel": true) the file runs
+under the debugger, which pauses it and talks on the channel (run_script).
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -302,7 +304,7 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
             sys.path[0:0] = [os.path.dirname(script)]
             if go.get("cwd"):  # a course file's read-only copy runs where its files are
                 os.chdir(go["cwd"])
-            run_script(script, source)
+            run_script(script, source, go.get("debug"))
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -342,17 +344,25 @@ def run_checking(go, channel_fd):
     return module.main(go["mode"], go.get("options") or {}, channel_fd)
 
 
-def run_script(script, source=None):
+def run_script(script, source=None, debug=None):
     """Run a file as `python3 script` would: as the module __main__ (so
     pickle and dataclasses find what it defines), its coding cookie
-    honoured by compile(). `source`: its bytes as the launcher read them."""
+    honoured by compile(). `source`: its bytes as the launcher read them.
+    `debug` ({"code": debugging.py's source, "breakpoints"}): under the
+    debugger, which talks on the channel."""
     if source is None:
         with open(script, "rb") as f:
             source = f.read()
     main = types.ModuleType("__main__")
     main.__file__ = script
     sys.modules["__main__"] = main
-    exec(compile(source, script, "exec"), main.__dict__)
+    code = compile(source, script, "exec")
+    if not debug:
+        exec(code, main.__dict__)
+        return
+    debugging = types.ModuleType("pyclassroom_debugging")
+    exec(compile(debug["code"], "<debugging>", "exec"), debugging.__dict__)
+    debugging.main(script, code, main.__dict__, CHANNEL_FD, debug)
 
 
 def _input(prompt=""):

@@ -1,0 +1,235 @@
+"""A debug session: the server's side of a run under the debugger.
+
+The debugger itself runs inside the student's program, in the sandbox
+(child/debugging.py, whose docstring is the design note): it pauses the
+program and writes `paused` lines on the run's control channel. This
+module owns the rest, on the trusted side:
+
+- the commands from the IDE (`step`, `step_in`, `step_out`, `continue`,
+  `frame`, `breakpoints`), sent to the program on its channel only while
+  it is paused, each with the breakpoints;
+- what comes back, which the student's code could have written: a line is
+  taken only when the session asked for one (`expecting`: one per command;
+  others are dropped unparsed, and their bytes count towards the run's
+  output limit, so a flood ends the run), and only if it is small enough;
+  then it is validated and rebuilt field by field, cut to bounds
+  (`clean_pause`), and sent to the IDE as a `paused` message;
+- the clocks: while paused, the run's wall-clock limit does not tick
+  (`paused_seconds`), and a pause with no command for
+  RUN_DEBUG_IDLE_SECONDS ends the run (`idle`). A program can claim a
+  pause at most once per command, so it cannot make its run last longer
+  than the student's own steps allow; CPU, memory and output limits are
+  the run's, as always, and the run ends only when the kernel says so.
+"""
+import time
+
+from ..errors import Refused
+
+LINE_BYTES = 64 << 10  # the longest `paused` line parsed (the debugger keeps under 60 KiB)
+BREAKPOINT_FILES = 100
+BREAKPOINT_LINES = 1000  # in all
+STACK = 64
+VARIABLES = 200  # per scope
+ITEMS = 50  # inside one value
+DEPTH = 4
+NODES = 5000  # values in one pause, all scopes together
+TEXT = 300
+NAME = 100
+PATH = 1024
+WATCHES = 10
+WATCH = 200
+
+
+class DebugSession:
+    """One debug run's commands, pauses and clocks."""
+
+    def __init__(self, send, breakpoints=None, watches=None):
+        self.send = send  # async: a message to the IDE
+        self.run = None  # the Run, once it exists (attach)
+        self.breakpoints = breakpoints or {}
+        self.watches = watches or []
+        self.frame = 0  # the frame the last pause showed
+        self.expecting = True  # one `paused` line will be taken: the first pause
+        self.paused_since = None  # monotonic time the program paused, None while it runs
+        self.paused_total = 0.0
+        self.last_command = time.monotonic()
+
+    def attach(self, run):
+        self.run = run
+
+    # -- the clocks (run.py's watchdog) -------------------------------------------
+
+    def paused_seconds(self, now):
+        """Seconds the program has spent paused, waiting for the student."""
+        return self.paused_total + (now - self.paused_since if self.paused_since is not None else 0.0)
+
+    def idle(self, now, limit):
+        """Paused with no command from the student for more than `limit` seconds."""
+        return self.paused_since is not None and now - max(self.paused_since, self.last_command) > limit
+
+    # -- from the IDE ------------------------------------------------------------------
+
+    def command(self, kind, msg):
+        """A command from the IDE: sent to the paused program, with the
+        breakpoints; refused while it runs."""
+        if kind == "breakpoints":
+            self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
+            if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
+                self.run.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
+            return
+        if kind == "watches":
+            self.watches = clean_watches(msg.get("watches"))
+            if self.paused_since is None or self.expecting:
+                return  # evaluated at the next pause
+            kind, msg = "frame", {"frame": self.frame}  # evaluated now: the same pause again
+        if self.paused_since is None or self.expecting:
+            raise Refused(409, "not_paused", "The program is running, not paused: wait until it stops at a "
+                                             "line, or press Stop.")
+        message = {"type": kind, "breakpoints": self.breakpoints, "watches": self.watches}
+        if kind == "frame":
+            frame = msg.get("frame")
+            if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
+                raise Refused(400, "bad_field", f"'frame' must be a whole number from 0 to {STACK - 1}.")
+            message["frame"] = frame
+        now = self.last_command = time.monotonic()
+        if kind != "frame":  # it runs again: the wall clock ticks again
+            self.paused_total += now - self.paused_since
+            self.paused_since = None
+        self.expecting = True
+        self.run.tell(message)
+
+    # -- from the program ------------------------------------------------------------
+
+    def wants(self, size):
+        """Is a line of `size` bytes from the program to be parsed? (Else it
+        is dropped, and counted as output.)"""
+        return self.expecting and size <= LINE_BYTES
+
+    async def from_program(self, message):
+        pause = clean_pause(message)
+        if pause is None or not self.expecting:
+            return
+        self.expecting = False
+        self.frame = pause["frame"]
+        if self.paused_since is None:
+            self.paused_since = time.monotonic()
+        await self.send(pause)
+
+
+def options(msg):
+    """The debugger's options in a `debug` message: its breakpoints and watches, checked."""
+    return {"breakpoints": clean_breakpoints(msg.get("breakpoints", {})), "watches": clean_watches(msg.get("watches", []))}
+
+
+def clean_watches(value):
+    """The watch expressions as the IDE sent them: a list of short texts."""
+    if not isinstance(value, list) or len(value) > WATCHES or not all(
+            isinstance(w, str) and 0 < len(w) <= WATCH and "\x00" not in w for w in value):
+        raise Refused(400, "bad_field", f"'watches' must be a list of at most {WATCHES} expressions of at most "
+                                        f"{WATCH} characters.")
+    return value
+
+
+def clean_breakpoints(value):
+    """{path: [line, ...]} as the IDE sent it, checked: paths relative to
+    the home (no `..`, not absolute), lines whole numbers, bounded."""
+    if not isinstance(value, dict) or len(value) > BREAKPOINT_FILES:
+        raise Refused(400, "bad_field", f"'breakpoints' must map at most {BREAKPOINT_FILES} file paths to lists "
+                                        "of line numbers.")
+    out, count = {}, 0
+    for path, lines in value.items():
+        if _path(path) is None or not isinstance(lines, list) or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10 ** 6 for n in lines):
+            raise Refused(400, "bad_field", "'breakpoints' must map file paths of your folder to lists of line "
+                                            "numbers.")
+        count += len(lines)
+        if count > BREAKPOINT_LINES:
+            raise Refused(400, "bad_field", f"At most {BREAKPOINT_LINES} breakpoints can be set.")
+        if lines:
+            out[path] = sorted(set(lines))
+    return out
+
+
+def _path(value):
+    """A path relative to the run's folder, as the program says it; None if not one."""
+    if not isinstance(value, str) or not 0 < len(value) <= PATH or value.startswith("/") or "\x00" in value:
+        return None
+    if any(part in ("", ".", "..") for part in value.split("/")):
+        return None
+    return value
+
+
+def _line(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10 ** 7 else None
+
+
+def _text(value, limit):
+    return value[:limit] if isinstance(value, str) else None
+
+
+def clean_pause(message):
+    """The IDE's `paused` message rebuilt from what the program wrote, or
+    None when it is not one: nothing of it passes unchecked."""
+    if message.get("type") != "paused":
+        return None
+    stack = message.get("stack")
+    if not isinstance(stack, list) or not 0 < len(stack) <= STACK:
+        return None
+    frames = []
+    for entry in stack:
+        if not isinstance(entry, dict):
+            return None
+        frames.append({"function": _text(entry.get("function"), NAME) or "?", "file": _path(entry.get("file")),
+                       "line": _line(entry.get("line"))})
+    selected = message.get("frame")
+    if isinstance(selected, bool) or not isinstance(selected, int) or not 0 <= selected < len(frames):
+        return None
+    budget = [NODES]
+    pause = {"type": "paused", "file": _path(message.get("file")), "line": _line(message.get("line")),
+             "stack": frames, "frame": selected, "variables": _scope(message.get("variables"), budget)}
+    if pause["variables"] is None or pause["file"] is None or pause["line"] is None:
+        return None
+    for scope in ("globals", "watches"):
+        if scope in message:
+            pause[scope] = _scope(message.get(scope), budget)
+            if pause[scope] is None:
+                return None
+    return pause
+
+
+def _scope(values, budget):
+    if not isinstance(values, list):
+        return None
+    out = []
+    for value in values[:VARIABLES]:
+        node = _value(value, DEPTH, budget)
+        if node is None:
+            return None
+        out.append(node)
+    return out
+
+
+def _value(node, depth, budget):
+    """One variable (and its insides, to `depth`), rebuilt; None if malformed."""
+    if not isinstance(node, dict) or budget[0] <= 0:
+        return None
+    budget[0] -= 1
+    name, kind, text = _text(node.get("name"), NAME), _text(node.get("type"), NAME), _text(node.get("value"), TEXT)
+    if name is None or kind is None or text is None:
+        return None
+    out = {"name": name, "type": kind, "value": text}
+    if node.get("changed") is True:
+        out["changed"] = True
+    items = node.get("items")
+    if isinstance(items, list) and depth > 0:
+        inside = []
+        for item in items[:ITEMS]:
+            child = _value(item, depth - 1, budget)
+            if child is None:
+                break
+            inside.append(child)
+        out["items"] = inside
+        more = node.get("more")
+        if isinstance(more, int) and not isinstance(more, bool) and 0 < more < 10 ** 12:
+            out["more"] = more
+    return out

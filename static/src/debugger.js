@@ -1,0 +1,172 @@
+// The debugger's controls and panel (server/runs/PROTOCOL.md, "The
+// debugger"): Debug starts the current file paused at its first line; step
+// over, into, out and continue while it is paused (Stop is the run's); the
+// line it is paused at is shown in the editor, in whichever of the
+// student's files it is; the call stack (click a frame to see its
+// variables) and the variables, unfoldable, those changed by the last step
+// marked; watch expressions, kept in the browser and worked out at each
+// pause. Everything shown here came from the student's program: text
+// only, built with h().
+import { $, h, clear } from "./dom.js";
+
+const MAX_WATCHES = 10;
+const COMMANDS = { "#step-over": "step", "#step-into": "step_in", "#step-out": "step_out", "#continue": "continue" };
+
+export class DebugPanel {
+  constructor({ socket, runControl, output, workspace, editor, breakpoints, username }) {
+    Object.assign(this, { socket, runControl, output, workspace, editor, breakpoints });
+    this.watchKey = `pyc.${username}.watches`;
+    this.watches = this.keptWatches();
+    $("#watch-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const input = $("#watch-input");
+      const expr = input.value.trim();
+      if (expr && expr.length <= 200 && !this.watches.includes(expr) && this.watches.length < MAX_WATCHES) {
+        this.setWatches([...this.watches, expr]);
+      }
+      input.value = "";
+    });
+    this.active = false; // a debug run is under way
+    this.paused = false; // it waits for a command
+    this.marked = null; // the doc showing the paused line
+    this.bar = $("#debug-bar");
+    this.panel = $("#debug-panel");
+    $("#debug").addEventListener("click", () => this.start());
+    for (const [selector, kind] of Object.entries(COMMANDS)) {
+      $(selector).addEventListener("click", () => this.command({ type: kind }));
+    }
+    socket.addEventListener("message", (e) => { if (e.detail.type === "paused" && this.active) this.show(e.detail); });
+    runControl.addEventListener("ended", () => this.end());
+    runControl.addEventListener("refused", () => this.end());
+    runControl.addEventListener("state", () => this.render());
+    breakpoints.addEventListener("change", () => {
+      if (this.active) this.socket.send({ type: "breakpoints", breakpoints: breakpoints.all() });
+    });
+    this.render();
+  }
+
+  async start() {
+    if (this.runControl.state !== "idle") return;
+    this.active = true;
+    this.paused = false;
+    this.showPanel("The program starts, paused at its first line…");
+    await this.runControl.run("debug", { breakpoints: this.breakpoints.all(), watches: this.watches });
+    if (!this.runControl.running) this.end();
+  }
+
+  command(message) {
+    if (!this.paused) return;
+    this.paused = false;
+    if (message.type !== "frame") this.output.setState("running", "Running…");
+    this.socket.send(message);
+    this.render();
+  }
+
+  keptWatches() {
+    try {
+      const kept = JSON.parse(localStorage.getItem(this.watchKey) || "[]");
+      return Array.isArray(kept) ? kept.filter((w) => typeof w === "string" && w && w.length <= 200).slice(0, MAX_WATCHES) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  setWatches(watches) {
+    this.watches = watches;
+    try {
+      localStorage.setItem(this.watchKey, JSON.stringify(watches));
+    } catch {
+      // kept for this page only
+    }
+    if (this.active) {
+      this.socket.send({ type: "watches", watches });
+      this.paused = false; // (paused:) the pause comes again, with them worked out
+      this.render();
+    }
+    this.showWatches([]);
+  }
+
+  /** The watches, with their values from the last pause (`values`: [VAR], by expression). */
+  showWatches(values) {
+    const byName = new Map(values.map((v) => [v.name, v]));
+    clear($("#debug-watches"), this.watches.map((expr, i) => h("div", { class: "watch" },
+      byName.has(expr) ? node(byName.get(expr)) : h("div", { class: "var" }, h("span", { class: "var-name" }, expr)),
+      h("button", { type: "button", class: "btn ghost small", title: `Stop watching ${expr}`,
+        "aria-label": `Stop watching ${expr}`, onclick: () => this.setWatches(this.watches.filter((_, j) => j !== i)) },
+      "×"))));
+  }
+
+  render() {
+    const debuggable = this.runControl.canRun() && this.runControl.current()?.area === "home";
+    $("#debug").disabled = !debuggable;
+    this.bar.hidden = !this.active;
+    for (const selector of Object.keys(COMMANDS)) $(selector).disabled = !this.paused;
+  }
+
+  end() {
+    if (!this.active) return;
+    this.active = this.paused = false;
+    this.unmark();
+    clear($("#debug-stack"));
+    clear($("#debug-vars"));
+    clear($("#debug-globals"));
+    $("#debug-note").textContent = "The program has ended. Press Debug to go through it again.";
+    this.render();
+  }
+
+  showPanel(note) {
+    if (this.panel.hidden) this.showWatches([]);
+    this.panel.hidden = false;
+    $("#debug-note").textContent = note;
+    this.render();
+  }
+
+  unmark() {
+    if (this.marked) this.editor.markPaused(this.marked, null);
+    this.marked = null;
+  }
+
+  async show(msg) {
+    this.paused = true;
+    const frame = msg.stack[msg.frame] || { file: msg.file, line: msg.line };
+    this.output.setState("paused", `Paused at line ${msg.line} of ${msg.file}`);
+    this.showPanel(`Paused at line ${msg.line} of ${msg.file}: step, or continue to the next breakpoint.`);
+    this.stack(msg);
+    this.variables($("#debug-vars"), msg.variables);
+    $("#debug-globals-title").hidden = !msg.globals;
+    if (msg.globals) this.variables($("#debug-globals"), msg.globals);
+    else clear($("#debug-globals"));
+    this.showWatches(msg.watches || []);
+    if (!frame.file) return;
+    const doc = await this.workspace.open("home", frame.file, { quiet: true });
+    if (!doc || !this.paused) return;
+    this.unmark();
+    this.marked = doc;
+    this.editor.markPaused(doc, frame.line);
+    if (this.workspace.tabs.current === doc) this.editor.goTo(frame.line);
+  }
+
+  stack(msg) {
+    clear($("#debug-stack"), msg.stack.map((f, i) => h("li", {},
+      h("button", { type: "button", class: i === msg.frame ? "frame selected" : "frame",
+        "aria-current": i === msg.frame ? "true" : null,
+        onclick: () => this.command({ type: "frame", frame: i }) },
+      `${f.function === "<module>" ? "(main program)" : f.function}  ${f.file || "?"}:${f.line}`))).reverse());
+  }
+
+  variables(el, values) {
+    clear(el, values.length ? values.map((v) => node(v)) : h("p", { class: "muted" }, "No variables yet."));
+  }
+}
+
+/** One variable: its name, value and type; what is inside it, unfoldable. */
+function node(v) {
+  const line = [h("span", { class: "var-name" }, v.name), " = ", h("span", { class: "var-value" }, v.value),
+    h("span", { class: "var-type" }, v.type),
+    v.changed ? h("span", { class: "var-changed", title: "Changed by the last step" }, "changed") : null];
+  const row = { class: v.changed ? "var changed" : "var", dataset: { name: v.name } };
+  if (!v.items || !v.items.length) return h("div", row, line);
+  return h("details", row, h("summary", {}, line),
+    h("div", { class: "var-items" }, v.items.map(node),
+      v.more ? h("p", { class: "muted" }, `… and ${v.more} more`) : null));
+}

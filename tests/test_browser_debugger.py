@@ -1,0 +1,122 @@
+"""The debugger in a real browser against the real server: Debug, step
+over a loop and watch `i` change, a breakpoint set in the gutter, into a
+function of another file and out, input() while debugging, Stop while
+paused; what the program's variables say shows as text."""
+import pytest
+
+from tests.browser import LIMITS, expect, login, shot, student, wait_terminal, write_program
+
+pytestmark = pytest.mark.timeout(300)
+
+PROGRAM = ('s = "<img src=x onerror=window.hacked=1>"\ntotal = 0\nfor i in range(3):\n    total += i\n'
+           'print("total", total)\n')
+
+
+def paused_at(page, line, text):
+    expect(page.locator("#debug-note")).to_contain_text(f"Paused at line {line} of")
+    expect(page.locator("#editor .cm-paused-line")).to_have_text(text)
+
+
+def value_of(page, name):
+    return page.locator(f'#debug-vars .var[data-name="{name}"] .var-value').first
+
+
+def click_gutter(page, line):
+    """Click the breakpoint gutter beside `line` (from 1)."""
+    row = page.locator("#editor .cm-line").nth(line - 1).bounding_box()
+    gutter = page.locator("#editor .cm-breakpoint-gutter").bounding_box()
+    page.mouse.click(gutter["x"] + gutter["width"] / 2, row["y"] + row["height"] / 2)
+
+
+def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
+    server = start_server(processes=1, **LIMITS)
+    user, password = student(server)
+    page = new_page(server)
+    login(page, user, password, lands_on="/ide")
+    write_program(page, "loop.py", PROGRAM)
+
+    page.get_by_role("button", name="Debug").click()
+    paused_at(page, 1, PROGRAM.splitlines()[0])
+    step = page.get_by_role("button", name="Step over")
+    for _ in range(3):
+        step.click()
+    paused_at(page, 4, "    total += i")
+    expect(value_of(page, "i")).to_have_text("0")
+    expect(page.locator('#debug-vars .var[data-name="i"]')).to_have_class("var changed")
+    expect(value_of(page, "s")).to_have_text("'<img src=x onerror=window.hacked=1>'")  # text, never HTML
+    page.get_by_label("Watch an expression").fill("s + str(total * 10) + '<b>x</b>'")
+    page.keyboard.press("Enter")
+    expect(page.locator("#debug-watches .var-value")).to_have_text(
+        "'<img src=x onerror=window.hacked=1>0<b>x</b>'")
+    paused_at(page, 4, "    total += i")
+    step.click()
+    paused_at(page, 3, "for i in range(3):")
+    expect(page.locator('#debug-vars .var[data-name="i"]')).to_have_class("var")  # the for line changed nothing yet
+    step.click()
+    paused_at(page, 4, "    total += i")
+    expect(value_of(page, "i")).to_have_text("1")
+    shot(page, "debugger-paused")
+
+    click_gutter(page, 4)  # a breakpoint in the loop, while paused: taken with the next command
+    expect(page.locator("#editor .cm-breakpoint")).to_have_count(1)
+    page.get_by_role("button", name="Continue").click()
+    paused_at(page, 4, "    total += i")
+    expect(value_of(page, "i")).to_have_text("2")
+    expect(page.locator("#debug-watches .var-value")).to_have_text("'<img src=x onerror=window.hacked=1>10<b>x</b>'")
+    page.get_by_role("button", name="Continue").click()
+    wait_terminal(page, "total 3")
+    expect(page.locator("#debug-note")).to_contain_text("The program has ended")
+    expect(page.locator("#editor .cm-paused-line")).to_have_count(0)
+
+    # The breakpoint is kept for this file: the next Debug stops at it on Continue.
+    page.reload()
+    page.wait_for_selector("body[data-ready=true]")
+    expect(page.locator("#editor .cm-breakpoint")).to_have_count(1)
+    page.get_by_role("button", name="Debug").click()
+    paused_at(page, 1, PROGRAM.splitlines()[0])
+    page.get_by_role("button", name="Continue").click()
+    paused_at(page, 4, "    total += i")
+    expect(value_of(page, "i")).to_have_text("0")
+    assert page.evaluate("() => window.hacked") is None
+    assert page.errors == []
+
+
+def test_into_another_file_input_and_stop_while_paused(start_server, new_page):
+    server = start_server(processes=1, **LIMITS)
+    user, password = student(server)
+    page = new_page(server)
+    login(page, user, password, lands_on="/ide")
+    write_program(page, "helper.py", "def double(x):\n    y = x * 2\n    return y\n")
+    write_program(page, "main.py", 'from helper import double\nname = input("Name? ")\nn = double(21)\n'
+                                   'print("Hello", name, n)\nprint("bye")\n')
+
+    page.get_by_role("button", name="Debug").click()
+    paused_at(page, 1, "from helper import double")
+    page.get_by_role("button", name="Step over").click()
+    paused_at(page, 2, 'name = input("Name? ")')
+    page.get_by_role("button", name="Step over").click()
+    wait_terminal(page, "Name\\? ")
+    expect(page.locator("#run-state")).to_have_attribute("data-state", "input")
+    page.locator("#terminal").click()
+    page.keyboard.type("Ada")
+    page.keyboard.press("Enter")
+    paused_at(page, 3, "n = double(21)")
+    expect(value_of(page, "name")).to_have_text("'Ada'")
+
+    page.get_by_role("button", name="Step into").click()  # opens helper.py at the function's first line
+    expect(page.locator(".tab.selected")).to_contain_text("helper.py")
+    paused_at(page, 2, "    y = x * 2")
+    expect(page.locator("#debug-stack .frame")).to_have_count(2)
+    expect(value_of(page, "x")).to_have_text("21")
+    page.locator("#debug-stack .frame").nth(1).click()  # the caller: the main program's variables
+    expect(value_of(page, "name")).to_have_text("'Ada'")
+    expect(page.locator(".tab.selected")).to_contain_text("main.py")
+    page.get_by_role("button", name="Step out").click()
+    paused_at(page, 4, 'print("Hello", name, n)')
+    expect(value_of(page, "n")).to_have_text("42")
+
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator("#run-state")).to_have_attribute("data-state", "stopped")
+    expect(page.locator("#debug-bar")).to_be_hidden()
+    expect(page.get_by_role("button", name="Debug")).to_be_enabled()
+    assert page.errors == []

@@ -1,0 +1,366 @@
+"""The debugger for beginners over the real WebSocket, against the real
+server: `debug` a saved program, step over, into and out, breakpoints,
+input() and Ctrl-C while debugging, stop while paused (every sandbox
+kind); and the attacks of a program that is debugged (where isolation is
+promised: local and docker)."""
+import asyncio
+
+import pytest
+
+from loadtest.run_client import RunClient
+from tests.conftest import _shared
+from tests.runs_support import LIMITS, save, student
+
+TIMEOUT = 60
+
+
+def debugging(server, client, files, steps, path="main.py", breakpoints=None):
+    """Save `files` ({name: code}), debug `path`, and let `steps(rc, pause)`
+    (async) drive it: it is called with the first pause and returns what the
+    test needs. (its result, the RunClient)."""
+    for name, code in files.items():
+        save(client, name, code)
+
+    async def go():
+        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
+            await rc.send(type="debug", path=path, breakpoints=breakpoints or {})
+            first = await next_stop(rc)
+            assert first["type"] == "paused", rc.messages
+            return await steps(rc, first), rc
+    return asyncio.run(go())
+
+
+async def next_stop(rc, timeout=TIMEOUT):
+    """The next `paused` or `exit` message (errors fail the test)."""
+    while True:
+        message = await rc.receive(timeout)
+        assert message["type"] != "error", message
+        if message["type"] in ("paused", "exit"):
+            return message
+
+
+async def command(rc, kind, **fields):
+    await rc.send(type=kind, **fields)
+    return await next_stop(rc)
+
+
+def variable(pause, name, scope="variables"):
+    return next((v for v in pause.get(scope, []) if v["name"] == name), None)
+
+
+# -- what a student does --------------------------------------------------------------
+
+LOOP = "total = 0\nfor i in range(3):\n    total += i\nprint('total', total)\n"
+
+
+def test_stepping_over_a_loop_shows_i_change(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def steps(rc, pause):
+        seen = []
+        while pause["type"] == "paused":
+            assert pause["file"] == "main.py" and [f["function"] for f in pause["stack"]] == ["<module>"]
+            i = variable(pause, "i")
+            seen.append((pause["line"], i and i["value"], bool(i and i.get("changed"))))
+            pause = await command(rc, "step")
+        return seen, pause
+    (seen, exit_), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps)
+    assert seen[0] == (1, None, False)  # paused at the first line, before anything ran
+    # i is marked as changed on the step that changes it, and only then.
+    assert [(v, changed) for line, v, changed in seen if line == 3] == [("0", True), ("1", True), ("2", True)]
+    assert (4, "2", False) in seen
+    assert exit_["reason"] == "ok" and rc.output("stdout") == "total 3\r\n"
+
+
+def test_stepping_into_a_function_of_another_file_and_out(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    files = {"helper.py": "def double(x):\n    y = x * 2\n    return y\n",
+             "main.py": "from helper import double\nn = double(21)\nprint(n)\n"}
+
+    async def steps(rc, pause):
+        pause = await command(rc, "step")  # over the import: not into helper's module
+        assert (pause["file"], pause["line"]) == ("main.py", 2)
+        inside = await command(rc, "step_in")
+        picked = await command(rc, "frame", frame=0)  # the caller's variables, while paused
+        out = await command(rc, "step_out")
+        end = await command(rc, "continue")
+        return inside, picked, out, end
+    (inside, picked, out, end), rc = debugging(sandbox_server, ada, files, steps)
+    assert (inside["file"], inside["line"]) == ("helper.py", 2)
+    assert [(f["function"], f["file"], f["line"]) for f in inside["stack"]] == [
+        ("<module>", "main.py", 2), ("double", "helper.py", 2)]
+    assert variable(inside, "x")["value"] == "21" and variable(inside, "y") is None
+    assert variable(inside, "double", "globals")["value"] == "function double(x)"  # helper's globals
+    assert inside["frame"] == 1
+    assert picked["frame"] == 0 and variable(picked, "double")["type"] == "function"
+    assert (out["file"], len(out["stack"])) == ("main.py", 1) and variable(out, "n")["value"] == "42"
+    assert end["reason"] == "ok" and rc.output("stdout") == "42\r\n"
+
+
+def test_a_breakpoint_in_a_loop_stops_at_each_iteration(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def steps(rc, pause):
+        stops = []
+        pause = await command(rc, "continue")
+        while pause["type"] == "paused":
+            stops.append((pause["line"], variable(pause, "i")["value"]))
+            pause = await command(rc, "continue")
+        return stops, pause
+    (stops, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
+    assert stops == [(3, "0"), (3, "1"), (3, "2")] and end["reason"] == "ok"
+
+
+def test_breakpoints_change_while_paused(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def steps(rc, pause):
+        await rc.send(type="breakpoints", breakpoints={"main.py": [4]})  # taken with the next command
+        at = await command(rc, "continue")
+        return at, await command(rc, "continue")
+    (at, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
+    assert at["line"] == 4 and variable(at, "total")["value"] == "3" and end["reason"] == "ok"
+
+
+def test_a_breakpoint_set_while_it_runs_stops_it(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = "import time\nn = 0\nwhile n < 1000:\n    n += 1\n    time.sleep(0.01)\nprint('n', n)\n"
+
+    async def steps(rc, pause):
+        await rc.send(type="continue")  # no breakpoint: it runs untraced
+        await asyncio.sleep(0.3)
+        await rc.send(type="breakpoints", breakpoints={"main.py": [4]})
+        at = await next_stop(rc)
+        await rc.send(type="breakpoints", breakpoints={})
+        return at, await command(rc, "continue")
+    (at, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert at["type"] == "paused" and at["line"] == 4 and 0 < int(variable(at, "n")["value"]) < 1000
+    assert end["reason"] == "ok" and rc.output("stdout") == "n 1000\r\n"
+
+
+def test_watch_expressions(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    for name, code in {"main.py": LOOP}.items():
+        save(ada, name, code)
+
+    async def go():
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="debug", path="main.py", watches=["total * 10", "nope", "exit()"])
+            pause = await next_stop(rc)
+            for _ in range(2):
+                pause = await command(rc, "step")
+            now = await command(rc, "watches", watches=["i + 100"])  # while paused: shown at once
+            return pause, now, await command(rc, "continue"), rc
+    pause, now, end, rc = asyncio.run(go())
+    assert pause["line"] == 3
+    assert [(w["name"], w["type"], w["value"]) for w in pause["watches"]] == [
+        ("total * 10", "int", "0"), ("nope", "error", "NameError: name 'nope' is not defined"),
+        ("exit()", "error", "SystemExit: None")]
+    assert now["line"] == 3 and now["watches"] == [{"name": "i + 100", "type": "int", "value": "100"}]
+    assert end["reason"] == "ok" and rc.output("stdout") == "total 3\r\n"
+
+
+def test_values_show_as_a_beginner_reads_them(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = ("class Dog:\n    def __init__(self, name):\n        self.name = name\n\n"
+            "pets = [Dog('Rex'), Dog('<img src=x onerror=alert(1)>')]\nages = {'Rex': 3}\n"
+            "big = list(range(10000))\ntext = 'x' * 100000\nprint('ok')\n")
+
+    async def steps(rc, pause):
+        for _ in range(5):
+            pause = await command(rc, "step")
+        return pause
+    pause, rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert pause["line"] == 9
+    pets = variable(pause, "pets")
+    assert pets["type"] == "list" and [p["type"] for p in pets["items"]] == ["Dog", "Dog"]
+    assert pets["items"][1]["items"] == [{"name": "name", "type": "str", "value": "'<img src=x onerror=alert(1)>'"}]
+    assert variable(pause, "ages")["items"][0] == {"name": "'Rex'", "type": "int", "value": "3"}
+    big = variable(pause, "big")
+    assert len(big["items"]) < 100 and big["more"] == 10000 - len(big["items"])
+    assert len(variable(pause, "text")["value"]) <= 300
+
+
+def test_input_works_while_debugging(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = "name = input('Name? ')\nprint('Hello', name)\n"
+
+    async def steps(rc, pause):
+        await rc.send(type="step")
+        await rc.until("input", TIMEOUT)  # the step runs input(): the console is the program's terminal
+        await rc.send(type="stdin", data="Ada\r")
+        after = await next_stop(rc)
+        return after, await command(rc, "continue")
+    (after, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert after["line"] == 2 and variable(after, "name") == {"name": "name", "type": "str", "value": "'Ada'",
+                                                              "changed": True}
+    assert end["reason"] == "ok" and rc.output("stdout") == "Name? Ada\r\nHello Ada\r\n"
+
+
+def test_stop_and_ctrl_c_while_paused(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def stop(rc, pause):
+        await rc.send(type="kill")
+        return await next_stop(rc)
+
+    async def interrupt(rc, pause):
+        await rc.send(type="interrupt")
+        return await next_stop(rc)
+    stopped, _ = debugging(sandbox_server, ada, {"main.py": LOOP}, stop)
+    assert stopped["reason"] == "killed"
+    interrupted, rc = debugging(sandbox_server, ada, {"main.py": LOOP}, interrupt)
+    assert interrupted["reason"] == "interrupted" and "KeyboardInterrupt" in rc.output("stderr")
+
+
+def test_an_error_shows_as_in_a_run(sandbox_server):
+    ada = student(sandbox_server, "ada")
+
+    async def steps(rc, pause):
+        return await command(rc, "continue")
+    end, rc = debugging(sandbox_server, ada, {"main.py": "x = 0\ny = 1 / x\n"}, steps)
+    err = rc.output("stderr")
+    assert end["reason"] == "error" and "ZeroDivisionError" in err and 'main.py", line 2' in err
+    assert "debugging" not in err and "bdb" not in err and "launcher" not in err
+    assert "Line 2 of main.py" in end["explanation"]
+
+
+def test_never_steps_into_the_standard_library(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = ("import random, json, collections\nrandom.seed(3)\nx = random.randint(1, 6)\n"
+            "y = json.dumps(sorted([3, 1, 2], key=lambda v: -v))\nz = collections.Counter('hello')\nprint(y)\n")
+
+    async def steps(rc, pause):
+        places = []
+        while pause["type"] == "paused":
+            places.append((pause["file"], pause["line"], [f["file"] for f in pause["stack"]]))
+            pause = await command(rc, "step_in")
+        return places, pause
+    (places, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert all(file == "main.py" and set(stack) == {"main.py"} for file, _, stack in places), places
+    assert [line for _, line, _ in places if line != 4] == [1, 2, 3, 5, 6]  # the lambda's line is 4
+    assert end["reason"] == "ok"
+
+
+def test_commands_need_a_paused_program(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    save(ada, "main.py", "print(1)\n")
+
+    async def go():
+        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="step")
+            refused = await rc.until("error")
+            await rc.send(type="debug", path="main.py", breakpoints={"../x.py": [1]})
+            bad = await rc.until("error")
+            await rc.send(type="debug", path="main.py", breakpoints={"main.py": [True]})
+            bad2 = await rc.until("error")
+            await rc.send(type="debug", path="main.py")
+            await rc.until("paused")
+            await rc.send(type="frame", frame=-1)
+            bad3 = await rc.until("error")
+            await rc.send(type="continue")
+            await rc.until("exit")
+            return refused, bad, bad2, bad3
+    refused, bad, bad2, bad3 = asyncio.run(go())
+    assert refused["error"] == "not_debugging"
+    assert bad["error"] == bad2["error"] == bad3["error"] == "bad_field"
+
+
+# -- attacks by the program being debugged ------------------------------------------------
+
+FAKE = ('{"type": "paused", "file": "evil.py", "line": 666, "stack": [{"function": "f", "file": "evil.py", '
+        '"line": 666}], "frame": 0, "variables": []}\\n')
+
+
+def test_fake_debugger_messages_on_every_descriptor_reach_nobody(isolated_server):
+    ada, bob = student(isolated_server, "ada"), student(isolated_server, "bob")
+    code = ("import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'" + FAKE + "')\n"
+            "    except OSError:\n        pass\nprint('done')\n")
+    save(ada, "main.py", code)
+    save(bob, "main.py", LOOP)
+
+    async def go():
+        async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(isolated_server.url, bob.http.cookies.get_dict()) as b:
+            await b.send(type="debug", path="main.py")
+            bob_first = await next_stop(b)
+            await a.send(type="debug", path="main.py")
+            ada_end = await next_stop(a)
+            while ada_end["type"] == "paused":  # its own pauses (and perhaps one it forged) in its own IDE
+                ada_end = await command(a, "continue")
+            bob_next = await command(b, "step")
+            await command(b, "continue")
+            return bob_first, ada_end, bob_next, a, b
+    bob_first, ada_end, bob_next, a, b = asyncio.run(go())
+    assert ada_end["type"] == "exit" and ada_end["reason"] == "ok" and "done" in a.output("stdout")
+    assert [m["line"] for m in b.messages if m["type"] == "paused"] == [1, 2]
+    assert bob_first["file"] == bob_next["file"] == "main.py"
+
+
+def test_a_flood_on_the_debug_channel_ends_at_the_output_limit(isolated_server):
+    ada, bob = student(isolated_server, "ada"), student(isolated_server, "bob")
+    flood = "import os\nline = b'" + FAKE + "' * 1000\nwhile True:\n    os.write(3, line)\n"
+
+    async def steps(rc, pause):
+        while pause["type"] == "paused":  # at most one line it writes is taken per command
+            pause = await command(rc, "continue")
+        return pause
+    end, rc = debugging(isolated_server, ada, {"main.py": flood}, steps)
+    assert end["reason"] == "output_limit", end
+    # Meanwhile and after, another student debugs as usual.
+    (seen, bob_end), _ = debugging(isolated_server, bob, {"main.py": LOOP}, stepping_to_the_end)
+    assert bob_end["reason"] == "ok" and seen[-1] == 4
+
+
+async def stepping_to_the_end(rc, pause):
+    lines = []
+    while pause["type"] == "paused":
+        lines.append(pause["line"])
+        pause = await command(rc, "step")
+    return lines, pause
+
+
+def test_huge_and_malformed_lines_are_dropped(isolated_server):
+    ada = student(isolated_server, "ada")
+    code = ("import os\nos.write(3, b'x' * 300000 + b'\\n')\nos.write(3, b'{not json\\n')\n"
+            "os.write(3, b'{\"type\": \"paused\", \"stack\": \"no\"}\\n')\nos.write(3, b'[1, 2]\\n' + b'[' * 100000"
+            " + b'\\n')\nos.write(3, b'\\xff\\xfe\\n')\nz = 1\n")
+    (lines, end), rc = debugging(isolated_server, ada, {"main.py": code}, stepping_to_the_end)
+    assert lines == [1, 2, 3, 4, 5, 6, 7] and end["reason"] == "ok"
+
+
+def test_a_program_that_replaces_settrace_just_runs_on(isolated_server):
+    ada = student(isolated_server, "ada")
+    code = "import sys\nsys.settrace(None)\nsys.settrace = None\nfor i in range(3):\n    pass\nprint('ran', i)\n"
+    (lines, end), rc = debugging(isolated_server, ada, {"main.py": code}, stepping_to_the_end)
+    assert lines == [1, 2] and end["reason"] == "ok" and rc.output("stdout") == "ran 2\r\n"
+
+
+@pytest.fixture
+def idle_debug_server(shared_servers):
+    """Short limits: a pause ends after 7 s without a step; a run may last 5 s (pauses not counted)."""
+    limits = dict(LIMITS, RUN_WALL_SECONDS=5, RUN_DEBUG_IDLE_SECONDS=7)
+    yield from _shared(shared_servers, SANDBOX="local", **limits)
+
+
+def test_paused_time_is_not_run_time_but_an_idle_pause_ends(idle_debug_server):
+    ada = student(idle_debug_server, "ada")
+
+    async def think_then_step(rc, pause):
+        await asyncio.sleep(6)  # longer than the run may last: paused, it does not count
+        pause = await command(rc, "step")
+        return pause, await command(rc, "continue")
+    (pause, end), _ = debugging(idle_debug_server, ada, {"main.py": LOOP}, think_then_step)
+    assert pause["type"] == "paused" and end["reason"] == "ok"
+
+    async def never_step(rc, pause):
+        return await next_stop(rc)
+    end, _ = debugging(idle_debug_server, ada, {"main.py": LOOP}, never_step)
+    assert end["reason"] == "timeout" and "waited for your next step" in end["message"]
+
+
+def test_two_debug_runs_in_a_row(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    for _ in range(2):
+        (lines, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, stepping_to_the_end)
+        assert lines[0] == 1 and end["reason"] == "ok"
