@@ -1,0 +1,1 @@
+import{a,b}from"./chunk.7VQTJCRT.js";import"./chunk.T5IBCEAG.js";import"./chunk.RK73HUNR.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
