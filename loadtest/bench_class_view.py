@@ -47,15 +47,16 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import sys
 import time
 from datetime import datetime
 
 from .cli import bounds, int_list, measured, say, server_root_option, write_json
-from .harness import each_load, run_async
-from .machine import describe, machine, raise_file_limit
-from .recording import Recorder, error_lines, fmt
+from .harness import each_load, insert_users, make_credentials, run_async
+from .machine import CpuWatch, describe, machine, raise_file_limit
+from .recording import Recorder, error_lines, fmt, pct
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -86,7 +87,8 @@ WATCH_JS = """(() => {
     const tiles = new Set(mutations.map((m) => m.target));
     for (const li of tiles) {
       const state = li.querySelector(".tile-state")?.textContent || "";
-      const now = [li.dataset.username, li.dataset.savedAt || "", li.dataset.runAt || "", li.dataset.state || "", state];
+      const d = li.dataset;
+      const now = [d.username, d.savedAt || "", d.runAt || "", d.state || "", state];
       const key = now.join("\\u0000");
       if (last.get(now[0]) === key) continue;
       last.set(now[0], key);
@@ -253,34 +255,23 @@ async def one_run(ide, program, timeout):
         return "socket"
 
 
-async def make_class(server, logins, timeout):
-    """A teacher and a class of these students: (teacher's login, class number)."""
+async def make_class(server, teacher, logins, timeout):
+    """A class of this teacher and these students: its number."""
     from .client import VirtualUser, check_status
-    import psycopg2
-    from server.accounts.passwords import hash_password
-    teacher, password = "teacher0001", "bench-" + str(random.getrandbits(64))
-    conn = psycopg2.connect(server.env["DATABASE_URL"], connect_timeout=30)
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute("INSERT INTO users (username, display_name, role, password_hash) VALUES (%s, %s, 'teacher', %s)",
-                        (teacher, "Bench Teacher", hash_password(password)))
-    finally:
-        conn.close()
     async with VirtualUser(server.url, timeout) as admin:
         await admin.sign_in("admin", server.env["ADMIN_PASSWORD"])
         resp, body = await admin.request("POST", "/api/classes", {"name": f"bench {time.time_ns()}"})
         check_status(resp.status, 201)
         number = json.loads(body)["class"]["id"]
         resp, _ = await admin.request("POST", f"/api/classes/{number}/members",
-                                      {"add": [teacher] + [u for u, _ in logins]})
+                                      {"add": [teacher[0]] + [u for u, _ in logins]})
         check_status(resp.status, 200)
-    return (teacher, password), number
+    return number
 
 
 def renderer_rss():
     """RSS (bytes) of the largest Chromium renderer below this process: the
     class view's page (Chromium may keep a spare, nearly empty one)."""
-    import os
     import psutil
     best = 0
     for proc in psutil.Process(os.getpid()).children(recursive=True):
@@ -320,13 +311,13 @@ async def open_view(browser, server, login, number, count, timeout):
     return context, page, cdp
 
 
-async def run_class(server, logins, duration, timeout, every):
+async def run_class(server, teacher, logins, duration, timeout, every):
     from playwright.async_api import async_playwright
     from .client import VirtualUser, log_in_all, save_file
     from .run_client import open_ides
     screen = Screen(timeout)
     setup = {}
-    login, number = await make_class(server, logins, timeout)
+    number = await make_class(server, teacher, logins, timeout)
     async with contextlib.AsyncExitStack() as stack:
         users, failed = await log_in_all(lambda: VirtualUser(server.url, timeout), logins, stack)
         setup.update({f"login_{k}": n for k, n in failed.items()})
@@ -340,12 +331,13 @@ async def run_class(server, logins, duration, timeout, every):
         p = await stack.enter_async_context(async_playwright())
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
         stack.push_async_callback(browser.close)
-        context, page, cdp = await open_view(browser, server, login, number, len(logins), timeout)
+        context, page, cdp = await open_view(browser, server, teacher, number, len(logins), timeout)
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)[:200]))
         await asyncio.sleep(2.0)  # the view settles; what it drew so far is not an event of ours
         screen.see(*await page.evaluate("window.__classBench.take()"))
         started = time.monotonic()
+        load_before, cpu = [round(v, 2) for v in os.getloadavg()], CpuWatch(server.pids).start()
         series = [await memory(page, cdp, started)]
         load = asyncio.ensure_future(asyncio.gather(
             *(student(u, ide, screen, duration, timeout) for u, ide in zip(users, ides))))
@@ -362,8 +354,11 @@ async def run_class(server, logins, duration, timeout, every):
         screen.match(final=True)
         series.append(await memory(page, cdp, started))
         wall = time.monotonic() - started
+        used = cpu.stop()
         await context.close()
     return {"students": len(logins), "online": len(ides), "duration_s": duration, "wall_s": round(wall, 1),
+            "load_average_before": load_before, "load_average_after": [round(v, 2) for v in os.getloadavg()],
+            "server_cpu": used["server_cpu"], "machine_busy": used["machine_busy"],
             "setup_errors": setup, "page_errors": errors[:20], **screen.summaries(), "memory": series}
 
 
@@ -371,7 +366,8 @@ def measure(args, deadline):
     def one(server, logins, processes, count):
         say(f"  {processes} process(es): {count} students saving and running for {args.duration} s, "
             "the teacher's class view open in Chromium ...")
-        return run_async(run_class(server, logins, args.duration, args.timeout, args.memory_every), deadline)
+        [teacher] = insert_users(server.env["DATABASE_URL"], make_credentials(1, "teacher"), role="teacher")
+        return run_async(run_class(server, teacher, logins, args.duration, args.timeout, args.memory_every), deadline)
 
     return each_load("bench-class-view", args.processes, [args.students], one, ASSIST_PROCESSES=0,
                      RUN_MAX_CONCURRENT=args.students + 8)
@@ -380,8 +376,8 @@ def measure(args, deadline):
 def report(settings, info, results):
     lines = [f"a student's event → the teacher's class view shows it ({settings['students']} students saving "
              f"every 0.5-1.5 s and running a program every 2-8 s, for {settings['duration']:g} s)",
-             f"{'processes':>9}  {'events':<9} {'caused':>6}  {'shown':>6}  {'failed':>6}  {'p50 ms':>7}  {'p90 ms':>7}  "
-             f"{'p95 ms':>7}  {'p99 ms':>7}  {'max ms':>7}"]
+             f"{'processes':>9}  {'events':<9} {'caused':>6}  {'shown':>6}  {'failed':>6}  {'p50 ms':>7}  "
+             f"{'p90 ms':>7}  {'p95 ms':>7}  {'p99 ms':>7}  {'max ms':>7}"]
     for r in results:
         for kind, label in (("saves", "saves"), ("runs", "run ends")):
             s = r[kind]
@@ -395,17 +391,22 @@ def report(settings, info, results):
                 lines.append(f"{kind}, {r['processes']} process(es): {r[kind]['shown_before_event']} shown before "
                              "this script read the event (counted as 0 ms)")
         lines += error_lines(f"setting up, {r['processes']} process(es)", r["setup_errors"])
+        lines.append(f"{r['processes']} process(es): the server used {fmt(r['server_cpu'], '.2f')} of a core "
+                     "(its workers), "
+                     f"the machine was {pct(r['machine_busy'])} busy; load average (1, 5, 15 min) "
+                     f"{r['load_average_before']} before, {r['load_average_after']} after")
         if r["page_errors"]:
             lines.append(f"the page's errors, {r['processes']} process(es): {r['page_errors']}")
         if r["page_records_dropped"]:
             lines.append(f"the page dropped {r['page_records_dropped']} records (over its bound)")
         lines.append(f"the teacher's page, {r['processes']} process(es) ({r['online']} of {r['students']} "
                      "students online), after a garbage collection:")
-        lines.append(f"  {'at s':>6}  {'JS heap MiB':>11}  {'DOM nodes':>9}  {'listeners':>9}  {'renderer RSS MiB':>16}")
+        lines.append(f"  {'at s':>6}  {'JS heap MiB':>11}  {'DOM nodes':>9}  {'listeners':>9}  "
+                     f"{'renderer RSS MiB':>16}")
         for m in r["memory"]:
             lines.append(f"  {m['at_s']:>6.0f}  {m['js_heap_used_mib']:>11.1f}  {m['dom_nodes']:>9}  "
                          f"{m['js_event_listeners']:>9}  {m['renderer_rss_mib']:>16.1f}")
-    lines.append(describe(info) + f"; load average at the end {settings['load_average']}")
+    lines.append(describe(info))
     lines.append("the students, Chromium and the server share this machine")
     return "\n".join(lines)
 
@@ -427,9 +428,7 @@ def main(argv=None):
     results, status = measured(lambda: measure(args, deadline))
     if status is not None:
         return status
-    import os
-    settings = {"students": args.students, "duration": args.duration, "processes": args.processes,
-                "load_average": [round(v, 2) for v in os.getloadavg()]}
+    settings = {"students": args.students, "duration": args.duration, "processes": args.processes}
     info = machine()
     print(report(settings, info, results))
     if args.json:
