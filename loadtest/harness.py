@@ -246,15 +246,15 @@ def make_credentials(count, prefix="bench"):
     return [(username, password, h) for (username, password), h in zip(pairs, hashes)]
 
 
-def insert_users(dsn, credentials):
-    """Students with these (username, password, hash); returns the
-    (username, password) pairs to log in with."""
+def insert_users(dsn, credentials, role="student"):
+    """Students (or users of `role`) with these (username, password, hash);
+    returns the (username, password) pairs to log in with."""
     conn = psycopg2.connect(dsn, connect_timeout=30)
     try:
         with conn, conn.cursor() as cur:
             cur.executemany("INSERT INTO users (username, display_name, role, password_hash) "
-                            "VALUES (%s, %s, 'student', %s)",
-                            [(username, f"Student {username}", h) for username, _, h in credentials])
+                            "VALUES (%s, %s, %s, %s)",
+                            [(username, f"{role.title()} {username}", role, h) for username, _, h in credentials])
     finally:
         conn.close()
     return [(username, password) for username, password, _ in credentials]

@@ -124,6 +124,19 @@ def test_bench_follow_hears_every_save_made_elsewhere(tmp_path):
     assert result["errors"] == 0 and result["count"] >= 3 and result["after_answer"]["count"] == result["count"]
 
 
+def test_bench_class_view_sees_every_save_and_run_end_on_the_teachers_screen_or_counts_it(tmp_path):
+    [result] = bench("bench_class_view", tmp_path, "--processes", "2", "--students", "5", "--duration", "10",
+                     "--memory-every", "5")
+    assert result["online"] == 5 and result["setup_errors"] == {} and result["page_errors"] == [], result
+    for kind in ("saves", "runs"):
+        events = result[kind]
+        assert events["caused"] > 0 and events["count"] + events["errors"] == events["caused"], events
+        assert events["errors"] == 0 and events["p95_ms"] >= events["p50_ms"] >= 0, events
+    memory = result["memory"]
+    assert len(memory) >= 3 and all(m["js_heap_used_mib"] > 0 and m["dom_nodes"] > 0 for m in memory), memory
+    assert all(m["renderer_rss_mib"] > 0 for m in memory), memory
+
+
 def test_bench_ranking_finds_what_beginners_mean(tmp_path):
     out = tmp_path / "ranking.json"
     done = subprocess.run([sys.executable, "-m", "loadtest.bench_ranking", "--json", str(out)],
@@ -153,7 +166,7 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
                                     "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
                                     "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
                                     "loadtest.bench_follow", "loadtest.bench_ranking",
-                                    "loadtest.bench_checks"])
+                                    "loadtest.bench_checks", "loadtest.bench_class_view"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)

@@ -155,6 +155,9 @@ export class Tiles extends EventTarget {
       ? `${s.last_check.exercise}: ${s.last_check.score}/${s.last_check.max_score}` : "";
     li.dataset.state = kind;
     li.dataset.online = String(s.online);
+    // The server's times, unformatted, for tools that time the view (loadtest/bench_class_view.py).
+    li.dataset.savedAt = s.last_save_at || "";
+    li.dataset.runAt = s.last_run?.at || "";
     li.classList.toggle("idle", idle(s, now));
     li.classList.toggle("over-quota", !!s.over_quota);
     parts.presence.classList.toggle("on", s.online);
