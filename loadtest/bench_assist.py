@@ -32,8 +32,8 @@ import re
 import sys
 import time
 
-from .cli import bounds, int_list, measured, say, server_root_option, write_json
-from .machine import describe, machine, raise_file_limit, tree_cpu
+from .cli import bounds, int_list, run_benchmark, say, server_root_option
+from .machine import describe, tree_cpu
 from .recording import error_lines, fmt
 
 LESSON = '''import random
@@ -272,19 +272,10 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    raise_file_limit()
-    deadline = time.monotonic() + args.max_seconds
-    results, status = measured(lambda: measure(args, deadline))
-    if status is not None:
-        return status
-    info = machine()
-    print(report(args, info, results))
-    if args.json:
-        write_json(args.json, {"settings": {k: getattr(args, k) for k in
-                                            ("processes", "students", "duration", "keys_per_s", "assist_processes", "timeout",
-                                             "server_root")},
-                               "machine": info, "results": results})
-    return 0
+    _, status = run_benchmark(args, measure, lambda info, results: report(args, info, results), lambda: {
+        k: getattr(args, k) for k in ("processes", "students", "duration", "keys_per_s", "assist_processes", "timeout",
+                                      "server_root")})
+    return status or 0
 
 
 if __name__ == "__main__":

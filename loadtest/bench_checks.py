@@ -43,8 +43,8 @@ import os
 import sys
 import time
 
-from .cli import Aborted, bounds, measured, say, server_root_option, write_json
-from .machine import describe, machine, raise_file_limit
+from .cli import Aborted, bounds, run_benchmark, say, server_root_option
+from .machine import describe
 from .recording import error_lines, fmt
 
 CHECK_TIMEOUT = 120.0  # default seconds allowed one student's check, or one otter run
@@ -600,22 +600,16 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    raise_file_limit()
-    deadline = time.monotonic() + args.max_seconds
-    results, status = measured(lambda: measure(args, deadline))
-    if status is not None:
-        return status
-    info = machine()
-    print(report(args, info, results))
-    if args.json:
+
+    def settings():
         from .otter import IPYKERNEL, OTTER_GRADER
-        settings = {k: getattr(args, k) for k in ("students", "processes", "rounds", "checks_at_once", "no_otter",
-                                                  "otter_jobs", "otter_idle", "timeout", "server_root")}
-        settings.update({"spread_s": SPREAD, "otter_grader": OTTER_GRADER, "ipykernel": IPYKERNEL})
-        write_json(args.json, {"settings": settings, "machine": info, "results": results,
-                               "comparisons": comparisons(results),
-                               "targets": {"p95_s": TARGET_P95_S, "throughput_ratio": TARGET_RATIO}})
-    return 0
+        return {**{k: getattr(args, k) for k in ("students", "processes", "rounds", "checks_at_once", "no_otter",
+                                                 "otter_jobs", "otter_idle", "timeout", "server_root")},
+                "spread_s": SPREAD, "otter_grader": OTTER_GRADER, "ipykernel": IPYKERNEL}
+    _, status = run_benchmark(args, measure, lambda info, results: report(args, info, results), settings,
+                              lambda results: {"comparisons": comparisons(results),
+                                               "targets": {"p95_s": TARGET_P95_S, "throughput_ratio": TARGET_RATIO}})
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -53,9 +53,9 @@ import sys
 import time
 from datetime import datetime
 
-from .cli import bounds, int_list, measured, say, server_root_option, write_json
+from .cli import bounds, int_list, run_benchmark, say, server_root_option
 from .harness import each_load, insert_users, make_credentials, run_async
-from .machine import CpuWatch, describe, machine, raise_file_limit
+from .machine import CpuWatch, describe
 from .recording import Recorder, error_lines, fmt, pct
 
 CHROMIUM = "/usr/bin/chromium"
@@ -423,16 +423,11 @@ def main(argv=None):
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.students < 1 or args.duration <= 0 or args.memory_every <= 0:
         parser.error("--students, --duration and --memory-every must be positive")
-    raise_file_limit()
-    deadline = time.monotonic() + args.max_seconds
-    results, status = measured(lambda: measure(args, deadline))
+    settings = {"students": args.students, "duration": args.duration, "processes": args.processes}
+    results, status = run_benchmark(args, measure, lambda info, results: report(settings, info, results),
+                                    lambda: settings)
     if status is not None:
         return status
-    settings = {"students": args.students, "duration": args.duration, "processes": args.processes}
-    info = machine()
-    print(report(settings, info, results))
-    if args.json:
-        write_json(args.json, {"settings": settings, "machine": info, "results": results})
     failed = any(r["saves"]["errors"] or r["runs"]["errors"] or r["setup_errors"] for r in results)
     return 1 if failed else 0
 

@@ -31,11 +31,10 @@ for CPU; its own CPU use is printed, with a warning near one core.
 """
 import argparse
 import sys
-import time
 from collections import Counter
 
-from .cli import Aborted, bounds, int_list, measured, say, server_root_option, write_json
-from .machine import describe, machine, raise_file_limit
+from .cli import Aborted, bounds, int_list, run_benchmark, say, server_root_option
+from .machine import describe
 from .recording import error_lines, fmt
 
 FIGURES = ("save_p50_ms", "save_p95_ms", "save_p99_ms", "load_p50_ms", "load_p95_ms", "load_p99_ms",
@@ -228,20 +227,13 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    raise_file_limit()
-    deadline = time.monotonic() + args.max_seconds
-    results, status = measured(lambda: measure(args, deadline))
-    if status is not None:
-        return status
     from .client import FILE_BYTES
-    info = machine()
-    print(report(args, info, results, FILE_BYTES))
-    if args.json:
-        settings = {k: getattr(args, k) for k in ("processes", "students", "duration", "timeout", "server_root")}
-        settings["file_bytes"] = list(FILE_BYTES)
-        write_json(args.json, {"settings": settings, "machine": info, "results": results,
-                               "ratio_2_to_1": {str(n): r for n, r in ratios(results).items()}})
-    return 0
+    _, status = run_benchmark(
+        args, measure, lambda info, results: report(args, info, results, FILE_BYTES),
+        lambda: {**{k: getattr(args, k) for k in ("processes", "students", "duration", "timeout", "server_root")},
+                 "file_bytes": list(FILE_BYTES)},
+        lambda results: {"ratio_2_to_1": {str(n): r for n, r in ratios(results).items()}})
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -25,9 +25,9 @@ import random
 import sys
 import time
 
-from .cli import bounds, int_list, measured, say, server_root_option, write_json
+from .cli import bounds, int_list, run_benchmark, say, server_root_option
 from .harness import each_load, run_async
-from .machine import describe, machine, raise_file_limit
+from .machine import describe
 from .recording import Recorder, error_lines, fmt
 
 PATH = "follow.py"
@@ -141,16 +141,11 @@ def main(argv=None):
     server_root_option(parser)
     bounds(parser, max_seconds=900)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    raise_file_limit()
-    deadline = time.monotonic() + args.max_seconds
-    results, status = measured(lambda: measure(args, deadline))
+    settings = {"students": args.students, "duration": args.duration, "processes": args.processes}
+    results, status = run_benchmark(args, measure, lambda info, results: report(settings, info, results),
+                                    lambda: settings)
     if status is not None:
         return status
-    settings = {"students": args.students, "duration": args.duration, "processes": args.processes}
-    info = machine()
-    print(report(settings, info, results))
-    if args.json:
-        write_json(args.json, {"settings": settings, "machine": info, "results": results})
     return 1 if any(r["errors"] for r in results) else 0
 
 

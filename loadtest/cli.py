@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 REQUEST_TIMEOUT = 30.0  # seconds a tool allows one request or run by default
 
@@ -106,3 +107,23 @@ def write_json(path, document):
     with open(path, "w") as f:
         json.dump(document, f, indent=2, default=str)
         f.write("\n")
+
+
+def run_benchmark(args, measure, report, settings, more=None):
+    """The body every benchmark's main() shares: `measure(args, deadline)`
+    within --max-seconds (stopping as `measured` does), print
+    `report(machine info, results)`, and for --json write the settings
+    (`settings()`), the machine, the results and `more(results)`.
+    (results, None), or (None, the exit status)."""
+    from .machine import machine, raise_file_limit  # machine.py imports this module
+    raise_file_limit()
+    deadline = time.monotonic() + args.max_seconds
+    results, status = measured(lambda: measure(args, deadline))
+    if status is not None:
+        return None, status
+    info = machine()
+    print(report(info, results))
+    if args.json:
+        write_json(args.json, {"settings": settings(), "machine": info, "results": results,
+                               **(more(results) if more else {})})
+    return results, None
