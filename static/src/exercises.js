@@ -64,10 +64,21 @@ export class ExercisesPanel {
 
   renderList() {
     this.shown = null;
+    // A reload (the tab shown, a check done) rebuilds the list: the keyboard
+    // stays on the same exercise, or on Refresh, rather than dropping to the page.
+    const was = this.el.contains(document.activeElement) ? document.activeElement : null;
+    const refocus = was && (was.classList.contains("ex-item")
+      ? `.ex-item[data-slug="${CSS.escape(was.dataset.slug)}"][data-class="${CSS.escape(was.dataset.class)}"]`
+      : was.classList.contains("ex-refresh") ? ".ex-refresh" : null);
+    this.drawList();
+    if (refocus) this.el.querySelector(refocus)?.focus();
+  }
+
+  drawList() {
     const classes = new Set(this.list.map((e) => e.class.id));
     clear(this.el,
       h("div", { class: "ex-head" }, h("h2", { class: "ex-heading" }, "Exercises"),
-        h("button", { type: "button", class: "btn small ghost", onclick: () => this.load(), title: "Look for new exercises" }, "Refresh")),
+        h("button", { type: "button", class: "btn small ghost ex-refresh", onclick: () => this.load(), title: "Look for new exercises" }, "Refresh")),
       this.error ? h("p", { class: "tree-note error" }, this.error)
         : !this.list.length ? h("p", { class: "tree-note" }, this.loaded ? "No exercises yet: your teacher gives them to your class." : "Loading…")
           : h("ul", { class: "ex-list" }, this.list.map((e) => h("li", {},
