@@ -364,3 +364,137 @@ def test_two_debug_runs_in_a_row(sandbox_server):
     for _ in range(2):
         (lines, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, stepping_to_the_end)
         assert lines[0] == 1 and end["reason"] == "ok"
+
+
+# -- its place among the host's running programs ------------------------------------------
+
+@pytest.fixture(params=["local", "docker"])
+def one_place_server(request, shared_servers):
+    """One program may run at once (per worker), so who waits for whom shows."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_image")
+    yield from _shared(shared_servers, SANDBOX=request.param, RUN_MAX_CONCURRENT=1, **LIMITS)
+
+
+async def ended_without_a_place_in_line(rc, path="main.py"):
+    """Run `path` to its end; the messages before its exit (a `queued` among them means it waited)."""
+    await rc.send(type="run", path=path)
+    await rc.until("exit", TIMEOUT)
+    return [m["type"] for m in rc.messages]
+
+
+def test_a_paused_program_gives_its_place_to_the_class(one_place_server):
+    server = one_place_server
+    ada, bob, cy = (student(server, name) for name in ("ada", "bob", "cy"))
+    save(ada, "main.py", LOOP)
+    save(bob, "main.py", "name = input('name? ')\nprint('hello', name)\n")
+    save(cy, "main.py", "print('quick')\n")
+
+    async def go():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(server.url, bob.http.cookies.get_dict()) as b, \
+                RunClient(server.url, cy.http.cookies.get_dict()) as c:
+            await a.send(type="debug", path="main.py")
+            first = await next_stop(a)
+            # Ada's program waits for her: the one place is free for the others.
+            alone = await ended_without_a_place_in_line(c)
+            await b.send(type="run", path="main.py")
+            await b.until("input", TIMEOUT)  # Bob's program holds the place now, waiting for him
+            await a.send(type="step")
+            waited = await a.receive(TIMEOUT)
+            b.messages.clear()
+            await b.send(type="stdin", data="Bob\n")
+            bob_end = await b.until("exit", TIMEOUT)
+            ada_next = await next_stop(a)  # her step goes on once Bob's place is free
+            ada_end = await command(a, "continue")
+            c.messages.clear()
+            after = await ended_without_a_place_in_line(c)  # the place came back each time
+            return first, alone, waited, bob_end, ada_next, ada_end, after
+    first, alone, waited, bob_end, ada_next, ada_end, after = asyncio.run(go())
+    assert first["line"] == 1
+    assert "queued" not in alone and "queued" not in after
+    assert waited == {"type": "queued", "position": 1}
+    assert bob_end["reason"] == "ok"
+    assert ada_next["type"] == "paused" and ada_next["line"] == 2
+    assert ada_end["reason"] == "ok"
+
+
+def test_stop_while_a_step_waits_for_a_place(one_place_server):
+    server = one_place_server
+    ada, bob, cy = (student(server, name) for name in ("ada", "bob", "cy"))
+    save(ada, "main.py", LOOP)
+    save(bob, "main.py", "input()\n")
+    save(cy, "main.py", "print('quick')\n")
+
+    async def go():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(server.url, bob.http.cookies.get_dict()) as b, \
+                RunClient(server.url, cy.http.cookies.get_dict()) as c:
+            await a.send(type="debug", path="main.py")
+            await next_stop(a)
+            await b.send(type="run", path="main.py")
+            await b.until("input", TIMEOUT)
+            await a.send(type="step")
+            await a.until("queued", TIMEOUT)
+            await a.send(type="kill")
+            ada_end = await a.until("exit", TIMEOUT)
+            await b.send(type="eof")
+            await b.until("exit", TIMEOUT)
+            return ada_end, await ended_without_a_place_in_line(c)
+    ada_end, after = asyncio.run(go())
+    assert ada_end["reason"] == "killed"
+    assert "queued" not in after  # the place her step waited for was not kept by anyone
+
+
+BURNS_WHILE_PAUSED = {
+    "a thread": ("import threading\ndef burn():\n    while True:\n        pass\n"
+                 "threading.Thread(target=burn).start()\nx = 1\n"),
+    "a forged pause": ("import os\nos.write(3, b'" + FAKE + "')\nwhile True:\n    pass\n"),
+}
+
+
+@pytest.mark.parametrize("how", BURNS_WHILE_PAUSED)
+def test_a_program_that_works_while_paused_is_stopped(one_place_server, how):
+    """A pause is the program's word: one that keeps the CPU busy without a
+    place (a thread, or a pause it made up) is stopped, and the place is free."""
+    server = one_place_server
+    ada, cy = student(server, "ada"), student(server, "cy")
+    save(cy, "main.py", "print('quick')\n")
+
+    async def steps(rc, pause):
+        while pause["type"] == "paused" and pause["file"] == "main.py" and pause["line"] < 6:  # x = 1
+            pause = await command(rc, "step" if how == "a thread" else "continue")
+        return await next_stop(rc) if pause["type"] == "paused" else pause
+    end, rc = debugging(server, ada, {"main.py": BURNS_WHILE_PAUSED[how]}, steps)
+    assert end["type"] == "exit" and end["reason"] == "cpu_limit", end
+    assert "while it was paused in the debugger" in end["message"]
+
+    async def other():
+        async with RunClient(server.url, cy.http.cookies.get_dict()) as c:
+            return await ended_without_a_place_in_line(c)
+    assert "queued" not in asyncio.run(other())
+
+
+def test_a_step_with_the_line_full_stays_paused_and_says_so(shared_servers):
+    server = next(_shared(shared_servers, SANDBOX="local", RUN_MAX_CONCURRENT=1, RUN_QUEUE_MAX=0, **LIMITS))
+    ada, bob = student(server, "ada"), student(server, "bob")
+    save(ada, "main.py", LOOP)
+    save(bob, "main.py", "input()\n")
+
+    async def go():
+        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(server.url, bob.http.cookies.get_dict()) as b:
+            await a.send(type="debug", path="main.py")
+            await next_stop(a)
+            await b.send(type="run", path="main.py")
+            await b.until("input", TIMEOUT)  # the one place is Bob's, and nobody may wait for it
+            await a.send(type="step")
+            notice = await a.until("notice", TIMEOUT)
+            again = await next_stop(a)
+            await b.send(type="eof")
+            await b.until("exit", TIMEOUT)
+            return notice, again, await command(a, "step")
+    notice, again, stepped = asyncio.run(go())
+    assert "busy" in notice["message"] and "stays paused" in notice["message"]
+    assert again["type"] == "paused" and again["line"] == 1
+    assert stepped["type"] == "paused" and stepped["line"] == 2

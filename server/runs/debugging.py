@@ -19,11 +19,23 @@ module owns the rest, on the trusted side:
   RUN_DEBUG_IDLE_SECONDS ends the run (`idle`). A program can claim a
   pause at most once per command, so it cannot make its run last longer
   than the student's own steps allow; CPU, memory and output limits are
-  the run's, as always, and the run ends only when the kernel says so.
+  the run's, as always, and the run ends only when the kernel says so;
+- its place among the host's running programs (RUN_MAX_CONCURRENT): a
+  paused program gives it back (`Places.give_back`), so a class that
+  debugs at once does not make everyone else wait behind programs that
+  wait for a student, and each command takes one again first (`take`: at
+  once if one is free, else in the line like a run, told `queued`). The
+  pause is the program's word, so the kernel checks it: a program that
+  uses more than PAUSED_CPU_SECONDS of CPU while it holds no place
+  (`working_unplaced`, run.py's watchdog) is stopped. Where the sandbox
+  cannot count CPU, a paused program keeps its place.
 """
+import asyncio
 import time
+from typing import Protocol
 
 from ..errors import Refused
+from .admission import QueueFull
 
 LINE_BYTES = 64 << 10  # the longest `paused` line parsed (the debugger keeps under 60 KiB)
 BREAKPOINT_FILES = 100
@@ -38,13 +50,26 @@ NAME = 100
 PATH = 1024
 WATCHES = 10
 WATCH = 200
+PAUSED_CPU_SECONDS = 1.0  # CPU a paused program may use (its pause's last bytes, a signal): far more than it needs
+
+
+class Places(Protocol):
+    """A debug run's place among the host's running programs (its Job's)."""
+
+    def give_back(self) -> None:
+        """The program waits for the student: its place goes to the next in line."""
+
+    async def take(self) -> bool:
+        """Wait for a place (at once if this run holds one): False if nobody waits any more.
+        Raises admission.QueueFull when the line is full."""
 
 
 class DebugSession:
-    """One debug run's commands, pauses and clocks."""
+    """One debug run's commands, pauses, clocks and place."""
 
-    def __init__(self, send, breakpoints=None, watches=None):
+    def __init__(self, send, places: Places, breakpoints=None, watches=None):
         self.send = send  # async: a message to the IDE
+        self.places = places
         self.run = None  # the Run, once it exists (attach)
         self.breakpoints = breakpoints or {}
         self.watches = watches or []
@@ -53,25 +78,41 @@ class DebugSession:
         self.paused_since = None  # monotonic time the program paused, None while it runs
         self.paused_total = 0.0
         self.last_command = time.monotonic()
+        self.last_pause = None  # the last `paused` sent, sent again if a command cannot go on
+        self.cpu_unplaced = None  # the run's CPU seconds when it gave its place back; None: it holds one
+        self.going_on = None  # the task of a command waiting for a place
 
     def attach(self, run):
         self.run = run
 
-    # -- the clocks (run.py's watchdog) -------------------------------------------
+    async def close(self):
+        """The run ended: a command still waiting for a place gives up."""
+        if self.waiting_for_place:
+            self.going_on.cancel()
+            await asyncio.gather(self.going_on, return_exceptions=True)
+
+    # -- the clocks and the place (run.py's watchdog) --------------------------------
 
     def paused_seconds(self, now):
         """Seconds the program has spent paused, waiting for the student."""
         return self.paused_total + (now - self.paused_since if self.paused_since is not None else 0.0)
 
     def idle(self, now, limit):
-        """Paused with no command from the student for more than `limit` seconds."""
-        return self.paused_since is not None and now - max(self.paused_since, self.last_command) > limit
+        """Paused with no command from the student for more than `limit` seconds
+        (a command waiting for a place is not idle)."""
+        return self.paused_since is not None and not self.expecting and \
+            now - max(self.paused_since, self.last_command) > limit
+
+    def working_unplaced(self, cpu):
+        """Has the program, paused with no place, used CPU it should not (the kernel's
+        count, `cpu` seconds now)? Then its pause was not one."""
+        return self.cpu_unplaced is not None and cpu is not None and cpu - self.cpu_unplaced > PAUSED_CPU_SECONDS
 
     # -- from the IDE ------------------------------------------------------------------
 
     def command(self, kind, msg):
         """A command from the IDE: sent to the paused program, with the
-        breakpoints; refused while it runs."""
+        breakpoints, once it has a place; refused while it runs."""
         if kind == "breakpoints":
             self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
             if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
@@ -91,28 +132,64 @@ class DebugSession:
             if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
                 raise Refused(400, "bad_field", f"'frame' must be a whole number from 0 to {STACK - 1}.")
             message["frame"] = frame
-        now = self.last_command = time.monotonic()
-        if kind != "frame":  # it runs again: the wall clock ticks again
+        self._go_on(lambda: self.run.tell(message), runs_again=kind != "frame")
+
+    def interrupt(self):
+        """Ctrl-C: a paused program takes it once it has a place again (it may
+        go on, if it catches it); a running one at once."""
+        if self.paused_since is None or self.expecting:
+            self.run.interrupt()
+        else:
+            self._go_on(self.run.interrupt, runs_again=True)
+
+    def _go_on(self, act, runs_again):
+        """`act()` (wake the program) once it has a place; the next pause is taken."""
+        self.last_command = time.monotonic()
+        self.expecting = True
+        self.going_on = asyncio.ensure_future(self._placed(act, runs_again))
+
+    async def _placed(self, act, runs_again):
+        try:
+            if not await self.places.take():
+                return  # nobody waits any more
+        except QueueFull:
+            self.expecting = False
+            await self.send({"type": "notice",  # (not an `error`: the run goes on)
+                             "message": "The server is busy, so your program stays paused. Try the step again "
+                                        "in a moment."})
+            await self.send(self.last_pause)  # the IDE shows it paused again
+            return
+        self.cpu_unplaced = None
+        if runs_again:  # the wall clock ticks again
+            now = time.monotonic()
             self.paused_total += now - self.paused_since
             self.paused_since = None
-        self.expecting = True
-        self.run.tell(message)
+        act()
 
     # -- from the program ------------------------------------------------------------
 
     def wants(self, size):
         """Is a line of `size` bytes from the program to be parsed? (Else it
         is dropped, and counted as output.)"""
-        return self.expecting and size <= LINE_BYTES
+        return self.expecting and not self.waiting_for_place and size <= LINE_BYTES
+
+    @property
+    def waiting_for_place(self):
+        return self.going_on is not None and not self.going_on.done()
 
     async def from_program(self, message):
         pause = clean_pause(message)
-        if pause is None or not self.expecting:
-            return
+        if pause is None or not self.expecting or self.waiting_for_place:
+            return  # (a line written while its command waits for a place is not the answer to it)
         self.expecting = False
         self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
+        cpu = self.run.sandbox.cpu_seconds()
+        if cpu is not None:  # the kernel can check the pause: the place goes to the next in line
+            self.cpu_unplaced = cpu
+            self.places.give_back()
+        self.last_pause = pause
         await self.send(pause)
 
 

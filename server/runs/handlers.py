@@ -124,7 +124,7 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "stdin":
             run.stdin(_text(msg, "data", 64 << 10))
         elif kind == "interrupt":
-            run.interrupt()
+            (self.manager.debugging(self.conn) or run).interrupt()  # paused: once it has a place again
         elif kind == "eof":
             run.end_of_input()
         elif kind == "kill":

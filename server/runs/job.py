@@ -290,7 +290,7 @@ class Job:
         cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
         channel = self.sink.channel if request.serve is not None else None
         if request.debug is not None:
-            self.debug = DebugSession(self.sink.send, **request.debug)  # pauses: the IDE's, not the teacher's view
+            self.debug = DebugSession(self.sink.send, self, **request.debug)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
@@ -324,6 +324,10 @@ class Job:
         going = asyncio.ensure_future(self.sink.gone.wait())
         try:
             await asyncio.wait([entering, going], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # (a debug run's command, when the run ends first)
+            if entering.done() and not entering.cancelled() and entering.exception() is None:
+                admission.leave()  # admitted as it was given up: the place passes on
+            raise
         finally:
             going.cancel()
             if not entering.done():
@@ -334,6 +338,18 @@ class Job:
             return False
         entering.result()  # QueueFull
         return True
+
+    # -- a debug run's place (debugging.Places) ---------------------------------------
+
+    def give_back(self):
+        if self.admitted:
+            self.admitted = False
+            self.jobs.admission.leave()
+
+    async def take(self):
+        if not self.admitted:
+            self.admitted = await self._admit()
+        return self.admitted
 
     async def _end(self):
         """(any state) → ending → ended: give back whatever the job holds."""
@@ -346,6 +362,8 @@ class Job:
         if self.sandboxed is not None:
             await jobs.warm.give_back(user, self.sandboxed, ran=self.run is not None,
                                       reusable=self.run is not None and self.run.reusable)
+        if self.debug is not None:
+            await self.debug.close()  # before the place: a command waiting for one gives up
         if self.admitted:
             jobs.admission.leave()
         if self.claim is not None:

@@ -58,6 +58,8 @@ MESSAGES = {
             "to use it",
     "debug_idle": "stopped: the debugger waited for your next step for more than {debug_idle} seconds. "
                   "Press Debug to start again",
+    "debug_busy": "stopped: it kept the computer busy while it was paused in the debugger (a thread of its "
+                  "own, perhaps). Debug it without threads, or press Run",
     "cpu_limit": "stopped: it kept the computer busy for more than {cpu} seconds. Look for a loop that never "
                  "ends (a while whose condition stays True)",
     "memory_limit": "stopped: it used more than {memory} MB of memory. Look for a list or text that keeps "
@@ -273,6 +275,8 @@ class Run:
         if not isinstance(message, dict):
             self.channel_dropped += 1
             return
+        if self._pending:
+            await self._flush()  # what it printed first is shown first (a pause after a step's output)
         await self.channel(message)
 
     async def _stdout_item(self, kind, payload):
@@ -356,12 +360,14 @@ class Run:
             debug = self.debug
             if now - started - (debug.paused_seconds(now) if debug else 0) > cfg.RUN_WALL_SECONDS:
                 return await self.stop("timeout")  # time paused in the debugger does not count
+            cpu = self.sandbox.cpu_seconds()
             if debug is not None and debug.paused_since is not None:
                 if debug.idle(now, cfg.RUN_DEBUG_IDLE_SECONDS):
                     return await self.stop("debug_idle")
+                if debug.working_unplaced(cpu):
+                    return await self.stop("debug_busy")  # it said it was paused, the kernel says not
             elif now - self.last_activity > cfg.RUN_IDLE_SECONDS:
                 return await self.stop("idle")
-            cpu = self.sandbox.cpu_seconds()
             if cpu is not None and cpu_before is not None and \
                     cpu - cpu_before > cfg.RUN_CPU_SECONDS + CPU_GRACE_SECONDS:
                 return await self.stop("cpu_limit")  # many processes, each under its own limit
@@ -413,12 +419,11 @@ class Run:
             reason = "interrupted"
         else:
             reason = "ok" if code == 0 else "error"
-        words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
+        words = MESSAGES[reason].format(  # (a reason of its own is reported as the limit it is, in its words)wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
                                         cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
                                         output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
                                         debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
-        if reason in ("idle", "debug_idle"):  # reported as a timeout, with its own words
-            reason = "timeout"
+        reason = {"idle": "timeout", "debug_idle": "timeout", "debug_busy": "cpu_limit"}.get(reason, reason)
         if reason == "error" and code is not None:
             words += f" (exit code {code})"
         ended = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,

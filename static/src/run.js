@@ -139,7 +139,8 @@ export class RunControl extends EventTarget {
 
   received(msg) {
     // A keystroke or resize sent just as the program ended: nothing to say.
-    if (msg.type === "error" && msg.error === "not_running") return;
+    // A debugger's command sent just as the program stopped being paused: the same.
+    if (msg.type === "error" && (msg.error === "not_running" || msg.error === "not_paused")) return;
     this.output.message(msg);
     if (msg.type === "output" && msg.stream === "stderr") this.stderr = (this.stderr + msg.data).slice(-STDERR_KEPT);
     if (msg.type === "exit" || msg.type === "error") {
