@@ -6,7 +6,10 @@ import re
 
 import pytest
 
-from tests.browser import LIMITS, editor, expect, login, shot, student, wait_terminal, write_program
+from tests.browser import (LIMITS, editor, expect, login, open_file, shot, student, terminal_text, wait_terminal,
+                           write_program)
+from tests.helpers import create_user
+from tests.live_support import a_class
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -242,3 +245,55 @@ def test_a_plot_and_ctrl_c_while_debugging(start_server, new_page):
     expect(page.locator("#debug-bar")).to_be_hidden()
     expect(figure).to_have_count(1)
     assert page.errors == []
+
+
+def test_a_course_file_is_debugged_as_a_read_only_copy(start_server, new_page):
+    server = start_server(**LIMITS)
+    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
+    user, password = student(server, "ann")
+    number = a_class(server, "grace", user, name="9C")
+    area = f"class/{number}"
+    grace = server.client()
+    grace.login_ok("grace", "grace-password")
+    for path, text in (("week1/helper.py", "def greet(who):\n    text = 'Hello, ' + who\n    return text\n"),
+                       ("week1/starter.py", 'import helper\nname = "<img src=x onerror=window.hacked=1>"\n'
+                                            'greeting = helper.greet(name)\nprint(greeting)\n'),
+                       ("helper.py", "def greet(who):\n    return 'not this one'\n")):  # not beside the starter
+        r = grace.request("PUT", f"/api/files/{area}/{path}", data=text.encode(), headers={"If-Match": "*"})
+        assert r.status_code == 200, r.text
+
+    for name, lands_on in (("grace", "/teacher"), (user, "/ide")):
+        page = new_page(server)
+        login(page, name, f"{name}-password", lands_on=lands_on)
+        if name == "grace":
+            page.get_by_role("tab", name="Files").click()
+        page.locator(f'.tree-section[data-area="{area}"] .tree-row[data-path="week1"]').click()
+        # A breakpoint in the module beside the starter (read-only for the student: breakpoints still go in).
+        open_file(page, "week1/helper.py", area=area)
+        click_gutter(page, 2)
+        expect(page.locator("#editor .cm-breakpoint")).to_have_count(1)
+        open_file(page, "week1/starter.py", area=area)
+        debug = page.get_by_role("button", name="Debug")
+        expect(debug).to_be_enabled()
+        expect(debug).to_have_attribute("title", re.compile("read-only copy"))
+        debug.click()
+        paused_at(page, 1, "import helper")
+        assert "Debugging a read-only copy of week1/starter.py" in " ".join(terminal_text(page).split())
+        page.get_by_role("button", name="Continue").click()
+        # At the breakpoint, in the course's helper.py (its tab shown, the line marked).
+        paused_at(page, 2, "    text = 'Hello, ' + who")
+        expect(page.locator(".tab.selected")).to_contain_text("helper.py")
+        expect(page.locator("#debug-stack .frame")).to_have_count(2)
+        expect(value_of(page, "who")).to_have_text("'<img src=x onerror=window.hacked=1>'")
+        page.get_by_role("button", name="Step over").click()
+        paused_at(page, 3, "    return text")
+        expect(value_of(page, "text")).to_have_text("'Hello, <img src=x onerror=window.hacked=1>'")
+        page.get_by_role("button", name="Step out").click()
+        paused_at(page, 4, "print(greeting)")
+        expect(page.locator(".tab.selected")).to_contain_text("starter.py")
+        page.get_by_role("button", name="Continue").click()
+        wait_terminal(page, "Hello, <img src=x onerror=window.hacked=1>")
+        expect(page.locator("#debug-note")).to_contain_text("The program has ended")
+        shot(page, f"debugger-course-file-{name}")
+        assert page.evaluate("() => window.hacked") is None
+        assert page.errors == []
