@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tests.browser import (LIMITS, editor, expect, login, open_file, shot, student, terminal_text, wait_terminal,
-                           write_program)
+from tests.browser import (LIMITS, editor, expect, login, open_file, shot, student, student_ide, terminal_text,
+                           wait_terminal, write_program)
 from tests.helpers import create_user
 from tests.live_support import a_class
 
@@ -34,10 +34,7 @@ def click_gutter(page, line):
 
 
 def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
-    server = start_server(processes=1, **LIMITS)
-    user, password = student(server)
-    page = new_page(server)
-    login(page, user, password, lands_on="/ide")
+    page, _, _ = student_ide(new_page, start_server(processes=1, **LIMITS))
     write_program(page, "loop.py", PROGRAM)
 
     page.get_by_role("button", name="Debug").click()
@@ -87,10 +84,7 @@ def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
 
 
 def test_into_another_file_input_and_stop_while_paused(start_server, new_page):
-    server = start_server(processes=1, **LIMITS)
-    user, password = student(server)
-    page = new_page(server)
-    login(page, user, password, lands_on="/ide")
+    page, _, _ = student_ide(new_page, start_server(processes=1, **LIMITS))
     write_program(page, "helper.py", "def double(x):\n    y = x * 2\n    return y\n")
     write_program(page, "main.py", 'from helper import double\nname = input("Name? ")\nn = double(21)\n'
                                    'print("Hello", name, n)\nprint("bye")\n')
@@ -140,10 +134,7 @@ def prevented(page, key):
 
 
 def test_the_debugger_keys(start_server, new_page):
-    server = start_server(processes=1, **LIMITS)
-    user, password = student(server)
-    page = new_page(server)
-    login(page, user, password, lands_on="/ide")
+    page, _, _ = student_ide(new_page, start_server(processes=1, **LIMITS))
     write_program(page, "keys.py", KEYS_PROGRAM)
 
     # The help lists the keys; the buttons' titles say them.
@@ -212,10 +203,7 @@ def test_the_debugger_keys(start_server, new_page):
 
 
 def test_a_plot_and_ctrl_c_while_debugging(start_server, new_page):
-    server = start_server(processes=1, **LIMITS)
-    user, password = student(server)
-    page = new_page(server)
-    login(page, user, password, lands_on="/ide")
+    page, _, _ = student_ide(new_page, start_server(processes=1, **LIMITS))
     write_program(page, "plot.py", "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9, 16])\nplt.show()\n"
                                    "import time\nn = 0\nwhile True:\n    n += 1\n    print('tick', n)\n"
                                    "    time.sleep(0.05)\n")
