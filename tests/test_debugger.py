@@ -1,9 +1,10 @@
 """The debugger for beginners over the real WebSocket, against the real
 server: `debug` a saved program, step over, into and out, breakpoints,
-input() and Ctrl-C while debugging, stop while paused (every sandbox
+input(), plots and Ctrl-C while debugging, stop while paused (every sandbox
 kind); and the attacks of a program that is debugged (where isolation is
 promised: local and docker)."""
 import asyncio
+import base64
 
 import pytest
 
@@ -498,3 +499,22 @@ def test_a_step_with_the_line_full_stays_paused_and_says_so(shared_servers):
     assert "busy" in notice["message"] and "stays paused" in notice["message"]
     assert again["type"] == "paused" and again["line"] == 1
     assert stepped["type"] == "paused" and stepped["line"] == 2
+
+
+def test_a_plot_shows_while_debugging(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()\nprint('after the plot')\n"
+
+    async def steps(rc, pause):
+        lines = []
+        while pause["type"] == "paused" and pause["line"] < 4:  # over the import, the plot, the show
+            lines.append(pause["line"])
+            pause = await command(rc, "step")
+        # The figure comes while the program waits at the next line (perhaps just after its pause).
+        image = next((m for m in rc.messages if m["type"] == "image"), None) or await rc.until("image", TIMEOUT)
+        return lines, pause, image, await command(rc, "continue")
+    (lines, after_show, image, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    assert lines == [1, 2, 3] and (after_show["type"], after_show["line"]) == ("paused", 4)
+    assert image["mime"] == "image/png" and base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
+    assert [m["type"] for m in rc.messages].count("image") == 1
+    assert end["reason"] == "ok" and rc.output("stdout") == "after the plot\r\n"

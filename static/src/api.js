@@ -148,6 +148,9 @@ export function areaUrl(kind, area, path = "") {
 /** The course folder of a class: `course` (the default class) or `class/<id>`. */
 export const isCourse = (area) => area === "course" || area.startsWith("class/");
 
+/** Files of these areas run (and can be debugged): one's own, and a course folder's (as a read-only copy). */
+export const runsHere = (area) => area === "home" || isCourse(area);
+
 export async function me() {
   try {
     return (await get("/api/me")).user;

@@ -6,41 +6,68 @@ import { StateEffect, StateField, RangeSet } from "@codemirror/state";
 import { Decoration, EditorView, GutterMarker, gutter } from "@codemirror/view";
 import { h } from "./dom.js";
 
-/** The breakpoints of every file of one user's home, in localStorage: {path: [line, ...]}. */
+const FILES = 100; // at most, in one run's breakpoints (the server's bound)
+const LINES = 1000; // in all
+
+/** The breakpoints of the files of one user's home and course folders, in
+ * localStorage ({path: [line, ...]} per area; the home's under the key it
+ * always had). A "change" event when some change. */
 export class Breakpoints extends EventTarget {
   constructor(username) {
     super();
-    this.key = `pyc.${username}.breakpoints`;
-    try {
-      const kept = JSON.parse(localStorage.getItem(this.key) || "{}");
-      this.files = kept && typeof kept === "object" && !Array.isArray(kept) ? kept : {};
-    } catch {
-      this.files = {};
-    }
+    this.prefix = `pyc.${username}.breakpoints`;
+    this.areas = new Map(); // area -> {path: [line, ...]}, read when first needed
   }
 
-  of(path) {
-    const lines = this.files[path];
+  key(area) {
+    return area === "home" ? this.prefix : `${this.prefix}.${area}`;
+  }
+
+  filesOf(area) {
+    if (!this.areas.has(area)) {
+      let kept;
+      try {
+        kept = JSON.parse(localStorage.getItem(this.key(area)) || "{}");
+      } catch {
+        kept = null;
+      }
+      this.areas.set(area, kept && typeof kept === "object" && !Array.isArray(kept) ? kept : {});
+    }
+    return this.areas.get(area);
+  }
+
+  of(area, path) {
+    const lines = this.filesOf(area)[path];
     return Array.isArray(lines) ? lines.filter((n) => Number.isInteger(n) && n > 0) : [];
   }
 
-  set(path, lines) {
-    if (lines.length) this.files[path] = lines;
-    else delete this.files[path];
+  set(area, path, lines) {
+    const files = this.filesOf(area);
+    if (lines.length) files[path] = lines;
+    else delete files[path];
     try {
-      localStorage.setItem(this.key, JSON.stringify(this.files));
+      localStorage.setItem(this.key(area), JSON.stringify(files));
     } catch {
       // full or forbidden: kept for this page only
     }
     this.dispatchEvent(new Event("change"));
   }
 
-  /** All of them, as the server takes them (at most 100 files). */
-  all() {
+  /** The breakpoints of a run of `path` of `area`, as the server takes
+   * them: paths of the run's folder. That is the home for a file of the
+   * home; for a course file, its read-only copy's folder, which holds the
+   * files beside it (by name). */
+  forRun(area, path) {
+    const folder = area === "home" ? "" : path.slice(0, path.lastIndexOf("/") + 1);
+    const inRun = (file) => area === "home" || (file.startsWith(folder) && !file.slice(folder.length).includes("/"));
     const out = {};
-    for (const path of Object.keys(this.files).slice(0, 100)) {
-      const lines = this.of(path).slice(0, 200);
-      if (lines.length) out[path] = lines;
+    let count = 0;
+    for (const file of Object.keys(this.filesOf(area)).filter(inRun)) {
+      const lines = this.of(area, file).slice(0, LINES - count);
+      if (!lines.length) continue;
+      out[file.slice(folder.length)] = lines;
+      count += lines.length;
+      if (Object.keys(out).length >= FILES || count >= LINES) break;
     }
     return out;
   }
@@ -65,10 +92,10 @@ function lineStarts(doc, lines) {
   return lines.filter((n) => n <= doc.lines).map((n) => doc.line(n).from).sort((a, b) => a - b);
 }
 
-/** The breakpoint gutter of a file `path` of the home, kept in `store`. */
-export function breakpointGutter(store, path, doc) {
+/** The breakpoint gutter of a file `path` of `area`, kept in `store`. */
+export function breakpointGutter(store, area, path, doc) {
   const field = StateField.define({
-    create: () => RangeSet.of(lineStarts(doc, store.of(path)).map((pos) => dot.range(pos))),
+    create: () => RangeSet.of(lineStarts(doc, store.of(area, path)).map((pos) => dot.range(pos))),
     update(set, tr) {
       set = set.map(tr.changes);
       for (const e of tr.effects) {
@@ -85,7 +112,7 @@ export function breakpointGutter(store, path, doc) {
     const lines = new Set();
     const cursor = update.state.field(field).iter();
     for (; cursor.value; cursor.next()) lines.add(update.state.doc.lineAt(cursor.from).number);
-    store.set(path, [...lines].sort((a, b) => a - b));
+    store.set(area, path, [...lines].sort((a, b) => a - b));
   });
   return [field, keep, gutter({
     class: "cm-breakpoint-gutter",

@@ -1,13 +1,16 @@
 // The debugger's controls and panel (server/runs/PROTOCOL.md, "The
-// debugger"): Debug starts the current file paused at its first line; step
-// over, into, out and continue while it is paused (Stop is the run's); the
-// line it is paused at is shown in the editor, in whichever of the
-// student's files it is; the call stack (click a frame to see its
-// variables) and the variables, unfoldable, those changed by the last step
-// marked; watch expressions, kept in the browser and worked out at each
-// pause. Everything shown here came from the student's program: text
-// only, built with h().
+// debugger"): Debug starts the current file paused at its first line (a
+// file of the home, or a course folder's, which runs as a read-only copy
+// of it and the files beside it); step over, into, out and continue while
+// it is paused (Stop is the run's; the keys are shortcuts.js's); the line
+// it is paused at is shown in the editor, in whichever of the run's files
+// it is; the call stack (click a frame to see its variables) and the
+// variables, unfoldable, those changed by the last step marked; watch
+// expressions, kept in the browser and worked out at each pause.
+// Everything shown here came from the student's program: text only,
+// built with h().
 import { $, h, clear } from "./dom.js";
+import { isCourse, runsHere } from "./api.js";
 
 const MAX_WATCHES = 10;
 const COMMANDS = { "#step-over": "step", "#step-into": "step_in", "#step-out": "step_out", "#continue": "continue" };
@@ -29,36 +32,52 @@ export class DebugPanel {
     this.active = false; // a debug run is under way
     this.paused = false; // it waits for a command
     this.marked = null; // the doc showing the paused line
+    this.run = null; // {area, path}: the file being debugged
     this.bar = $("#debug-bar");
     this.panel = $("#debug-panel");
     $("#debug").addEventListener("click", () => this.start());
     for (const [selector, kind] of Object.entries(COMMANDS)) {
-      $(selector).addEventListener("click", () => this.command({ type: kind }));
+      $(selector).addEventListener("click", () => this.command(kind));
     }
     socket.addEventListener("message", (e) => { if (e.detail.type === "paused" && this.active) this.show(e.detail); });
     runControl.addEventListener("ended", () => this.end());
     runControl.addEventListener("refused", () => this.end());
     runControl.addEventListener("state", () => this.render());
     breakpoints.addEventListener("change", () => {
-      if (this.active) this.socket.send({ type: "breakpoints", breakpoints: breakpoints.all() });
+      if (this.active) this.socket.send({ type: "breakpoints", breakpoints: this.runBreakpoints() });
     });
     this.render();
   }
 
   async start() {
-    if (this.runControl.state !== "idle") return;
+    const doc = this.runControl.current();
+    if (this.runControl.state !== "idle" || !doc) return;
+    this.run = { area: doc.area, path: doc.path };
     this.active = true;
     this.paused = false;
     this.showPanel("The program starts, paused at its first line…");
-    await this.runControl.run("debug", { breakpoints: this.breakpoints.all(), watches: this.watches });
+    await this.runControl.run("debug", { breakpoints: this.runBreakpoints(), watches: this.watches });
     if (!this.runControl.running) this.end();
   }
 
-  command(message) {
+  /** The breakpoints of the run's files, by their paths in the run's folder. */
+  runBreakpoints() {
+    return this.breakpoints.forRun(this.run.area, this.run.path);
+  }
+
+  /** Where a file the program is paused in is (a path of the run's
+   * folder): the home's own, or the course file's folder's. */
+  fileOf(file) {
+    const { area, path } = this.run;
+    return { area, path: area === "home" ? file : path.slice(0, path.lastIndexOf("/") + 1) + file };
+  }
+
+  /** `kind`: step, step_in, step_out, continue, frame (with `fields`); only while paused. */
+  command(kind, fields = {}) {
     if (!this.paused) return;
     this.paused = false;
-    if (message.type !== "frame") this.output.setState("running", "Running…");
-    this.socket.send(message);
+    if (kind !== "frame") this.output.setState("running", "Running…");
+    this.socket.send({ type: kind, ...fields });
     this.render();
   }
 
@@ -97,8 +116,13 @@ export class DebugPanel {
   }
 
   render() {
-    const debuggable = this.runControl.canRun() && this.runControl.current()?.area === "home";
-    $("#debug").disabled = !debuggable;
+    const doc = this.runControl.current();
+    const button = $("#debug");
+    button.disabled = !this.runControl.canRun();
+    button.title = this.runControl.held || (!doc ? "Open a file to debug it" : !runsHere(doc.area)
+      ? "Only your own files and the course folder's can be debugged: copy it to My files first"
+      : isCourse(doc.area) ? "Debug a read-only copy of this course file, step by step from its first line (Ctrl+F5)"
+        : "Debug: run the current file step by step, paused at its first line (Ctrl+F5)");
     this.bar.hidden = !this.active;
     for (const selector of Object.keys(COMMANDS)) $(selector).disabled = !this.paused;
   }
@@ -138,7 +162,8 @@ export class DebugPanel {
     else clear($("#debug-globals"));
     this.showWatches(msg.watches || []);
     if (!frame.file) return;
-    const doc = await this.workspace.open("home", frame.file, { quiet: true });
+    const { area, path } = this.fileOf(frame.file);
+    const doc = await this.workspace.open(area, path, { quiet: true });
     if (!doc || !this.paused) return;
     this.unmark();
     this.marked = doc;
@@ -150,7 +175,7 @@ export class DebugPanel {
     clear($("#debug-stack"), msg.stack.map((f, i) => h("li", {},
       h("button", { type: "button", class: i === msg.frame ? "frame selected" : "frame",
         "aria-current": i === msg.frame ? "true" : null,
-        onclick: () => this.command({ type: "frame", frame: i }) },
+        onclick: () => this.command("frame", { frame: i }) },
       `${f.function === "<module>" ? "(main program)" : f.function}  ${f.file || "?"}:${f.line}`))).reverse());
   }
 

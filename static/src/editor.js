@@ -13,6 +13,7 @@ import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
 import { python } from "@codemirror/lang-python";
 import { oneDark } from "@codemirror/theme-one-dark";
 import { settings } from "./settings.js";
+import { runsHere } from "./api.js";
 import { assistExtensions } from "./assist.js";
 import { errorMarks, setErrorMarks } from "./error-marks.js";
 import { breakpointGutter, pausedLine, setPausedLine } from "./debug-marks.js";
@@ -77,7 +78,7 @@ export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
 
 export class Editor {
   /** onChange() is called after each edit of the shown document;
-   * `breakpoints` (debug-marks.js) keeps the home's Python files' breakpoints. */
+   * `breakpoints` (debug-marks.js) keeps the breakpoints of the Python files that can be debugged. */
   constructor(parent, { onChange, breakpoints = null }) {
     this.current = null;
     this.breakpoints = breakpoints;
@@ -94,12 +95,12 @@ export class Editor {
     settings.addEventListener("change", () => this.restyle());
   }
 
-  /** A new state for a file's text (of `area`: the home's Python files can be debugged). */
+  /** A new state for a file's text (of `area`: the Python files that run can be debugged, read-only ones too). */
   createState(text, path, readOnly, area = "home") {
     const helped = !readOnly && isPython(path) ? this.assist : [];
-    const debuggable = area === "home" && isPython(path) && this.breakpoints;
+    const debuggable = runsHere(area) && isPython(path) && this.breakpoints;
     const doc = EditorState.create({ doc: text }).doc;
-    const debug = debuggable ? [breakpointGutter(this.breakpoints, path, doc), pausedLine] : [];
+    const debug = debuggable ? [breakpointGutter(this.breakpoints, area, path, doc), pausedLine] : [];
     return EditorState.create({ doc: text, extensions: [commonExtensions({ path, readOnly }), helped, errorMarks, debug] });
   }
 

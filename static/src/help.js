@@ -4,7 +4,12 @@ import { openDialog } from "./dialog.js";
 
 const SHORTCUTS = [
   ["Run the current file", "Ctrl+Enter · F5"],
-  ["Stop the program", "Ctrl+Shift+Enter"],
+  ["Stop the program", "Ctrl+Shift+Enter · Shift+F5"],
+  ["Debug the current file (it pauses at its first line)", "Ctrl+F5"],
+  ["Debugging, paused: step over (run this line, pause at the next)", "F10 · Ctrl+'"],
+  ["Debugging, paused: step into the function this line calls", "F11 · Ctrl+;"],
+  ["Debugging, paused: step out (finish this function)", "Shift+F11 · Ctrl+Shift+;"],
+  ["Debugging, paused: continue to the next breakpoint", "F5 · Ctrl+\\"],
   ["Save now (it also saves by itself)", "Ctrl+S"],
   ["Find / replace", "Ctrl+F · Ctrl+H"],
   ["Comment or uncomment lines", "Ctrl+/"],

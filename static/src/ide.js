@@ -172,7 +172,12 @@ function selectNext(step) {
 
 installShortcuts({
   run: () => runControl.run(),
+  debug: () => debugPanel.start(),
   stop: () => runControl.stop(),
+  continue: () => debugPanel.command("continue"),
+  stepOver: () => debugPanel.command("step"),
+  stepInto: () => debugPanel.command("step_in"),
+  stepOut: () => debugPanel.command("step_out"),
   save: saveNow,
   help: helpDialog,
   files: () => {
@@ -186,7 +191,7 @@ installShortcuts({
   previousTab: () => selectNext(-1),
   bigger: () => settings.bigger(1),
   smaller: () => settings.bigger(-1),
-});
+}, () => debugPanel.active);
 
 $("#settings-btn").addEventListener("click", settingsDialog);
 $("#help-btn").addEventListener("click", helpDialog);

@@ -6,12 +6,9 @@
 // read-only copy in the user's own sandbox (server/files/run_copy.py).
 import { $, toast } from "./dom.js";
 import { STATUS_TEXT } from "./autosave.js";
-import { isCourse } from "./api.js";
+import { isCourse, runsHere } from "./api.js";
 
 const STDERR_KEPT = 64 * 1024; // of the end of a run's stderr: where its traceback is
-
-/** Files of these areas run: one's own, and a course folder's (as a read-only copy, on the server). */
-const runsHere = (area) => area === "home" || isCourse(area);
 
 export class RunControl extends EventTarget {
   /**
@@ -115,7 +112,8 @@ export class RunControl extends EventTarget {
         // The version on screen: the server runs that one or nothing (reason "changed").
         this.ran = doc;
         if (isCourse(doc.area)) {
-          this.output.note(`Running a read-only copy of ${doc.path} from the course folder, in your own sandbox: `
+          this.output.note(`${kind === "debug" ? "Debugging" : "Running"} a read-only copy of ${doc.path} from the `
+            + "course folder, in your own sandbox: "
             + "the program cannot change the course folder, and files it writes beside itself are refused. "
             + "To change it, copy it to My files.");
         }

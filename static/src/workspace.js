@@ -110,7 +110,7 @@ export class Workspace extends EventTarget {
     const student = doc.area.startsWith("user/");
     const whose = isCourse(doc.area) ? "the course folder" : `${doc.area.slice(5)}'s files`;
     clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}`
-      + (student ? "; it follows their saves." : "; Run runs a read-only copy of it.")),
+      + (student ? "; it follows their saves." : "; Run and Debug run a read-only copy of it.")),
       (isCourse(doc.area) && !this.staff) || student ? h("button", { class: "btn small", type: "button",
         onclick: () => this.copyToHome(doc.area, doc.path) }, student ? "Copy to my files to run it" : "Copy to my files") : null,
       h("button", { class: "btn small ghost", type: "button", onclick: () => this.refresh(doc, true) }, "Reload"));

@@ -1,1 +1,0 @@
-import{b as a,c as b}from"./chunk.PD2AV2WK.js";import"./chunk.T5IBCEAG.js";import"./chunk.RK73HUNR.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
