@@ -5,8 +5,9 @@ class debugging at once.
     python -m loadtest.bench_debug [--sandbox local] [--repeat 5] [--students 30]
                                    [--duration 20] [--think 0.3] [--json OUT]
 
-One server is started as a subprocess on a fresh database and DATA_DIR
-(RUN_MAX_CONCURRENT high enough that nobody waits in line).
+One server is started as a subprocess on a fresh database and DATA_DIR,
+with the product's RUN_MAX_CONCURRENT (--max-concurrent, default 16: fewer
+than the students, as in a class; a paused program gives its place back).
 
 CPU: a loop of 10^5 iterations (`total += i`, at the module's level and
 inside a function) is run --repeat times in each way, and the program
@@ -22,11 +23,17 @@ from its fork) around the loops and in all (with the debugger's start):
             function), the worst case for a loop not paused.
 The medians are reported, and their ratio to plain (target ≤ 3×).
 
-Steps: --students students each debug a program whose loop never ends
-(paused at every line by `step`) for --duration seconds: send `step`, time
-until the `paused` that answers it, wait --think seconds ±50%, again. A
-step that gets anything but a `paused` is an error, counted by kind. The
-step times go into an HDR histogram: p50/p95/p99 (target p95 ≤ 50 ms).
+Steps: --students students press Debug at once (the time to their first
+pause is reported: a student whose program never pauses within --timeout
+is an error, `never_paused`), then each debugs a program whose loop never
+ends (paused at every line by `step`) for --duration seconds: send `step`,
+time until the `paused` that answers it (a `queued` on the way counts in
+it), wait --think seconds ±50%, again. A step that gets anything but a
+`paused` is an error, counted by kind. The step times go into an HDR
+histogram: p50/p95/p99 (target p95 ≤ 50 ms). Meanwhile one more student
+runs a short program every second (not debugging): the time from `run` to
+its `exit`, and how many of those runs had to wait in line, say whether a
+class that debugs makes the others wait.
 The load generator runs on the same machine and competes for its CPU; so
 does anything else running there: the sandboxes have the lowest CPU
 priority (an idle cgroup as root), so on a busy machine a step waits for
@@ -98,19 +105,25 @@ async def measure_cpu(url, cookies, repeat, timeout):
     return found
 
 
-async def stepping(url, cookies, duration, think, timeout, recorder):
+async def stepping(url, cookies, duration, think, timeout, recorder, firsts):
     """One student: debug STEPPED, step for `duration` seconds."""
     from .run_client import RunClient
     async with RunClient(url, cookies, timeout=timeout, keep=False) as rc:
+        sent = time.perf_counter()
         await rc.send(type="debug", path="bench_steps.py", breakpoints={})
-        await rc.until("paused", timeout)
+        try:
+            await rc.until("paused", timeout)
+        except asyncio.TimeoutError:
+            firsts.error("never_paused")
+            return
+        firsts.success(time.perf_counter() - sent)
         ends = time.monotonic() + duration
         while time.monotonic() < ends:
             await asyncio.sleep(think * random.uniform(0.5, 1.5))
             sent = time.perf_counter()
             await rc.send(type="step")
             answer = await rc.receive(timeout)
-            while answer["type"] == "output":
+            while answer["type"] in ("output", "queued"):
                 answer = await rc.receive(timeout)
             if answer["type"] == "paused":
                 recorder.success(time.perf_counter() - sent)
@@ -122,6 +135,29 @@ async def stepping(url, cookies, duration, think, timeout, recorder):
         await rc.until("exit", timeout)
 
 
+async def bystander(url, cookies, duration, timeout, recorder):
+    """A student who only runs a short program, once a second, while the class debugs."""
+    from .run_client import RunClient
+    async with RunClient(url, cookies, timeout=timeout, keep=True) as rc:
+        ends = time.monotonic() + duration
+        while time.monotonic() < ends:
+            rc.messages.clear()
+            sent = time.perf_counter()
+            await rc.send(type="run", path="bench_quick.py")
+            try:
+                end = await rc.until("exit", timeout)
+            except asyncio.TimeoutError:
+                recorder.error("no_exit")
+                return
+            if end["reason"] == "ok":
+                recorder.success(time.perf_counter() - sent)
+            else:
+                recorder.error(end["reason"])
+            if any(m["type"] == "queued" for m in rc.messages):
+                recorder.error("waited_in_line")
+            await asyncio.sleep(1)
+
+
 def measure(args):
     from .client import Client
     from .harness import fresh_server, make_credentials, run_async, scratch
@@ -130,30 +166,33 @@ def measure(args):
     with scratch("pyclassroom-bench-debug-") as (base, pg):
         say("starting PostgreSQL and the server ...")
         admin_dsn = pg.start()
-        settings = {"SANDBOX": args.sandbox, "RUN_MAX_CONCURRENT": str(max(16, args.students + 4)),
+        settings = {"SANDBOX": args.sandbox, "RUN_MAX_CONCURRENT": str(args.max_concurrent),
                     "RUN_CPU_SECONDS": "600", "RUN_WALL_SECONDS": "3600"}
-        credentials = make_credentials(max(1, args.students), "debug")
+        credentials = make_credentials(max(1, args.students) + 1, "debug")  # and the bystander
         with fresh_server(admin_dsn, base, 1, credentials, "debug", **settings) as (server, users):
             cookies = []
             for username, password in users:
                 client = Client(server.url)
                 client.login_ok(username, password)
-                for name, code in (("bench_loop.py", LOOP), ("bench_steps.py", STEPPED)):
+                for name, code in (("bench_loop.py", LOOP), ("bench_steps.py", STEPPED),
+                                   ("bench_quick.py", "print('quick')\n")):
                     client.request("PUT", f"/api/files/home/{name}", data=code.encode(), headers={"If-Match": "*"})
                 cookies.append(client.http.cookies.get_dict())
             say(f"CPU: {args.repeat} runs of each way ...")
             cpu = run_async(measure_cpu(server.url, cookies[0], args.repeat, args.timeout), deadline)
             say(f"steps: {args.students} students stepping for {args.duration:g} s ...")
-            recorder = Recorder()
+            recorders = {"steps": Recorder(), "first_pause": Recorder(), "bystander_runs": Recorder()}
 
             async def class_stepping():
-                await asyncio.gather(*(stepping(server.url, c, args.duration, args.think, args.timeout, recorder)
-                                       for c in cookies[:args.students]))
+                await asyncio.gather(
+                    bystander(server.url, cookies[-1], args.duration, args.timeout, recorders["bystander_runs"]),
+                    *(stepping(server.url, c, args.duration, args.think, args.timeout, recorders["steps"],
+                               recorders["first_pause"]) for c in cookies[:args.students]))
             run_async(class_stepping(), deadline)
-            return cpu, recorder
+            return cpu, recorders
 
 
-def report(args, cpu, recorder):
+def report(args, cpu, recorders):
     medians = {way: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
                for way, runs in cpu.items()}
     plain_loops, plain_all = medians["plain"]
@@ -163,19 +202,25 @@ def report(args, cpu, recorder):
     for way, (loops, whole) in medians.items():
         print(f"  {way:<13} {loops * 1000:9.1f} {loops / plain_loops:8.2f} {whole * 1000:11.1f} "
               f"{whole / plain_all:8.2f}")
-    steps = recorder.summary()
-    steps["load_average_after"] = os.getloadavg()
-    print(f"\nstep -> paused, {args.students} students stepping at once for {args.duration:g} s "
-          f"(think {args.think:g} s ±50%): {steps['count']} steps, {steps['errors']} errors "
-          f"{steps['errors_by_kind'] or ''}; the machine's load average after: "
-          + " ".join(f"{x:.1f}" for x in steps["load_average_after"]))
-    if steps["count"]:
-        print(f"  p50 {steps['p50_ms']:.1f} ms   p95 {steps['p95_ms']:.1f} ms   p99 {steps['p99_ms']:.1f} ms   "
-              f"max {steps['max_ms']:.1f} ms   (target: p95 ≤ 50 ms)")
+    load = os.getloadavg()
+    print(f"\n{args.students} students press Debug at once and step for {args.duration:g} s (think {args.think:g} s "
+          f"±50%), RUN_MAX_CONCURRENT={args.max_concurrent}; the machine's load average after: "
+          + " ".join(f"{x:.1f}" for x in load))
+    figures = {}
+    for name, what in (("first_pause", "Debug -> first pause"), ("steps", "step -> paused"),
+                       ("bystander_runs", "another student's run -> exit")):
+        figures[name] = summary = recorders[name].summary()
+        line = f"  {what:<32} {summary['count']:5d} ok, {summary['errors']} errors {summary['errors_by_kind'] or ''}"
+        if summary["count"]:
+            line += (f"  p50 {summary['p50_ms']:.1f} ms  p95 {summary['p95_ms']:.1f} ms  p99 {summary['p99_ms']:.1f} ms"
+                     f"  max {summary['max_ms']:.1f} ms")
+        print(line)
+    print("  (target: step p95 ≤ 50 ms)")
+    figures["load_average_after"] = load
     worst = max(medians["debug"][0], medians["debug+bp"][0]) / plain_loops
     print(f"\nnot paused under the debugger: ≤ {worst:.2f}× the plain run's loop CPU (target ≤ 3×); "
           f"{medians['debug+bp@end'][0] / plain_loops:.1f}× when a breakpoint lies in the loop's own function")
-    return {"cpu_medians_s": medians, "cpu_runs": cpu, "steps": steps,
+    return {"cpu_medians_s": medians, "cpu_runs": cpu, **figures,
             "settings": {k: v for k, v in vars(args).items() if k != "json"}}
 
 
@@ -186,15 +231,17 @@ def main(argv=None):
     parser.add_argument("--students", type=int, default=30, help="students stepping at once (default 30)")
     parser.add_argument("--duration", type=float, default=20, help="seconds they step (default 20)")
     parser.add_argument("--think", type=float, default=0.3, help="seconds between a student's steps (default 0.3)")
+    parser.add_argument("--max-concurrent", type=int, default=16,
+                        help="RUN_MAX_CONCURRENT of the server (default 16, the product's)")
     bounds(parser, 900, "step or run")
     args = parser.parse_args(argv)
     clean_up_on_sigterm()
     try:
-        cpu, recorder = measure(args)
+        cpu, recorders = measure(args)
     except Aborted as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    document = report(args, cpu, recorder)
+    document = report(args, cpu, recorders)
     if args.json:
         write_json(args.json, document)
     return 0
