@@ -234,14 +234,41 @@ def test_a_slow_teachers_socket_holds_at_most_a_class_of_rows():
             await release.wait()
             sent.append(message)
         watcher = live.Watcher({"id": 1}, b"", 1, send, lambda *a: None)
+        watcher.queue([], 1, whole=True)
         for n in range(1000):
-            watcher.queue([{"username": f"s{n % 5}", "n": n}])
+            watcher.queue([{"username": f"s{n % 5}", "n": n}], 2 + n)
             await asyncio.sleep(0)
         assert len(watcher.pending) <= 5
         release.set()
         await asyncio.wait_for(watcher.sending, TIMEOUT)
         newest = {s["username"]: s["n"] for m in sent for s in m["students"]}
         assert newest == {f"s{k}": 995 + k for k in range(5)}
+
+    asyncio.run(story())
+
+
+def test_a_socket_hears_its_snapshot_first_and_nothing_older_after_it():
+    """Rows read while a socket's snapshot was read (or a resync's) wait for
+    it, and only those read after it began go after it; an older snapshot
+    that finishes late is dropped."""
+    async def story():
+        sent = []
+
+        async def send(message):
+            sent.append((message["type"], [(s["username"], s["v"]) for s in message["students"]]))
+        watcher = live.Watcher({"id": 1}, b"", 1, send, lambda *a: None)
+        watcher.queue([{"username": "ada", "v": "read 1"}], 1)  # read before the snapshot's began
+        watcher.queue([{"username": "bob", "v": "read 3"}], 3)  # after
+        await asyncio.sleep(0.05)
+        assert sent == []  # nothing before the snapshot
+        watcher.queue([{"username": "ada", "v": "snap 2"}, {"username": "bob", "v": "snap 2"}], 2, whole=True)
+        await asyncio.wait_for(watcher.sending, TIMEOUT)
+        watcher.queue([{"username": "ada", "v": "resync 4"}], 5, whole=True)
+        watcher.queue([{"username": "ada", "v": "old resync"}], 4, whole=True)  # began before, ended after
+        watcher.queue([{"username": "bob", "v": "read 4"}], 4)
+        await asyncio.wait_for(watcher.sending, TIMEOUT)
+        assert sent == [("snapshot", [("ada", "snap 2"), ("bob", "snap 2")]), ("update", [("bob", "read 3")]),
+                        ("snapshot", [("ada", "resync 4")])]
 
     asyncio.run(story())
 

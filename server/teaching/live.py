@@ -20,8 +20,15 @@ The class's raised hands (talk.py) come the same way on their own channel,
 'class_hands', with the class's id: each socket of the class is sent the
 whole queue again (`hands`, in the next snapshot or update), the newest
 replacing one not yet sent.
+
+A socket's first message is its snapshot, and nothing older than what it
+was sent goes after it: every read of students is numbered as it starts
+(`LiveView.reads`), a snapshot drops the rows queued from earlier reads,
+and rows from earlier reads than the last snapshot are dropped as they
+come (a socket opened, or a resync, while an announced row was read).
 """
 import asyncio
+import itertools
 import logging
 import time
 from collections import defaultdict
@@ -55,17 +62,25 @@ class Watcher:
     def __init__(self, user, token_hash, class_id, send, close):
         self.user, self.token_hash, self.class_id = user, token_hash, class_id
         self.send, self.close = send, close
-        self.pending = {}  # username -> the newest row not yet sent
-        self.snapshot = None  # a whole class waiting to be sent (replaces pending)
+        self.pending = {}  # username -> (the newest row not yet sent, the number of its read)
+        self.snapshot = None  # a whole class waiting to be sent
+        self.snapshot_read = 0  # the number of the read of the last snapshot queued (0: none yet)
         self.hands = None  # the class's queue of hands, waiting to be sent
         self.sending = None
         self.opened = time.monotonic()
 
-    def queue(self, students, whole=False):
+    def queue(self, students, read, whole=False):
+        """Rows of `students` from read number `read` (LiveView.reads): the
+        whole class, or some of its students."""
+        if read < self.snapshot_read:
+            return  # older than what the socket has been sent (or will be)
         if whole:
-            self.snapshot, self.pending = students, {}
+            self.snapshot, self.snapshot_read = students, read
+            self.pending = {name: queued for name, queued in self.pending.items() if queued[1] > read}
         else:
-            self.pending.update((s["username"], s) for s in students)
+            for s in students:
+                if self.pending.get(s["username"], (None, 0))[1] <= read:
+                    self.pending[s["username"]] = (s, read)
         self._wake()
 
     def queue_hands(self, hands):
@@ -73,6 +88,8 @@ class Watcher:
         self._wake()
 
     def _wake(self):
+        if not self.snapshot_read:
+            return  # its snapshot goes first
         if self.sending is None or self.sending.done():
             self.sending = asyncio.ensure_future(self._send_queued())
 
@@ -82,7 +99,7 @@ class Watcher:
                 message = {"type": "snapshot", "students": self.snapshot}
                 self.snapshot = None
             else:
-                message = {"type": "update", "students": list(self.pending.values())}
+                message = {"type": "update", "students": [row for row, _ in self.pending.values()]}
                 self.pending = {}
             if self.hands is not None:
                 message["hands"], self.hands = self.hands, None
@@ -96,6 +113,7 @@ class LiveView:
         self.cfg = cfg
         self.classes = classes
         self.watchers = defaultdict(set)  # class id -> {Watcher}
+        self.reads = itertools.count(1)  # numbers the reads of students as they start
         self.announced = set()  # student ids announced, not yet read
         self.reading = None
         self.hands_announced = set()  # class ids whose hands changed, not yet read
@@ -131,9 +149,10 @@ class LiveView:
             old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
         watcher = Watcher(user, token_hash, class_id, send, close)
         self.watchers[class_id].add(watcher)
+        read = next(self.reads)
         students, hands = await self._class(class_id), await talk.queues(self.pool, [class_id])
         watcher.queue_hands(hands[class_id])  # goes with the snapshot
-        watcher.queue(students, whole=True)
+        watcher.queue(students, read, whole=True)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
@@ -159,12 +178,12 @@ class LiveView:
         if not self.watchers:
             return
         try:
-            changed = defaultdict(list)
+            changed, read = defaultdict(list), next(self.reads)
             for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers), ids):
                 changed[class_id].append(student)
             for class_id, students in changed.items():
                 for watcher in self.watchers.get(class_id, ()):
-                    watcher.queue(students)
+                    watcher.queue(students, read)
         except Exception as e:
             if not db.unavailable(e):  # the next resync sends them
                 log.exception("could not read the students announced for the live view")
@@ -238,11 +257,11 @@ class LiveView:
             elif w.user["role"] != "admin" and (w.class_id, w.user["id"]) not in teaching:
                 self.unwatch(w)
                 w.close(CLOSE_NOT_YOUR_CLASS, "You no longer teach this class.")
-        by_class = defaultdict(list)
+        by_class, read = defaultdict(list), next(self.reads)
         for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers)):
             by_class[class_id].append(student)
         hands = await talk.queues(self.pool, list(self.watchers))
         self._queue_hands(hands)  # goes with the snapshots
         for class_id, watchers in list(self.watchers.items()):
             for w in watchers:
-                w.queue(by_class.get(class_id, []), whole=True)
+                w.queue(by_class.get(class_id, []), read, whole=True)
