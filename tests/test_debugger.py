@@ -1,10 +1,12 @@
 """The debugger for beginners over the real WebSocket, against the real
 server: `debug` a saved program, step over, into and out, breakpoints,
 input(), plots and Ctrl-C while debugging, stop while paused (every sandbox
-kind); and the attacks of a program that is debugged (where isolation is
-promised: local and docker)."""
+kind); a paused program's place among the running programs, given back
+and taken again; and the attacks of a program that is debugged (where
+isolation is promised: local and docker)."""
 import asyncio
 import base64
+import contextlib
 
 import pytest
 
@@ -384,18 +386,31 @@ async def ended_without_a_place_in_line(rc, path="main.py"):
     return [m["type"] for m in rc.messages]
 
 
+def class_of(server, *programs):
+    """Students (ada, bob, cy, ...) with `programs` saved as their main.py: their cookies."""
+    cookies = []
+    for name, code in zip(("ada", "bob", "cy"), programs):
+        client = student(server, name)
+        save(client, "main.py", code)
+        cookies.append(client.http.cookies.get_dict())
+    return cookies
+
+
+@contextlib.asynccontextmanager
+async def sockets(server, cookies):
+    """A /ws/run socket for each; the first debugs its main.py."""
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(RunClient(server.url, c)) for c in cookies]
+        await clients[0].send(type="debug", path="main.py")
+        yield clients
+
+
 def test_a_paused_program_gives_its_place_to_the_class(one_place_server):
     server = one_place_server
-    ada, bob, cy = (student(server, name) for name in ("ada", "bob", "cy"))
-    save(ada, "main.py", LOOP)
-    save(bob, "main.py", "name = input('name? ')\nprint('hello', name)\n")
-    save(cy, "main.py", "print('quick')\n")
+    cookies = class_of(server, LOOP, "name = input('name? ')\nprint('hello', name)\n", "print('quick')\n")
 
     async def go():
-        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
-                RunClient(server.url, bob.http.cookies.get_dict()) as b, \
-                RunClient(server.url, cy.http.cookies.get_dict()) as c:
-            await a.send(type="debug", path="main.py")
+        async with sockets(server, cookies) as (a, b, c):
             first = await next_stop(a)
             # Ada's program waits for her: the one place is free for the others.
             alone = await ended_without_a_place_in_line(c)
@@ -422,16 +437,10 @@ def test_a_paused_program_gives_its_place_to_the_class(one_place_server):
 
 def test_stop_while_a_step_waits_for_a_place(one_place_server):
     server = one_place_server
-    ada, bob, cy = (student(server, name) for name in ("ada", "bob", "cy"))
-    save(ada, "main.py", LOOP)
-    save(bob, "main.py", "input()\n")
-    save(cy, "main.py", "print('quick')\n")
+    cookies = class_of(server, LOOP, "input()\n", "print('quick')\n")
 
     async def go():
-        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
-                RunClient(server.url, bob.http.cookies.get_dict()) as b, \
-                RunClient(server.url, cy.http.cookies.get_dict()) as c:
-            await a.send(type="debug", path="main.py")
+        async with sockets(server, cookies) as (a, b, c):
             await next_stop(a)
             await b.send(type="run", path="main.py")
             await b.until("input", TIMEOUT)
@@ -478,14 +487,10 @@ def test_a_program_that_works_while_paused_is_stopped(one_place_server, how):
 
 def test_a_step_with_the_line_full_stays_paused_and_says_so(shared_servers):
     server = next(_shared(shared_servers, SANDBOX="local", RUN_MAX_CONCURRENT=1, RUN_QUEUE_MAX=0, **LIMITS))
-    ada, bob = student(server, "ada"), student(server, "bob")
-    save(ada, "main.py", LOOP)
-    save(bob, "main.py", "input()\n")
+    cookies = class_of(server, LOOP, "input()\n")
 
     async def go():
-        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
-                RunClient(server.url, bob.http.cookies.get_dict()) as b:
-            await a.send(type="debug", path="main.py")
+        async with sockets(server, cookies) as (a, b):
             await next_stop(a)
             await b.send(type="run", path="main.py")
             await b.until("input", TIMEOUT)  # the one place is Bob's, and nobody may wait for it
