@@ -419,10 +419,11 @@ class Run:
             reason = "interrupted"
         else:
             reason = "ok" if code == 0 else "error"
-        words = MESSAGES[reason].format(  # (a reason of its own is reported as the limit it is, in its words)wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
+        words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
                                         cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
                                         output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
                                         debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
+        # A reason of its own is reported as the limit it is, in its own words.
         reason = {"idle": "timeout", "debug_idle": "timeout", "debug_busy": "cpu_limit"}.get(reason, reason)
         if reason == "error" and code is not None:
             words += f" (exit code {code})"
