@@ -37,6 +37,7 @@ IDLE_GROUP_NICE = 19  # the scheduling group of an assist process warming up
 ANSWER_GROUP_NICE = 0  # ... and of one that answers: as any session's (its own nice ranks it inside)
 ANSWER_BYTES = 4 << 20  # the longest answer line read from a process
 RESTART_DELAYS = (0.5, 1, 2, 5, 10, 30)  # after processes that fail in a row
+KILL_WAIT = 10.0  # seconds a killed process's end is waited for
 
 
 class Superseded(Refused):
@@ -97,13 +98,20 @@ class Process:
 
     async def kill(self, jail=None):
         """Kill it and everything it started, and reap it (once: a reaped
-        pid may be another process's by now); its cgroup too."""
+        pid may be another process's by now); its cgroup too. asyncio's
+        wait() also waits for its pipes to close, which a process that left
+        its group could hold open: the pool waits KILL_WAIT at most, and the
+        cgroup's end kills such a process."""
         if self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            await self.proc.wait()
+            try:
+                await asyncio.wait_for(self.proc.wait(), KILL_WAIT)
+            except asyncio.TimeoutError:
+                log.error("assist process %d: its pipes were still open %s s after it was killed",
+                          self.proc.pid, KILL_WAIT)
         if self.group is not None:
             group, self.group = self.group, None
             await asyncio.to_thread(jail.release, group)
