@@ -20,9 +20,10 @@ The module is below both runs (which owns the sockets) and teaching
 import asyncio
 import json
 import logging
-from collections import defaultdict, deque
+from collections import deque
 
 from . import notify
+from .registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Box:
 class Inbox:
     def __init__(self, pool, listener):
         self.pool = pool
-        self.boxes = defaultdict(set)  # user id -> {Box}
+        self.boxes = Registry()  # user id -> {Box}
         listener.listen(CHANNEL, self._heard)
         listener.on_gap(self._gap)
 
@@ -73,11 +74,7 @@ class Inbox:
         return box
 
     def close(self, box: Box) -> None:
-        found = self.boxes.get(box.user_id)
-        if found is not None:
-            found.discard(box)
-            if not found:
-                del self.boxes[box.user_id]
+        self.boxes.discard(box.user_id, box)
         if box.task is not None:
             box.task.cancel()
 

@@ -16,9 +16,9 @@ import asyncio
 import itertools
 import json
 import logging
-from collections import defaultdict
 
 from .. import db
+from ..registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Following:
         self.pool = pool
         self.worker = worker
         self.numbers = itertools.count(1)
-        self.followers = defaultdict(set)  # student id -> {Follower}
+        self.followers = Registry()  # student id -> {Follower}
         self.announced = set()  # student ids whose console was written, not yet read
         self.reading = None
         self.task = None
@@ -117,7 +117,7 @@ class Following:
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
-        keys = [f.key for fs in self.followers.values() for f in fs]
+        keys = [f.key for f in self.followers.everything()]
         self.followers.clear()
         try:
             await self.pool.execute("DELETE FROM console_follow WHERE follower = ANY($1::text[])", keys)
@@ -162,11 +162,7 @@ class Following:
         """Take `follower` off its student: True if it followed one."""
         if follower.student is None:
             return False
-        found = self.followers.get(follower.student[0])
-        if found is not None:
-            found.discard(follower)
-            if not found:
-                del self.followers[follower.student[0]]
+        self.followers.discard(follower.student[0], follower)
         follower.reset(None)
         return True
 

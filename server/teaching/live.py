@@ -35,6 +35,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 from .. import db
+from ..registry import Registry
 from ..accounts import sessions
 from ..config import Config
 from . import roster, talk
@@ -112,7 +113,7 @@ class LiveView:
         self.pool = pool
         self.cfg = cfg
         self.classes = classes
-        self.watchers = defaultdict(set)  # class id -> {Watcher}
+        self.watchers = Registry()  # class id -> {Watcher}
         self.reads = itertools.count(1)  # numbers the reads of students as they start
         self.announced = set()  # student ids announced, not yet read
         self.reading = None
@@ -134,7 +135,7 @@ class LiveView:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        for watcher in [w for ws in self.watchers.values() for w in ws]:
+        for watcher in self.watchers.everything():
             watcher.close(1012, "server restarting")
 
     # -- sockets --------------------------------------------------------------
@@ -142,7 +143,7 @@ class LiveView:
     async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close) -> Watcher:
         """A teacher's socket on a class (its rights checked by the caller):
         sent the whole class at once, then every change."""
-        mine = sorted((w for ws in self.watchers.values() for w in ws if w.user["id"] == user["id"]),
+        mine = sorted((w for w in self.watchers.everything() if w.user["id"] == user["id"]),
                       key=lambda w: w.opened)
         for old in mine[:max(0, len(mine) - SOCKETS_PER_USER + 1)]:
             self.unwatch(old)
@@ -156,11 +157,7 @@ class LiveView:
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
-        found = self.watchers.get(watcher.class_id)
-        if found is not None:
-            found.discard(watcher)
-            if not found:
-                del self.watchers[watcher.class_id]
+        self.watchers.discard(watcher.class_id, watcher)
 
     # -- announcements ---------------------------------------------------------
 
@@ -245,7 +242,7 @@ class LiveView:
     async def resync(self) -> None:
         """End the sockets whose session ended or whose teacher no longer
         teaches the class; send the others their whole class again."""
-        everyone = [w for ws in self.watchers.values() for w in ws]
+        everyone = self.watchers.everything()
         if not everyone:
             return
         valid = await sessions.still_valid(self.pool, {w.token_hash for w in everyone})
