@@ -100,8 +100,12 @@ class DebugSession:
     def idle(self, now, limit):
         """Paused with no command from the student for more than `limit` seconds
         (a command waiting for a place is not idle)."""
-        return self.paused_since is not None and not self.expecting and \
-            now - max(self.paused_since, self.last_command) > limit
+        return self.waits_for_student and now - max(self.paused_since, self.last_command) > limit
+
+    @property
+    def waits_for_student(self):
+        """Paused, and no command on its way to it (one waiting for a place is on its way)."""
+        return self.paused_since is not None and not self.expecting
 
     def working_unplaced(self, cpu):
         """Has the program, paused with no place, used CPU it should not (the kernel's
@@ -120,10 +124,10 @@ class DebugSession:
             return
         if kind == "watches":
             self.watches = clean_watches(msg.get("watches"))
-            if self.paused_since is None or self.expecting:
+            if not self.waits_for_student:
                 return  # evaluated at the next pause
             kind, msg = "frame", {"frame": self.frame}  # evaluated now: the same pause again
-        if self.paused_since is None or self.expecting:
+        if not self.waits_for_student:
             raise Refused(409, "not_paused", "The program is running, not paused: wait until it stops at a "
                                              "line, or press Stop.")
         message = {"type": kind, "breakpoints": self.breakpoints, "watches": self.watches}
@@ -137,7 +141,7 @@ class DebugSession:
     def interrupt(self):
         """Ctrl-C: a paused program takes it once it has a place again (it may
         go on, if it catches it); a running one at once."""
-        if self.paused_since is None or self.expecting:
+        if not self.waits_for_student:
             self.run.interrupt()
         else:
             self._go_on(self.run.interrupt, runs_again=True)
