@@ -6,6 +6,11 @@ import { StateEffect, StateField, RangeSet } from "@codemirror/state";
 import { Decoration, EditorView, GutterMarker, gutter } from "@codemirror/view";
 import { h } from "./dom.js";
 
+/** The folder a run of `path` of `area` runs in, as the start of that area's
+ * paths: the home ("") for a file of the home; for a course file, its folder
+ * (its read-only copy holds the files beside it, by name). */
+export const runFolder = (area, path) => (area === "home" ? "" : path.slice(0, path.lastIndexOf("/") + 1));
+
 const FILES = 100; // at most, in one run's breakpoints (the server's bound)
 const LINES = 1000; // in all
 
@@ -58,7 +63,7 @@ export class Breakpoints extends EventTarget {
    * home; for a course file, its read-only copy's folder, which holds the
    * files beside it (by name). */
   forRun(area, path) {
-    const folder = area === "home" ? "" : path.slice(0, path.lastIndexOf("/") + 1);
+    const folder = runFolder(area, path);
     const inRun = (file) => area === "home" || (file.startsWith(folder) && !file.slice(folder.length).includes("/"));
     const out = {};
     let count = 0;

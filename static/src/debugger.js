@@ -11,6 +11,7 @@
 // built with h().
 import { $, h, clear } from "./dom.js";
 import { isCourse, runsHere } from "./api.js";
+import { runFolder } from "./debug-marks.js";
 
 const MAX_WATCHES = 10;
 const COMMANDS = { "#step-over": "step", "#step-into": "step_in", "#step-out": "step_out", "#continue": "continue" };
@@ -69,7 +70,7 @@ export class DebugPanel {
    * folder): the home's own, or the course file's folder's. */
   fileOf(file) {
     const { area, path } = this.run;
-    return { area, path: area === "home" ? file : path.slice(0, path.lastIndexOf("/") + 1) + file };
+    return { area, path: runFolder(area, path) + file };
   }
 
   /** `kind`: step, step_in, step_out, continue, frame (with `fields`); only while paused. */
