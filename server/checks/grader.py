@@ -32,11 +32,12 @@ from datetime import datetime, timezone
 from dataclasses import dataclass, field
 
 from ..errors import Refused
-from ..files.area import Area
+from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
 from ..runs.job import Jobs, RunRequest, outcome
 from ..runs.run import Run
+from ..runs.scratch import ScratchSandbox
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,10 @@ class Check:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
-        self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.snapshot: dict[str, bytes] = {}  # the checked file and those beside it, read once: every run runs these
+        self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
+        self.places: dict[str, ScratchSandbox] = {}  # visibility -> the sandbox its checks' runs share
+        self.serving: dict[str, tuple] = {}  # visibility -> the student's program serving its tests' calls: (job, sink)
 
     async def live(self):
         try:
@@ -127,12 +131,13 @@ class Check:
                 results, not_gradable, why = await self._run(found, claim)
             finally:
                 await self._stop_serving()
+                await asyncio.gather(*(place.close() for place in self.places.values()))
                 await grader.jobs.release(user, claim)
         finally:
             grader.line.leave()
             grader.took.append(time.monotonic() - started)
         attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
-                                                        not_gradable, why)
+                                                        not_gradable, why, graded=self.graded)
         return {"type": "check", "state": "done", "attempt": attempt}
 
     async def _wait_in_line(self):
@@ -150,22 +155,17 @@ class Check:
 
     async def _run(self, found, claim):
         """(results for record_attempt, not gradable, why)."""
-        exercise, username = found.exercise, self.user["username"]
+        exercise = found.exercise
         parts = (self.slug,) + tuple(exercise.file.split("/"))
-        data, etag, _ = await self.grader.files.read(username, Area.home(username), parts, SOURCE_LIMIT)
-        if data is None:
-            raise Refused(413, "too_large", f"{'/'.join(parts)} is too large to check.")
-        if self.etag and etag != self.etag:
-            raise Refused(409, "changed", "Your file was changed somewhere else after you last saw it. "
-                                          "Look at the new version, then press Check again.")
+        data = await self._take_snapshot(parts)
+        for visibility in {c.visibility for c in exercise.checks if c.kind in ("output", "function")}:
+            self._place(visibility).warm_up()  # started while the others run
         results = {}
         output_checks = []
         for check in exercise.checks:
             if check.kind != "output":
                 continue
-            ran = await self._output_run(parts, etag, claim, check.input)
-            if ran.exit.get("reason") == "changed":
-                raise Refused(409, "changed", "Your file was changed while it was being checked. Press Check again.")
+            ran = await self._output_run(parts, claim, check)
             if ran.exit.get("reason") in RUN_ENDINGS:
                 output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
                                       "actual": ran.text})
@@ -174,7 +174,7 @@ class Check:
                                      "message": "Your program " + (ran.exit.get("message") or "did not finish") + ".",
                                      "shown": {"input": check.input, "actual": ran.text},
                                      "details": {"exit": ran.exit}}
-        verdicts = await self._checker(found, parts, etag, claim, data.decode("utf-8", "replace"), output_checks)
+        verdicts = await self._checker(found, parts, claim, data.decode("utf-8", "replace"), output_checks)
         if "not_gradable" in verdicts:
             error = verdicts["not_gradable"]
             return [], True, _sentence(error)
@@ -185,11 +185,47 @@ class Check:
                 results[check_id] = _result(check, verdict)
         return list(results.values()), False, ""
 
-    async def _output_run(self, parts, etag, claim, given):
+    async def _take_snapshot(self, parts):
+        """Read the checked file and those beside it once (every run of the
+        attempt runs these bytes, whatever a program does meanwhile): the
+        file's bytes. Refused when it is not the version the editor shows."""
+        username = self.user["username"]
+        try:
+            self.snapshot = await self.grader.files.snapshot(username, parts)
+        except Refused as e:
+            if e.code == "file_too_large":
+                raise Refused(413, "too_large", f"{'/'.join(parts)} is too large to check.") from None
+            raise
+        data = self.snapshot[parts[-1]]
+        if len(data) > SOURCE_LIMIT:
+            raise Refused(413, "too_large", f"{'/'.join(parts)} is too large to check.")
+        version = etag_of(data)
+        if self.etag and version != self.etag:
+            raise Refused(409, "changed", "Your file was changed somewhere else after you last saw it. "
+                                          "Look at the new version, then press Check again.")
+        self.graded = {"file": "/".join(parts), "version": version, "source": data}
+        return data
+
+    def _place(self, visibility: str) -> ScratchSandbox:
+        """The sandbox shared by the runs of the checks of one visibility:
+        what a program learns in a hidden check's run never reaches a run
+        whose result the student sees."""
+        if visibility not in self.places:
+            grader = self.grader
+            self.places[visibility] = ScratchSandbox(grader.jobs.warm.kind, grader.cfg,
+                                                     grader.jobs.warm.uid_of(self.user))
+        return self.places[visibility]
+
+    def _request(self, parts, claim, visibility, **asked) -> RunRequest:
+        """A run of the snapshot in the sandbox of `visibility`'s checks."""
+        return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot,
+                          sandboxes=self._place(visibility), nice=CHECK_NICE, **asked)
+
+    async def _output_run(self, parts, claim, check):
         cfg = self.grader.cfg
         sink = Collected()
-        job = self.grader.jobs.start(RunRequest(
-            self.user, self.session, parts, claim=claim, etag=etag, stdin=given, echo=False, nice=CHECK_NICE,
+        job = self.grader.jobs.start(self._request(
+            parts, claim, check.visibility, stdin=check.input, echo=False,
             limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
         await job.done.wait()
         if sink.exit is None or sink.exit.get("type") == "error":
@@ -197,7 +233,7 @@ class Check:
                           "Your program could not be run for the check. Try again in a moment.")
         return sink
 
-    async def _checker(self, found, parts, etag, claim, source, output_checks):
+    async def _checker(self, found, parts, claim, source, output_checks):
         """The teacher's side, in a checker sandbox: {check id: verdict}, or
         {"not_gradable": error} when the source does not parse."""
         grader, exercise = self.grader, found.exercise
@@ -212,7 +248,7 @@ class Check:
                        "tests": [c.test for c in exercise.checks if c.kind == "function"], "source": source,
                        "code_checks": [{"id": c.id, "rule": c.rule} for c in exercise.checks if c.kind == "code"],
                        "output_checks": output_checks}
-            test_ids = {c.test: c.id for c in exercise.checks if c.kind == "function"}
+            tests = {c.test: c for c in exercise.checks if c.kind == "function"}
             collected = Collected()
             cfg = grader.cfg.but(RUN_WALL_SECONDS=3 * grader.cfg.CHECK_SECONDS,
                                  RUN_IDLE_SECONDS=3 * grader.cfg.CHECK_SECONDS)
@@ -221,15 +257,18 @@ class Check:
             async def from_checker(message):
                 kind = message.get("type")
                 if kind == "call":
-                    reply = await self._call(parts, etag, claim, message)
+                    # A test's calls go to the program serving its visibility's tests; a call made
+                    # outside a test (as tests.py is loaded) to the hidden ones', whose results no one sees.
+                    test = tests.get(message.get("test"))
+                    reply = await self._call(parts, claim, test.visibility if test else "hidden", message)
                     try:
                         run.tell(reply)
                     except ValueError:  # a value over the channel's bound
                         run.tell({"type": "reply", "id": message.get("id"),
                                   "failed": {"message": "The value your function returned is too large to check."}})
                 elif kind == "result" and isinstance(message.get("id"), str):
-                    check_id = test_ids.get(message["id"], message["id"])
-                    verdicts.setdefault(check_id, message)
+                    test = tests.get(message["id"])
+                    verdicts.setdefault(test.id if test else message["id"], message)
                 elif kind == "not_gradable":
                     verdicts["not_gradable"] = message.get("error") or {}
             run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
@@ -243,52 +282,53 @@ class Check:
 
     # -- the student's functions, served ---------------------------------------------------
 
-    async def _call(self, parts, etag, claim, call):
+    async def _call(self, parts, claim, visibility, call):
         """A test's call of the student's function: the reply to send the
         checker (the student's value, what it raised, or why it failed)."""
         reply = {"type": "reply", "id": call.get("id")}
-        serving = await self._serving(parts, etag, claim)
+        serving = await self._serving(parts, claim, visibility)
         if isinstance(serving, dict):  # it could not even be imported
             return {**reply, "failed": serving}
         job, sink = serving
         job.run.tell({"type": "call", "id": call.get("id"), "function": call.get("function"),
                       "args": call.get("args", []), "kwargs": call.get("kwargs", {})})
         try:
-            answer = await asyncio.wait_for(self._reply_to(sink, call.get("id")), self.grader.cfg.CHECK_SECONDS)
+            answer = await asyncio.wait_for(self._reply_to(job, sink, call.get("id")), self.grader.cfg.CHECK_SECONDS)
         except asyncio.TimeoutError:
-            await self._stop_serving()
+            await self._stop_serving(visibility)
             return {**reply, "failed": {"message": f"{call.get('function')}() did not return within "
                                                    f"{self.grader.cfg.CHECK_SECONDS} s: is there a loop that "
                                                    "never ends?"}}
         if answer is None:
-            self.serving = None
+            self.serving.pop(visibility, None)
             return {**reply, "failed": {"message": "Your program ended while a check was calling "
                                                    f"{call.get('function')}() (it called exit() or os._exit?)."}}
         return {**reply, **{k: answer[k] for k in ("value", "raised") if k in answer}}
 
-    async def _serving(self, parts, etag, claim):
-        """The student's program serving calls, started if need be: (job,
-        sink), or what failed when it could not be imported."""
-        if self.serving is not None and not self.serving[0].done.is_set():
-            return self.serving
+    async def _serving(self, parts, claim, visibility):
+        """The student's program serving the calls of `visibility`'s tests,
+        started if need be: (job, sink), or what failed when it could not
+        be imported."""
+        serving = self.serving.get(visibility)
+        if serving is not None and not serving[0].done.is_set():
+            return serving
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
-        job = self.grader.jobs.start(RunRequest(
-            self.user, self.session, parts, claim=claim, etag=etag, serve={"file": "/".join(parts)}, nice=CHECK_NICE,
+        job = self.grader.jobs.start(self._request(
+            parts, claim, visibility, serve={"file": parts[-1]},
             limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
-        self.serving = (job, sink)
+        serving = self.serving[visibility] = (job, sink)
         first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
         if first is not None and first.get("type") == "ready":
-            return self.serving
-        await self._stop_serving()
+            return serving
+        await self._stop_serving(visibility)
         if first is not None and first.get("type") == "import_failed":
             return {"message": "Your program could not be imported: " + _sentence(first.get("error") or {})}
         return {"message": "Your program did not start for the check: " +
                            ((sink.exit or {}).get("message") or "it did not answer") + "."}
 
-    async def _reply_to(self, sink, call_id):
+    async def _reply_to(self, job, sink, call_id):
         """The served program's reply to call `call_id`; None once it has ended."""
-        job = self.serving[0]
         while True:
             message = await self._next_message(sink, job)
             if message is None:
@@ -309,18 +349,22 @@ class Check:
                 getting.cancel()
         return getting.result() if getting in done else None
 
-    async def _stop_serving(self):
-        serving, self.serving = self.serving, None
-        if serving is not None:
-            job, _ = serving
+    async def _stop_serving(self, visibility=None):
+        """Stop the program serving `visibility`'s tests (None: every one)."""
+        chosen = list(self.serving) if visibility is None else [visibility]
+        await asyncio.gather(*(self._stop(self.serving.pop(v)) for v in chosen if v in self.serving))
+
+    @staticmethod
+    async def _stop(serving):
+        job, _ = serving
+        if job.run is not None:
+            job.run.end_channel()
+        try:
+            await asyncio.wait_for(job.done.wait(), 1.0)
+        except asyncio.TimeoutError:
             if job.run is not None:
-                job.run.end_channel()
-            try:
-                await asyncio.wait_for(job.done.wait(), 1.0)
-            except asyncio.TimeoutError:
-                if job.run is not None:
-                    await job.run.stop("killed")
-                await job.done.wait()
+                await job.run.stop("killed")
+            await job.done.wait()
 
 
 def _result(check, verdict):

@@ -66,7 +66,7 @@ class Attempts:
         self.exercises = exercises  # the service: who is in which class, and the exercises as they are
 
     async def record(self, student: dict, class_id: int, slug: str, started_at: datetime, results: list[dict],
-                     not_gradable: bool = False, message: str = "") -> dict:
+                     not_gradable: bool = False, message: str = "", graded: dict | None = None) -> dict:
         """Keep an attempt of `student` at an exercise. `results`: per check
         {"id", "passed": bool, "message": a sentence for the student,
         "shown": what a student may see of a shown check (its input,
@@ -74,7 +74,9 @@ class Attempts:
         "details": any JSON, for the teacher only};
         a check of the exercise missing from them did not pass (one no
         longer in the exercise is left out). `not_gradable`: the code could
-        not be checked (it does not parse; `message` says why). It counts
+        not be checked (it does not parse; `message` says why). `graded`:
+        what was checked ({"file", "version", "source": bytes}), kept for
+        the teacher to open. It counts
         unless not gradable or started after the due date; kept all the
         same. What the student may see of it is returned."""
         found_class = await self.exercises.classes.member_of(student, class_id)
@@ -98,14 +100,19 @@ class Attempts:
         failing = [d["id"] for d in details if not d["passed"]]
         message = str(message or "")[:MAX_MESSAGE]
         said = note(counted, not_gradable, exercise.due, message)
+        graded = graded or {}
         async with self.pool.transaction() as conn:
+            if graded.get("source") is not None:
+                await conn.execute("""INSERT INTO graded_sources (user_id, version, source) VALUES ($1, $2, $3)
+                                      ON CONFLICT DO NOTHING""", student["id"], graded["version"], graded["source"])
             attempt = await conn.fetchval(
                 """INSERT INTO exercise_attempts (user_id, class_id, exercise, started_at, finished_at, counted,
-                                                  not_gradable, score, max_score, results, details)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb) RETURNING id""",
+                                                  not_gradable, score, max_score, results, details, file, version)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13) RETURNING id""",
                 student["id"], found_class["id"], slug, started_at, finished, counted, not_gradable, score,
                 exercise.max_score, json.dumps({"checks": shown, "note": said}),
-                json.dumps({"checks": details, "message": message, "note": said}))
+                json.dumps({"checks": details, "message": message, "note": said}), graded.get("file"),
+                graded.get("version"))
             attempts = await conn.fetchval(RECORD_PROGRESS, found_class["id"], student["id"], slug, score,
                                            exercise.max_score, counted, not_gradable, attempt, failing, finished)
         return {"id": attempt, "counted": counted, "not_gradable": not_gradable, "score": score,

@@ -48,9 +48,10 @@ class Gradebook:
         details of every check."""
         found = await self.exercises.classes.teaching(teacher, class_id)
         row = await self.pool.fetchrow(
-            """SELECT a.*, u.username, u.display_name FROM users u
+            """SELECT a.*, u.username, u.display_name, g.source FROM users u
                JOIN class_membership m ON m.user_id = u.id AND m.class_id = $1
                LEFT JOIN exercise_attempts a ON a.user_id = u.id AND a.class_id = $1 AND a.exercise = $2
+               LEFT JOIN graded_sources g ON g.user_id = u.id AND g.version = a.version
                WHERE u.username = $3 AND u.role = 'student'
                ORDER BY a.id DESC NULLS LAST LIMIT 1""", found["id"], checked_slug(slug), username)
         if row is None:
@@ -62,7 +63,10 @@ class Gradebook:
                 "started_at": row["started_at"].isoformat(), "finished_at": row["finished_at"].isoformat(),
                 "counted": row["counted"], "not_gradable": row["not_gradable"], "score": row["score"],
                 "max_score": row["max_score"], "message": details["message"], "note": details["note"],
-                "checks": details["checks"], "student_saw": json.loads(row["results"])["checks"]}
+                "checks": details["checks"], "student_saw": json.loads(row["results"])["checks"],
+                # What was checked: the very bytes every check of the attempt ran.
+                "file": row["file"], "version": row["version"],
+                "source": None if row["source"] is None else bytes(row["source"]).decode("utf-8", "replace")}
 
     async def csv(self, teacher: dict, class_id: int) -> str:
         """grades.csv: username, name and the best counted score of each

@@ -355,6 +355,13 @@ class Files:
         the sandbox runs as a read-only copy (run_copy.py)."""
         return await self._in_process(username, "run", Op.COURSE_COPY, course, parts, Area.home(username))
 
+    async def snapshot(self, username: str, parts: tuple) -> dict[str, bytes]:
+        """The file `parts` of `username`'s home and the files beside it
+        (run_copy.py's bounds), read once: what every run of a check runs,
+        whatever its programs do meanwhile. Refused as course_copy is."""
+        home = Area.home(username)
+        return (await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home))[1]
+
     async def quota_problem(self, username: str, area: Area) -> str | None:
         """While a program runs: the sentence saying the area is over its
         quota, measured afresh; None within it."""

@@ -169,3 +169,24 @@ class Walk:
             raise Changed()
         os.close(cur)
         return parent
+
+
+def remove_tree(path):
+    """Remove the folder `path` and everything below it, however deep,
+    never following a link: for a sandbox's throwaway folder, once its
+    programs are gone (nothing may race the removal)."""
+    parent, name = os.path.split(os.path.abspath(path))
+    parent_fd = os.open(parent, DIR_FLAGS)
+    try:
+        top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            for event, cur, entry, _ in Walk(top):
+                if event == LEAVE:
+                    os.rmdir(entry, dir_fd=cur)
+                elif event == FILE:
+                    os.unlink(entry, dir_fd=cur)
+        finally:
+            os.close(top)
+        os.rmdir(name, dir_fd=parent_fd)
+    finally:
+        os.close(parent_fd)

@@ -81,6 +81,24 @@ class RunRequest:
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
     course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
     debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
+    files: dict | None = None  # {name: bytes}, `parts[-1]` one of them: run a fresh copy of these (a check's snapshot)
+    sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
+
+
+class SandboxSource(Protocol):
+    """Where a job takes its sandbox from and gives it back to: the user's
+    ready sandbox (warm.WarmSandboxes), or a check's own (scratch.py)."""
+
+    holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
+
+    async def take(self, user: dict) -> Sandboxed | None:
+        """A ready sandbox; None if none could start."""
+
+    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+        """A run starts in it."""
+
+    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+        """The job is done with it (`ran`: a program ran; `reusable`: its launcher cleared up)."""
 
 
 class RunSink(Protocol):
@@ -207,6 +225,11 @@ class Job:
         self.done = asyncio.Event()  # its last message is out
         self.task = None  # its life, once started (Jobs.start): done with it
 
+    @property
+    def sandboxes(self) -> SandboxSource:
+        """Where its sandbox comes from: the request's, or the user's ready one."""
+        return self.request.sandboxes or self.jobs.warm
+
     def _step(self, needs: State, to: State) -> None:
         if self.state is not needs:
             raise WrongState(f"a job goes from {needs.value} to {to.value}, not from {self.state.value}")
@@ -229,7 +252,7 @@ class Job:
             self._tee(ended)
         if message:
             await self.sink.send(message)
-        if self.run is not None:
+        if self.run is not None and self.sandboxes.holds_home:
             # It may have written, made, renamed or deleted files: the open IDEs look again.
             jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
             guard = self.run.disk_guard
@@ -256,18 +279,18 @@ class Job:
         when nobody waits for it any more)."""
         jobs, request = self.jobs, self.request
         user, area = request.user, Area.home(request.user["username"])
-        copy = None
-        if request.course is None:
-            used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
-        else:  # the course file and those beside it, run as a copy in the user's own sandbox
+        copy, used = request.files, None  # a check's snapshot: the files are given
+        if request.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
             used, copy = await jobs.files.course_copy(user["username"], request.course, request.parts)
+        elif copy is None:
+            used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)
             except SessionEnded:
                 self.session_ended = True
                 raise
-        self.sandboxed = await jobs.warm.take(user)
+        self.sandboxed = await self.sandboxes.take(user)
         if self.sandboxed is None:
             return SANDBOX_FAILED
         if self.sink.gone.is_set():
@@ -292,23 +315,25 @@ class Job:
         if request.debug is not None:
             self.debug = DebugSession(self.sink.send, self, **request.debug)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
-        self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
-                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
+        home = self.sandboxes.holds_home
+        self.run = Run(cfg, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
+                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel,
+                       debug=self.debug)
         if self.debug is not None:
             self.debug.attach(self.run)
-        jobs.warm.used(user, self.sandboxed)
+        self.sandboxes.used(user, self.sandboxed)
         metrics.RUNS_ACTIVE.inc()
         jobs.events.run_started(user)
         if self.sink.gone.is_set():
             self.run.stop("killed")
         await self._send_teed({"type": "started", "run_id": self.run.id})
         if request.serve is not None:
-            message = await self.run.check("serve", request.serve, request.nice)
+            message = await self.run.check("serve", request.serve, request.nice, copy)
         else:
             path = request.parts[-1] if copy else "/".join(request.parts)
             message = await self.run.execute(path, list(request.args), request.cols, request.rows,
                                              request.etag, request.echo, request.nice, request.stdin, copy,
-                                             request.debug)
+                                             request.debug, writable=request.files is not None)
         metrics.RUN_DURATION.observe(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
@@ -360,8 +385,8 @@ class Job:
         if self.run is not None:
             metrics.RUNS_ACTIVE.dec()
         if self.sandboxed is not None:
-            await jobs.warm.give_back(user, self.sandboxed, ran=self.run is not None,
-                                      reusable=self.run is not None and self.run.reusable)
+            await self.sandboxes.give_back(user, self.sandboxed, ran=self.run is not None,
+                                           reusable=self.run is not None and self.run.reusable)
         if self.debug is not None:
             await self.debug.close()  # before the place: a command waiting for one gives up
         if self.admitted:
@@ -377,10 +402,18 @@ class Job:
         return await self.jobs.files.quota_problem(self.request.user["username"], area) is not None
 
     def _disk_guard(self, sandbox, area, used):
-        """The run's write budget (disk_guard.py): what the quota leaves of
-        `used`; None where the sandbox has no cgroup to count its writes."""
+        """The run's write budget (disk_guard.py): what the home's quota
+        leaves of `used`, or in a scratch home RUN_FILE_MB in all; None
+        where the sandbox has no cgroup to count its writes."""
+        cfg, files, username = self.jobs.cfg, self.jobs.files, self.request.user["username"]
+        if sandbox.writes is not None and not self.sandboxes.holds_home:
+            return DiskGuard(sandbox.writes, _no_room, cfg.RUN_FILE_MB << 20, cfg.RUN_FILE_MB << 20)
         if sandbox.writes is None or not isinstance(used, int):
             return None
-        cfg, files, username = self.jobs.cfg, self.jobs.files, self.request.user["username"]
         return DiskGuard(sandbox.writes, lambda: files.room_left(username, area), cfg.QUOTA_BYTES - used,
                          cfg.RUN_FILE_MB << 20)
+
+
+async def _no_room():
+    """A scratch home's room once its run's write budget is spent: none."""
+    return None

@@ -161,33 +161,37 @@ class Run:
     # -- the run ----------------------------------------------------------
 
     async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None,
-                      debug=None):
+                      debug=None, writable=False):
         """Start the program and stream it to the client; return the exit
         message. With `etag`, only if the file is that version. `echo`
         False: the terminal does not echo typed input (a check compares the
         output); `nice` (0..10): below interactive runs; `stdin`: typed in
         at once, then the end of input (a check's given input); `copy`
         ({name: bytes}, `path` one of them): run a read-only copy of these
-        files that the launcher makes, and discards after the run. With
+        files that the launcher makes, and discards after the run (with
+        `writable`, its folder takes the files the program writes). With
         a `debug` session, under the debugger, with its options (`debug`:
         breakpoints and watches)."""
         go = {"path": path, "args": args, "cols": cols, "rows": rows}
         if self.debug is not None:
             go["debug"] = {"code": DEBUGGING_SOURCE, **(debug or {})}
         if copy is not None:
-            go["copy"] = {name: base64.b64encode(data).decode() for name, data in copy.items()}
+            go.update(copy=_encoded(copy), writable=writable)
         if etag:
             go["etag"] = etag
         typed = b"" if stdin is None else frame(b"d", stdin.encode("utf-8", "replace")) + frame(b"e")
         return await self._go(go, echo, nice, typed)
 
-    async def check(self, mode, options, nice=0):
+    async def check(self, mode, options, nice=0, copy=None):
         """Run checking.py's main in `mode` ("serve": the student's module,
         "test": the teacher's tests) with `options`, talking on the channel
-        (see PROTOCOL.md); return the exit message, as execute does."""
+        (see PROTOCOL.md); return the exit message, as execute does.
+        `copy` as for execute: the module is served from a fresh copy."""
         if self.channel is None:
             raise ValueError("a check talks on the run's channel: make the Run with one")
         go = {"mode": mode, "code": CHECKING_SOURCE, "options": options, "cols": 80, "rows": 24}
+        if copy is not None:
+            go.update(copy=_encoded(copy), path=options["file"], writable=True)
         return await self._go(go, True, nice, typed=frame(b"e"))  # nobody types in a check: input() ends
 
     async def _go(self, go, echo, nice, typed=b""):
@@ -455,3 +459,8 @@ def _status(payload):
     return {"code": small_int("code", 255), "signal": small_int("signal", 64),
             "interrupted": value.get("interrupted") is True, "memory_error": value.get("memory_error") is True,
             "changed": value.get("changed") is True}
+
+
+def _encoded(copy):
+    """A copy's files as the go frame carries them."""
+    return {name: base64.b64encode(data).decode() for name, data in copy.items()}

@@ -36,6 +36,8 @@ class Sandboxed:
 
 
 class WarmSandboxes:
+    holds_home = True  # a sandbox here is the student's home: their programs write it
+
     def __init__(self, kind: SandboxKind, cfg, home_of: Callable[[dict], Awaitable[str]],
                  uid_of: Callable[[dict], int | None], draining: Callable[[], bool]):
         self.kind = kind

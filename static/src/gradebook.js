@@ -55,6 +55,10 @@ export async function attemptDialog(classId, exercise, student) {
         + (a.counted ? "." : " (did not count).")),
       a.note ? h("p", { class: "ex-note" }, a.note) : null,
       a.message ? h("p", { class: "ex-note" }, a.message) : null,
+      // Every check of the attempt ran these bytes, read once as Check was pressed.
+      a.source != null ? h("details", { class: "check-about graded-source" },
+        h("summary", {}, `The code that was checked: ${a.file} (version ${a.version})`),
+        h("pre", { class: "check-text" }, a.source)) : null,
       h("ul", { class: "check-list" }, a.checks.map((c) => {
         const details = c.details && typeof c.details === "object" ? c.details : null;
         const item = checkItem(null, { ...c, label: `${c.id} (${c.kind})` });

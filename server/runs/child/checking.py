@@ -28,7 +28,8 @@ test   (a checker sandbox whose home holds the teacher's files) options
        with its asserts rewritten (the compared values are shown) and
        with a stand-in for the student's module whose functions ask the
        server:
-         -> {"type": "call", "id", "function", "args", "kwargs"}
+         -> {"type": "call", "id", "function", "test", "args", "kwargs"}
+       (`test`: the test that calls, null while tests.py is loaded)
          <- {"type": "reply", "id", "value" | "raised": ERROR | "failed": {"message"}}
        `raised` becomes a StudentError (also an instance of the built-in
        exception it names, so `except ValueError:` works in a test),
@@ -557,11 +558,12 @@ class Caller:
     def __init__(self, channel):
         self.channel = channel
         self.last_id = 0
+        self.test = None  # the test running now: the server sends its calls to the program serving its checks
 
     def call(self, function, args, kwargs):
         self.last_id += 1
         call = call_text(function, args, kwargs)
-        request = {"type": "call", "id": self.last_id, "function": function,
+        request = {"type": "call", "id": self.last_id, "function": function, "test": self.test,
                    "args": encode(list(args)), "kwargs": encode(dict(kwargs))}
         if not isinstance(request["args"], list) or request["kwargs"].get("$") == "too_large":
             raise ValueError("the arguments of %s are too large to send" % call)
@@ -652,7 +654,9 @@ def run_tests(options, caller):
             yield result(name, False, sentence, _line_in(e, path))
         return
     for name in names:
+        caller.test = name
         yield run_test(tests, name, path)
+        caller.test = None
 
 
 def run_test(tests, name, path):

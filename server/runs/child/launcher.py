@@ -42,9 +42,10 @@ a socket at fd 3 (PYCLASSROOM_CHANNEL=3) carrying lines of JSON both ways
 (0..10) lowers the program's priority. With "mode" ("serve" or "test"),
 no file is run: the check's code (checking.py, sent as "code") runs in its
 place as main(mode, options, channel fd). With "copy" ({name: base64}: a
-course folder's file and those beside it), the launcher writes them
-read-only into a folder of the sandbox's /tmp, runs "path" there, and
-removes the folder after the run (make_copy). With "debug" ({"code":
+course folder's file and those beside it, or a check's snapshot), the
+launcher writes them read-only into a folder of the sandbox's /tmp, runs
+"path" there (or serves it, in "serve" mode), and removes the folder after
+the run (make_copy); with "writable": true the folder takes new files. With "debug" ({"code":
 debugging.py's source, "breakpoints"}, and "channel": true) the file runs
 under the debugger, which pauses it and talks on the channel (run_script).
 
@@ -296,6 +297,9 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
     try:
         if go.get("mode"):
             sys.argv = [""]  # not the launcher's settings
+            if go.get("cwd"):  # a check's copy of the student's files: their module is served from it
+                os.chdir(go["cwd"])
+                go["options"]["file"] = go["path"]
             code = run_checking(go, CHANNEL_FD if channel is not None else None) or 0
         else:
             path = go["path"]
@@ -525,7 +529,8 @@ def make_copy(go):
                 write_all(fd, base64.b64decode(data))
             finally:
                 os.close(fd)
-        os.chmod(folder, 0o555)
+        # A check's copy takes the files its program writes (discarded with it); a course file's does not.
+        os.chmod(folder, 0o755 if go.get("writable") else 0o555)
         os.chmod(top, 0o555)
     except (OSError, ValueError, AttributeError, TypeError):
         return top

@@ -1,0 +1,108 @@
+"""A sandbox with a throwaway home, for runs that must not reach the
+student's own files: a check's runs of the student's program.
+
+A check runs the student's code on inputs the student must not learn
+(hidden checks). In the student's ready sandbox (warm.py) a program could
+write them into its home and read them back through the files API; here
+its home is an empty scratch folder of its own (DATA_DIR/sandbox/scratch,
+0700, the student's uid), and the program runs a copy of the checked files
+that the launcher writes afresh for each run (Job: RunRequest.files). A
+check keeps one such sandbox per group of checks that may share what they
+saw (grader.py: one per visibility), and `close`s it when the check is
+over: the sandbox is killed as a whole and its folder removed, so nothing
+a check's run wrote survives it.
+
+It is taken and given back by a job as the student's ready sandbox is
+(`take`, `used`, `give_back`), and serves the group's runs one after
+another while its launcher clears up after each; one that cannot serve
+again is replaced by a fresh one on the same scratch folder.
+"""
+import asyncio
+import logging
+import os
+import tempfile
+
+from ..files.walk import remove_tree
+from .sandbox import SandboxKind
+from .warm import Sandboxed, discard, ready, start
+
+log = logging.getLogger(__name__)
+
+
+class ScratchSandbox:
+    """One group's sandbox of a check (see the module docstring)."""
+
+    holds_home = False  # its programs never see the student's home: no quota, no change to announce
+
+    def __init__(self, kind: SandboxKind, cfg, uid: int | None):
+        self.kind, self.cfg, self.uid = kind, cfg, uid
+        self.folder: str | None = None  # the scratch home, once made
+        self.idle: Sandboxed | None = None  # ready for the group's next run
+        self.starting: asyncio.Future | None = None
+        self.closed = False
+
+    def warm_up(self) -> None:
+        """Start the sandbox now, so that it is ready by the time a run needs it."""
+        if self.starting is None and self.idle is None and not self.closed:
+            self.starting = asyncio.ensure_future(self._new())
+
+    async def take(self, user: dict) -> Sandboxed | None:
+        """The ready sandbox (started if need be); None if none could start."""
+        if self.closed:
+            return None
+        if self.idle is not None:
+            sandboxed, self.idle = self.idle, None
+            return sandboxed
+        self.warm_up()
+        starting, self.starting = self.starting, None
+        return await starting
+
+    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+        sandboxed.runs_left -= 1
+
+    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+        """Kept for the group's next run if its launcher cleared up after
+        this one (the scratch folder stays, with what the group wrote)."""
+        keep = not ran or (reusable and sandboxed.runs_left > 0)
+        if keep and not self.closed and self.idle is None:
+            if not ran or await ready(sandboxed.sandbox):
+                self.idle = sandboxed
+                return
+        await discard(sandboxed.sandbox)
+
+    async def close(self) -> None:
+        """The check is over: the sandbox goes, and its folder with all it holds."""
+        self.closed = True
+        idle, self.idle = self.idle, None
+        starting, self.starting = self.starting, None
+        if starting is not None:
+            idle = idle or await starting
+        if idle is not None:
+            await discard(idle.sandbox)
+        if self.folder is not None:
+            await asyncio.get_running_loop().run_in_executor(None, _remove, self.folder)
+
+    async def _new(self) -> Sandboxed | None:
+        loop = asyncio.get_running_loop()
+        if self.folder is None:
+            try:
+                self.folder = await loop.run_in_executor(None, self._make_folder)
+            except OSError:
+                log.exception("could not make a check's scratch folder")
+                return None
+        return await start(self.kind, self.cfg, self.folder, self.uid, "check ")
+
+    def _make_folder(self) -> str:
+        parent = os.path.join(self.cfg.DATA_DIR, "sandbox", "scratch")
+        os.makedirs(parent, mode=0o711, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="check-", dir=parent)
+        if self.uid is not None:
+            os.chown(folder, self.uid, self.uid)
+        return folder
+
+
+def _remove(folder: str) -> None:
+    try:
+        remove_tree(folder)
+    except Exception:  # OSError, or walk.Changed: left for the log, never the check's failure
+        log.exception("could not remove the check's scratch folder %s", folder)
