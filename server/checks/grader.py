@@ -35,6 +35,7 @@ from ..errors import Refused
 from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
+from ..runs.events import NoEvents
 from ..runs.job import Jobs, RunRequest, outcome
 from ..runs.run import Run
 from ..runs.scratch import ScratchSandbox
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 CHECK_NICE = 5  # a check's programs run below students' interactive ones
 SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
+# A check's runs are not the student's runs: the class view keeps what their last Run showed, and
+# learns of the check from its attempt (exercise_progress).
+CHECK_RUN_EVENTS = NoEvents()
 RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) produced no output to compare
 
 
@@ -219,7 +223,7 @@ class Check:
     def _request(self, parts, claim, visibility, **asked) -> RunRequest:
         """A run of the snapshot in the sandbox of `visibility`'s checks."""
         return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot,
-                          sandboxes=self._place(visibility), nice=CHECK_NICE, **asked)
+                          sandboxes=self._place(visibility), events=CHECK_RUN_EVENTS, nice=CHECK_NICE, **asked)
 
     async def _output_run(self, parts, claim, check):
         cfg = self.grader.cfg

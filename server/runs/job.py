@@ -83,6 +83,7 @@ class RunRequest:
     debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
     files: dict | None = None  # {name: bytes}, `parts[-1]` one of them: run a fresh copy of these (a check's snapshot)
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
+    events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
 
 
 class SandboxSource(Protocol):
@@ -226,6 +227,11 @@ class Job:
         self.task = None  # its life, once started (Jobs.start): done with it
 
     @property
+    def events(self) -> RunEvents:
+        """Who hears of it: the request's (a check's runs are not the student's last run), or the class view."""
+        return self.request.events or self.jobs.events
+
+    @property
     def sandboxes(self) -> SandboxSource:
         """Where its sandbox comes from: the request's, or the user's ready one."""
         return self.request.sandboxes or self.jobs.warm
@@ -248,7 +254,7 @@ class Job:
             jobs.live.discard(self)
         if self.run is not None:  # the program started: the teacher's view hears how it ended
             ended = message if message and message.get("type") == "exit" else {"type": "exit", "reason": "sandbox_lost"}
-            jobs.events.run_ended(user, ended, run_error(self.run.stderr_tail, user["username"]))
+            self.events.run_ended(user, ended, run_error(self.run.stderr_tail, user["username"]))
             self._tee(ended)
         if message:
             await self.sink.send(message)
@@ -265,7 +271,7 @@ class Job:
     def _tee(self, message):
         """A message of the run as its IDE shows it, for the teacher's view of its console."""
         if self.request.console:
-            self.jobs.events.run_console(self.request.user, message)
+            self.events.run_console(self.request.user, message)
 
     async def _send_teed(self, message):
         self._tee(message)
@@ -323,7 +329,7 @@ class Job:
             self.debug.attach(self.run)
         self.sandboxes.used(user, self.sandboxed)
         metrics.RUNS_ACTIVE.inc()
-        jobs.events.run_started(user)
+        self.events.run_started(user)
         if self.sink.gone.is_set():
             self.run.stop("killed")
         await self._send_teed({"type": "started", "run_id": self.run.id})
