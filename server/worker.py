@@ -32,6 +32,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .runs import scratch
 from .runs.checkers import CheckerSandboxes
 from .runs.events import Guarded
 from .runs.job import Jobs
@@ -178,6 +179,9 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
         removed = await ctx.sandbox_kind.cleanup_leftovers()
         if removed:
             log.info("removed %d sandboxes left by a stopped worker", removed)
+        removed = await asyncio.get_running_loop().run_in_executor(None, scratch.remove_leftovers, cfg)
+        if removed:
+            log.info("removed %d checks' scratch folders left by a stopped worker", removed)
     except Exception:
         log.exception("could not remove sandboxes left by a previous worker")
     await ctx.file_processes.start()

@@ -108,7 +108,8 @@ def _start_time(pid):
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def _tag_alive(tag):
+def tag_alive(tag):
+    """Is the worker `worker_tag` named still running?"""
     try:
         pid, started = tag[1:].split("-", 1)
         return _start_time(int(pid)) == started
@@ -362,7 +363,7 @@ class Groups:
         first = next(iter(self.parents.values()))
         for name in os.listdir(first):
             tag = name.split(".", 1)[0]
-            if not name.startswith("w") or tag == self.tag or _tag_alive(tag):
+            if not name.startswith("w") or tag == self.tag or tag_alive(tag):
                 continue
             group = RunGroup(self.version, {c: os.path.join(p, name) for c, p in self.parents.items()}, self.ending)
             group.kill()

@@ -23,6 +23,7 @@ import os
 import tempfile
 
 from ..files.walk import remove_tree
+from .cgroups import tag_alive, worker_tag
 from .sandbox import SandboxKind
 from .warm import Sandboxed, discard, ready, start
 
@@ -93,9 +94,9 @@ class ScratchSandbox:
         return await start(self.kind, self.cfg, self.folder, self.uid, "check ")
 
     def _make_folder(self) -> str:
-        parent = os.path.join(self.cfg.DATA_DIR, "sandbox", "scratch")
+        parent = scratch_folder(self.cfg)
         os.makedirs(parent, mode=0o711, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix="check-", dir=parent)
+        folder = tempfile.mkdtemp(prefix=worker_tag() + ".", dir=parent)  # whose it is, for remove_leftovers
         if self.uid is not None:
             os.chown(folder, self.uid, self.uid)
         return folder
@@ -106,3 +107,22 @@ def _remove(folder: str) -> None:
         remove_tree(folder)
     except Exception:  # OSError, or walk.Changed: left for the log, never the check's failure
         log.exception("could not remove the check's scratch folder %s", folder)
+
+
+def scratch_folder(cfg) -> str:
+    return os.path.join(cfg.DATA_DIR, "sandbox", "scratch")
+
+
+def remove_leftovers(cfg) -> int:
+    """Remove the scratch folders of workers that are gone (a crash, kill -9
+    in the middle of a check): how many. Blocking: call it in a thread."""
+    removed = 0
+    try:
+        names = os.listdir(scratch_folder(cfg))
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not tag_alive(name.split(".", 1)[0]):
+            _remove(os.path.join(scratch_folder(cfg), name))
+            removed += 1
+    return removed
