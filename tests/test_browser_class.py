@@ -202,33 +202,40 @@ def test_admin_classes_class_list_passwords_and_status_in_words(start_server, ne
     admin.get_by_role("button", name="Import").click()
     report = admin.locator("#import-report")
     expect(report).to_contain_text("4 created, 0 skipped")
-    expect(report.locator(".password-sheet")).to_contain_text("3 new passwords: shown only now")
+    # The students' sheet, and the teacher's apart (never among the slips handed out in class).
+    expect(report.locator(".sheet-students .password-sheet")).to_contain_text("2 new passwords: shown only now")
+    expect(report.locator(".sheet-staff .password-sheet")).to_contain_text("1 new password: shown only now")
     # People by their names, usernames beside them.
     expect(report.locator('table.report tr[data-username="cy"] td').nth(1)).to_have_text("Cy Young")
     shown = {tr.locator("td").nth(2).inner_text(): tr.locator("td").nth(5).inner_text()
              for tr in report.locator("table.report tbody tr").all()}
 
     with admin.expect_download() as download:
-        admin.get_by_role("button", name="Download passwords (CSV)").click()
+        admin.get_by_role("button", name="Download students' passwords (CSV)").click()
     assert re.fullmatch(r"passwords-8C-\d{4}-\d\d-\d\d\.csv", download.value.suggested_filename)
     path = tmp_path / "passwords.csv"
     download.value.save_as(path)
     rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
-    assert [(r["username"], r["class"]) for r in rows] == [("cy", "8C"), ("di", "8C"), ("mrs-k", "8C")]
+    assert [(r["username"], r["class"]) for r in rows] == [("cy", "8C"), ("di", "8C")]
     assert all(r["password"] == shown[r["username"]] for r in rows)
     assert rows[1]["display_name"] == "'=HYPERLINK(\"x\")"  # a spreadsheet shows it, never runs it
     check = server.client()
     assert check.login("cy", rows[0]["password"]).status_code == 200
 
-    admin.get_by_role("button", name="Print slips").click()
+    admin.get_by_role("button", name="Print students' slips").click()
     assert admin.evaluate("window.printed") == 1
     admin.emulate_media(media="print")
     slips = admin.locator("#slips .slip")
-    expect(slips).to_have_count(3)
+    expect(slips).to_have_count(2)
     expect(slips.nth(0)).to_contain_text(rows[0]["password"])
+    expect(admin.locator("#slips")).not_to_contain_text("Mrs K")
     expect(admin.locator(".admin-body")).to_be_hidden()
     shot(admin, "34-admin-password-slips")
     admin.emulate_media(media="screen")
+    admin.get_by_role("button", name="Print teachers' slips").click()
+    expect(admin.locator("#slips .slip")).to_have_count(1)
+    expect(admin.locator("#slips")).to_contain_text("Mrs K")
+    assert shown["mrs-k"] in admin.locator("#slips").inner_text()
 
     # Classes: 8C came with the list; take one student out, add another.
     admin.get_by_role("tab", name="Classes").click()

@@ -202,9 +202,19 @@ async function importCsv() {
     const r = await post("/api/admin/users/import", { csv: text });
     const withPasswords = r.rows.filter((row) => row.password);
     const classes = [...new Set(withPasswords.map((row) => row.class).filter(Boolean))];
+    const name = classes.join("-") || "import";
+    // Students' slips are handed out in class: a teacher's password never prints among them.
+    const students = withPasswords.filter((row) => row.role === "student");
+    const staff = withPasswords.filter((row) => row.role !== "student");
     clear(importReport,
       h("p", { class: "ok" }, `${r.created} created, ${r.skipped} skipped.`),
-      withPasswords.length ? new PasswordSheet(withPasswords, classes.join("-") || "import", r.sign_in_at).el : null,
+      students.length ? h("section", { class: "sheet-students", "aria-label": "Students' passwords" },
+        h("h3", {}, "Students"),
+        new PasswordSheet(students, name, r.sign_in_at, { who: staff.length ? "students" : "" }).el) : null,
+      staff.length ? h("section", { class: "sheet-staff", "aria-label": "Teachers' and admins' passwords" },
+        h("h3", {}, "Teachers and admins"),
+        h("p", { class: "hint" }, "Kept apart from the students' slips: give each their own in person."),
+        new PasswordSheet(staff, `${name}-teachers`, r.sign_in_at, { who: students.length ? "teachers" : "" }).el) : null,
       h("table", { class: "report" },
         h("thead", {}, h("tr", {}, ["Line", "Name", "Username", "Class", "Outcome", "Password"].map((c) => h("th", { scope: "col" }, c)))),
         h("tbody", {}, r.rows.map((row) => h("tr", { dataset: { username: row.username } }, h("td", {}, row.line),

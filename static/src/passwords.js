@@ -41,8 +41,9 @@ function addressNote(signInAt) {
 export class PasswordSheet {
   /** rows: [{username, display_name, class, password}]; name: what they are (for the file name);
    * signInAt: {url, guessed, loopback}, where students sign in (the server's PUBLIC_URL);
-   * table: also show the passwords in a table here. */
-  constructor(rows, name, signInAt, { table = false } = {}) {
+   * table: also show the passwords in a table here; who: whose they are ("students", "teachers"),
+   * in the buttons' names when a page shows two sheets. */
+  constructor(rows, name, signInAt, { table = false, who = "" } = {}) {
     this.rows = rows;
     this.name = name;
     this.signInAt = signInAt;
@@ -54,8 +55,9 @@ export class PasswordSheet {
         + "Download them or print the slips before you leave this page."),
       addressNote(signInAt),
       h("div", { class: "toolbar" },
-        h("button", { class: "btn primary", type: "button", id: "passwords-csv", onclick: () => this.download() }, "Download passwords (CSV)"),
-        h("button", { class: "btn", type: "button", id: "passwords-print", onclick: () => this.print() }, "Print slips"),
+        h("button", { class: "btn primary", type: "button", onclick: () => this.download() },
+          who ? `Download ${who}' passwords (CSV)` : "Download passwords (CSV)"),
+        h("button", { class: "btn", type: "button", onclick: () => this.print() }, who ? `Print ${who}' slips` : "Print slips"),
         this.state),
       table ? h("table", { class: "report passwords-table" },
         h("thead", {}, h("tr", {}, ["Name", "Username", "Class", "Password"].map((c) => h("th", { scope: "col" }, c)))),
