@@ -148,10 +148,17 @@ def test_a_student_who_opens_the_ide_after_a_group_message_still_sees_it(start_s
     expect(talk.locator(".talk-picker label")).to_have_count(3)
     expect(talk.locator(".talk-picker")).to_contain_text(f"{HOSTILE} (cy)")  # a name is text in the picker too
     assert talk.locator(".talk-picker img").count() == 0
+    expect(talk.locator("button[type=submit]")).to_have_text("Send to 0 students")
     talk.get_by_label("Bob (bob)").check()
+    # Before sending, the button says how many will get it.
+    expect(talk.locator("button[type=submit]")).to_have_text("Send to 1 student")
     shot(teacher, "42-teacher-group-message")
     talk.get_by_role("button", name="Send").click()
-    expect(talk.locator(".talk-status")).to_have_text("Sent to 1 student.")
+    expect(talk.locator(".talk-status")).to_have_text("Sent to 1 student. The next message goes to everyone.")
+    # The form is back on everyone: the next "look at the board" reaches the whole class.
+    expect(talk.get_by_label("Everyone in the class")).to_be_checked()
+    expect(talk.locator(".talk-picker")).to_be_hidden()
+    expect(talk.locator("button[type=submit]")).to_have_text("Send to everyone (3 students)")
 
     bob = new_page(server)
     login(bob, "bob", "bob-password", lands_on="/ide")

@@ -154,6 +154,18 @@ export class ClassTalk {
 
   pickerShown() {
     this.picker.hidden = this.pickerTools.hidden = !this.some.checked;
+    this.sayWho();
+  }
+
+  /** The Send button says who the message will reach, before it is sent. */
+  sayWho() {
+    const plural = (n) => `${n} ${n === 1 ? "student" : "students"}`;
+    if (this.everyone.checked) {
+      const all = [...this.socket.students.values()].filter((s) => s.active).length;
+      this.sendButton.textContent = `Send to everyone (${plural(all)})`;
+    } else {
+      this.sendButton.textContent = `Send to ${plural(this.chosen.size)}`;
+    }
   }
 
   renderPicker() {
@@ -162,15 +174,20 @@ export class ClassTalk {
     const key = students.map((s) => `${s.username}\n${s.display_name}`).join("\n");
     if (key === this.known) return;
     this.known = key;
+    this.sayWho();
     clear(this.picker, students.length ? students.map((s) => h("label", { class: "check" },
       h("input", { type: "checkbox", value: s.username, checked: this.chosen.has(s.username),
-        onchange: (e) => { if (e.target.checked) this.chosen.add(s.username); else this.chosen.delete(s.username); } }),
+        onchange: (e) => {
+          if (e.target.checked) this.chosen.add(s.username); else this.chosen.delete(s.username);
+          this.sayWho();
+        } }),
       `${s.display_name} (${s.username})`)) : h("p", { class: "hint" }, "No students in this class yet."));
   }
 
   choose(usernames) {
     this.chosen = new Set(usernames);
     for (const box of this.picker.querySelectorAll("input")) box.checked = this.chosen.has(box.value);
+    this.sayWho();
   }
 
   chooseErrors() {
@@ -196,6 +213,13 @@ export class ClassTalk {
       const sent = await post(`/api/classes/${this.classId}/messages`, body);
       this.text.value = "";
       this.status.textContent = `Sent to ${sent.sent_to} ${sent.sent_to === 1 ? "student" : "students"}.`;
+      if (this.some.checked) {
+        // A group message is done: the next one ("everyone look at the board") goes to the whole class.
+        this.everyone.checked = true;
+        this.choose([]);
+        this.pickerShown();
+        this.status.textContent += " The next message goes to everyone.";
+      }
     } catch (e) {
       this.status.textContent = e.message;
     } finally {
