@@ -58,6 +58,13 @@ def test_step_over_a_loop_and_stop_at_a_breakpoint(start_server, new_page):
     paused_at(page, 4, "    total += i")
     expect(value_of(page, "i")).to_have_text("1")
     shot(page, "debugger-paused")
+    # On a 1366x768 laptop the bar keeps all of it on screen while debugging, on one line.
+    bar = page.locator("header.topbar")
+    assert bar.evaluate("(bar) => bar.scrollWidth <= bar.clientWidth")
+    for name in ("#step-out", "#continue", "#history-btn", "#settings-btn", "#help-btn", "#user-btn"):
+        box = page.locator(name).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 1366 and box["y"] + box["height"] <= 60, (name, box)
+    expect(page.get_by_role("button", name="Ask for help")).to_be_visible()
 
     click_gutter(page, 4)  # a breakpoint in the loop, while paused: taken with the next command
     expect(page.locator("#editor .cm-breakpoint")).to_have_count(1)

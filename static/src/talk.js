@@ -119,7 +119,7 @@ export class StudentTalk {
     const up = this.up.size > 0;
     this.button.setAttribute("aria-pressed", String(up));
     this.button.classList.toggle("up", up);
-    clear(this.button, icon("hand"), up ? "Hand up · Lower it" : "Ask for help");
+    clear(this.button, icon("hand"), h("span", { class: "btn-label" }, up ? "Hand up · Lower it" : "Ask for help"));
     this.button.title = up ? "Your teacher sees that you need help. Click to lower your hand."
       : "Raise your hand: your teacher sees that you need help";
   }
