@@ -123,6 +123,14 @@ export class Editor {
     this.view.focus();
   }
 
+  /** Type `text` at the cursor of the shown file, as if typed there (it is saved as any typing);
+   * false if no file that takes typing is shown. */
+  typeIn(text) {
+    if (!this.current || this.current.readOnly) return false;
+    this.view.dispatch(this.view.state.replaceSelection(text), { userEvent: "input.type", scrollIntoView: true });
+    return true;
+  }
+
   /** The line (from 1) the cursor is on. */
   cursorLine() {
     const { state } = this.view;

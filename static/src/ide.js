@@ -32,7 +32,9 @@ import { userMenu } from "./account.js";
 import { StudentTalk } from "./talk.js";
 import { Breakpoints } from "./debug-marks.js";
 import { DebugPanel } from "./debugger.js";
+import { TypeAhead } from "./typeahead.js";
 
+const typeAhead = new TypeAhead(); // before the first wait: keys typed while the page opens are kept
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
 if (!user) {
   location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
@@ -216,6 +218,11 @@ if (!(await tabMemory.restore(saver.keptKeys()))) {
   else workspace.show(null);
 }
 backToEditor(); // just signed in (or reloaded): typing goes straight into the code
+const typedEarly = typeAhead.take();
+if (typedEarly && !editor.typeIn(typedEarly)) {
+  toast(`What you typed while the page was opening (${typedEarly.length} characters) could not go into a file: `
+    + "open or make one, then type it again.", "error", 10000);
+}
 document.body.classList.remove("loading");
 document.body.dataset.ready = "true";
 performance.mark("pyc-ready");
