@@ -191,6 +191,48 @@ def test_a_check_refuses_a_version_the_editor_does_not_show(room):
     assert done["type"] == "error" and done["error"] == "changed"
 
 
+def texts(value):
+    """Every text in a JSON value, one after the other."""
+    if isinstance(value, dict):
+        return " ".join(texts(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(texts(v) for v in value)
+    return value if isinstance(value, str) else ""
+
+
+# Prints a NUL and the UTF-8 bytes of a lone surrogate; raises with both in its message.
+NUL_AND_HALVES = '''import os
+import sys
+
+
+def average(numbers):
+    raise ValueError("nul \\0 and half \\ud800 here")
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os.write(1, b"Average: 5.0\\0 \\xed\\xa0\\x80\\n")
+    raise ValueError("nul \\0 and half \\ud800 here")
+'''
+
+
+def test_nul_and_lone_surrogates_in_output_and_exceptions_are_shown_and_recorded(room):
+    server, number, teacher, (ann, *_) = room
+    etag = submit(ann, number, NUL_AND_HALVES)
+    done, _ = asyncio.run(check(server, ann, number, etag))
+    assert done["type"] == "check", done
+    attempt = done["attempt"]
+    assert attempt["counted"] and attempt["attempts"] == 1
+    got = results_by_id(attempt)
+    # Escaped where they can be seen, never dropped: \0 for the NUL, \ud800 for the half a character.
+    assert "Average: 5.0\\0 \ufffd" in got["shown"]["shown"]["actual"], got["shown"]
+    assert "nul \\0 and half \\ud800 here" in texts(got["two"]), got["two"]
+    latest = teacher.get(f"/api/classes/{number}/exercises/average/attempts/{ann.username}").json()
+    assert latest["id"] == attempt["id"] and latest["counted"]
+    assert "nul \\0 and half \\ud800 here" in texts(latest["checks"])
+
+
+
 HOSTILE = {
     # Prints what a checker's result looks like, on stdout and everywhere it can write.
     "fake result": RIGHT.replace("return total / len(numbers)",

@@ -37,6 +37,7 @@ from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
 from ..runs.job import Jobs, RunRequest, outcome
 from ..runs.run import Run
+from ..valid_text import valid_value
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +230,9 @@ class Check:
                                   "failed": {"message": "The value your function returned is too large to check."}})
                 elif kind == "result" and isinstance(message.get("id"), str):
                     check_id = test_ids.get(message["id"], message["id"])
-                    verdicts.setdefault(check_id, message)
+                    verdicts.setdefault(check_id, valid_value(message))  # it may quote a NUL the program wrote
                 elif kind == "not_gradable":
-                    verdicts["not_gradable"] = message.get("error") or {}
+                    verdicts["not_gradable"] = valid_value(message.get("error") or {})
             run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
             exit_ = await run.check("test", options, CHECK_NICE)
             reusable = run.reusable

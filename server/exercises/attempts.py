@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timezone
 
 from ..db import Pool
+from ..valid_text import valid_text, valid_value
 from . import visibility
 
 MAX_MESSAGE = 4000  # characters of one check's message
@@ -76,7 +77,11 @@ class Attempts:
         longer in the exercise is left out). `not_gradable`: the code could
         not be checked (it does not parse; `message` says why). It counts
         unless not gradable or started after the due date; kept all the
-        same. What the student may see of it is returned."""
+        same. What the student may see of it is returned.
+
+        Its texts came from sandboxes: made valid (valid_text.py) before
+        anything is computed from them, so what is stored is what is shown."""
+        results, message = valid_value(results), valid_text(str(message or ""))
         found_class = await self.exercises.classes.member_of(student, class_id)
         exercise = (await self.exercises.exercise(student["username"], found_class["id"], slug)).exercise
         finished = now()
@@ -96,7 +101,7 @@ class Attempts:
         shown = visibility.student_results(exercise, outcomes, finished)
         score = sum(d["earned"] for d in details)
         failing = [d["id"] for d in details if not d["passed"]]
-        message = str(message or "")[:MAX_MESSAGE]
+        message = message[:MAX_MESSAGE]
         said = note(counted, not_gradable, exercise.due, message)
         async with self.pool.transaction() as conn:
             attempt = await conn.fetchval(
