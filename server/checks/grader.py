@@ -35,7 +35,7 @@ from ..errors import Refused
 from ..files.area import Area
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
-from ..runs.job import Jobs, RunRequest, outcome
+from ..runs.job import Jobs, RunRequest, outcome, refused
 from ..runs.run import Run
 from ..valid_text import valid_value
 
@@ -105,6 +105,9 @@ class Check:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
+        # The student's program was given to a sandbox: from then on the press is kept, whatever
+        # happens (what a check does can tell something of its hidden inputs, even when it fails).
+        self.pressed = False
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
 
     async def live(self):
@@ -121,20 +124,39 @@ class Check:
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
+        failed = None
         try:
             claim = await grader.jobs.claim(user, self.session)
             try:
                 await self.sink.send({"type": "check", "state": "running"})
                 results, not_gradable, why = await self._run(found, claim)
+            except Exception as e:
+                if not self.pressed:  # refused before it began (a stale editor, too large): nothing to keep
+                    raise
+                failed = e
             finally:
                 await self._stop_serving()
                 await grader.jobs.release(user, claim)
         finally:
             grader.line.leave()
             grader.took.append(time.monotonic() - started)
-        attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
-                                                        not_gradable, why)
-        return {"type": "check", "state": "done", "attempt": attempt}
+        if failed is None:
+            try:
+                attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
+                                                                not_gradable, why)
+                return {"type": "check", "state": "done", "attempt": attempt}
+            except Exception as e:
+                failed = e
+        return await self._not_checked(started_at, failed)
+
+    async def _not_checked(self, started_at, error):
+        """A press whose check could not be done: kept all the same, as not
+        checked and why (so no press is hidden from the teacher); the
+        refusal the student is sent, saying so, with that attempt."""
+        said = refused(error, "a check")
+        attempt = await self.grader.exercises.record_attempt(
+            self.user, self.class_id, self.slug, started_at, [], message=said["message"], reason=said["error"])
+        return {**said, "message": attempt["note"], "attempt": attempt}
 
     async def _wait_in_line(self):
         grader = self.grader
@@ -159,6 +181,7 @@ class Check:
         if self.etag and etag != self.etag:
             raise Refused(409, "changed", "Your file was changed somewhere else after you last saw it. "
                                           "Look at the new version, then press Check again.")
+        self.pressed = True
         results = {}
         output_checks = []
         for check in exercise.checks:
@@ -238,6 +261,11 @@ class Check:
             reusable = run.reusable
             if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
                 log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
+            awaited = {c.id for c in exercise.checks if c.kind != "output"} | {c["id"] for c in output_checks}
+            if "not_gradable" not in verdicts and not awaited <= verdicts.keys() and exit_["reason"] != "timeout":
+                # Past its time, what did not report failed (a slow program's doing); otherwise it broke.
+                raise Refused(503, "checker_failed", "The checks stopped before they had all run. Press Check "
+                                                     "again; if it happens again, tell your teacher.")
             return verdicts
         finally:
             await grader.checkers.give_back(checker, reusable)

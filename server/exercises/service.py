@@ -273,8 +273,10 @@ class Exercises:
     # -- attempts and the gradebook (attempts.py, gradebook.py) -----------------------------
 
     async def record_attempt(self, student: dict, class_id: int, slug: str, started_at: datetime,
-                             results: list[dict], not_gradable: bool = False, message: str = "") -> dict:
-        return await self.attempts.record(student, class_id, slug, started_at, results, not_gradable, message)
+                             results: list[dict], not_gradable: bool = False, message: str = "",
+                             reason: str | None = None) -> dict:
+        return await self.attempts.record(student, class_id, slug, started_at, results, not_gradable, message,
+                                          reason)
 
     async def grid(self, teacher: dict, class_id: int) -> dict:
         return await self.gradebook.grid(teacher, class_id)
