@@ -331,6 +331,19 @@ def test_attempts_fill_the_grid_and_the_csv(server, people):
         assert people.teacher("mr-x").get(f"/api/classes/{number}/{path}").json()["error"] == "not_your_class"
 
 
+def test_a_slug_with_a_control_character_is_a_bad_slug(server, room):
+    """Not 'no such exercise': `$` matched before a final newline."""
+    number, teacher, ann, *_ = room
+    put_exercise(teacher, number)
+    for slug in ("average%0A", "average%0D", "average%09", "average%00", "average%0A%0A", "%0Aaverage"):
+        for who, path in ((teacher, f"/api/classes/{number}/exercises/{slug}"),
+                          (teacher, f"/api/classes/{number}/exercises/{slug}/attempts/{ann.username}"),
+                          (ann, f"/api/exercises/{number}/{slug}")):
+            r = who.get(path)
+            assert r.status_code == 400 and r.json()["error"] == "bad_slug", (slug, path, r.text)
+    assert model.slug_problem("average\n") and not model.slug_problem("average")
+
+
 def test_a_due_date_stops_counting_and_shows_the_after_due_checks(server, room):
     number, teacher, ann, *_ = room
     due = datetime.now(timezone.utc) + timedelta(seconds=3)
