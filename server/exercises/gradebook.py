@@ -4,19 +4,13 @@ import csv
 import io
 import json
 
+from ..csv_cells import safe_cell
 from ..db import Pool
 from ..errors import Refused
 from .attempts import progress_of
 from .model import checked_slug
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
 PRESSES_SHOWN = 100  # of a student's attempts at an exercise, the latest shown with the latest's details
-
-
-def safe_cell(value) -> str:
-    """A CSV cell no spreadsheet runs as a formula (OWASP's CSV injection)."""
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 class Gradebook:
