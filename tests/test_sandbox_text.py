@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from server.runs.debugging import clean_pause
 from server.runs.events import run_error
 from server.valid_text import valid_text, valid_value
 from tests.live_support import a_class, user_of
@@ -96,6 +97,15 @@ def test_a_traceback_with_a_nul_names_its_error_without_it():
                       "ValueError: bad \x00 value \ud800\n", "ann")
     assert error["kind"] == "ValueError" and error["message"] == "bad \\0 value \\ud800"
     assert all(carried(v) for v in error.values() if isinstance(v, str)), error
+
+
+def test_a_forged_pause_reaches_the_page_as_valid_text():
+    """A program holds its debugger channel: what it says there is rebuilt (debugging.clean_pause), texts made valid."""
+    pause = clean_pause({"type": "paused", "file": "a.py", "line": 1, "frame": 0,
+                         "stack": [{"function": "f\x00", "file": "a.py", "line": 1}],
+                         "variables": [{"name": "x\ud800", "type": "str\x00", "value": "'\x00\udfff'"}]})
+    assert pause["variables"] == [{"name": "x\\ud800", "type": "str\\0", "value": "'\\0\\udfff'"}]
+    assert jsonb_carries(json.dumps(pause, ensure_ascii=False))
 
 
 check_results = st.lists(st.fixed_dictionaries(
