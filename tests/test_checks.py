@@ -219,6 +219,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
 def test_nul_and_lone_surrogates_in_output_and_exceptions_are_shown_and_recorded(room):
     server, number, teacher, (ann, *_) = room
     etag = submit(ann, number, NUL_AND_HALVES)
@@ -235,6 +236,7 @@ def test_nul_and_lone_surrogates_in_output_and_exceptions_are_shown_and_recorded
     assert "nul \\0 and half \\ud800 here" in texts(latest["checks"])
 
 
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
 def test_a_press_that_could_not_be_checked_is_kept_with_why_and_does_not_count(room):
     server, number, teacher, (_, ben, _) = room
     # The teacher's tests end the checker as it reads them: nothing can be checked.

@@ -129,8 +129,12 @@ def test_any_attempt_is_recorded_in_postgresql_whatever_its_texts(server, people
     try:
         @settings(max_examples=60, deadline=None, derandomize=True, database=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-        @given(results=check_results, message=any_text, not_gradable=st.booleans())
-        def record(results, message, not_gradable):
+        @given(results=check_results, message=any_text, not_gradable=st.booleans(), printed=st.binary(max_size=80))
+        def record(results, message, not_gradable, printed):
+            # What a program printed, as a run decodes it, compared by an output check.
+            output = codecs.getincrementaldecoder("utf-8")("replace").decode(printed, final=True)
+            results = [{"id": "shown", "passed": False, "message": "Your output differs.",
+                        "shown": {"actual": valid_text(output)}}] + results
             attempt = loop.run_until_complete(exercises.record_attempt(
                 user, number, "average", datetime.now(timezone.utc), results, not_gradable, message))
             assert jsonb_carries(json.dumps(attempt, allow_nan=False, ensure_ascii=False))
