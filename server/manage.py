@@ -24,6 +24,7 @@ import asyncpg
 from . import config, db
 from .accounts import class_list, rules
 from .accounts.service import Accounts
+from .csv_cells import safe_cell
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .errors import Refused
 from .executor import BoundedExecutor
@@ -159,7 +160,8 @@ async def cmd_import_users(accounts, args):
         with out:
             writer = csv.writer(out)
             writer.writerow(["username", "display_name", "class", "password"])  # as the admin page's download
-            writer.writerows((r.username, r.name, r.class_name or "", r.password) for r in generated)
+            writer.writerows([safe_cell(c) for c in (r.username, r.name, r.class_name or "", r.password)]
+                             for r in generated)
         print(f"{len(generated)} generated password(s) written to {args.passwords_out}")
     created = sum(r.created for r in report)
     print(f"created {created}, skipped {len(report) - created}, invalid 0")

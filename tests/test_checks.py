@@ -185,10 +185,94 @@ def test_a_program_that_does_not_parse_costs_no_attempt(room):
 
 
 def test_a_check_refuses_a_version_the_editor_does_not_show(room):
-    server, number, _, (_, _, cy) = room
+    server, number, teacher, (_, _, cy) = room
     submit(cy, number, RIGHT)
     done, _ = asyncio.run(check(server, cy, number, "0" * 20))
     assert done["type"] == "error" and done["error"] == "changed"
+    # Refused before the program ran: not a press to keep (a script could add one every millisecond).
+    r = teacher.get(f"/api/classes/{number}/exercises/average/attempts/{cy.username}")
+    assert r.status_code == 404 and r.json()["error"] == "no_attempt"
+
+
+def texts(value):
+    """Every text in a JSON value, one after the other."""
+    if isinstance(value, dict):
+        return " ".join(texts(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(texts(v) for v in value)
+    return value if isinstance(value, str) else ""
+
+
+# Prints a NUL and the UTF-8 bytes of a lone surrogate; raises with both in its message.
+NUL_AND_HALVES = '''import os
+import sys
+
+
+def average(numbers):
+    raise ValueError("nul \\0 and half \\ud800 here")
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os.write(1, b"Average: 5.0\\0 \\xed\\xa0\\x80\\n")
+    raise ValueError("nul \\0 and half \\ud800 here")
+'''
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+def test_nul_and_lone_surrogates_in_output_and_exceptions_are_shown_and_recorded(room):
+    server, number, teacher, (ann, *_) = room
+    etag = submit(ann, number, NUL_AND_HALVES)
+    done, _ = asyncio.run(check(server, ann, number, etag))
+    assert done["type"] == "check", done
+    attempt = done["attempt"]
+    assert attempt["outcome"] == "checked" and attempt["counted"] and attempt["attempts"] == 1
+    got = results_by_id(attempt)
+    # Escaped where they can be seen, never dropped: \0 for the NUL, \ud800 for the half a character.
+    assert "Average: 5.0\\0 \ufffd" in got["shown"]["shown"]["actual"], got["shown"]
+    assert "nul \\0 and half \\ud800 here" in texts(got["two"]), got["two"]
+    latest = teacher.get(f"/api/classes/{number}/exercises/average/attempts/{ann.username}").json()
+    assert latest["id"] == attempt["id"] and latest["outcome"] == "checked"
+    assert "nul \\0 and half \\ud800 here" in texts(latest["checks"])
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+def test_a_press_that_could_not_be_checked_is_kept_with_why_and_does_not_count(room):
+    server, number, teacher, (_, ben, _) = room
+    # The teacher's tests end the checker as it reads them: nothing can be checked.
+    r = teacher.request("PUT", f"/api/classes/{number}/exercises/average",
+                        json=exercise(tests=TESTS_PY + "\nimport os\nos._exit(3)\n"))
+    assert r.status_code == 200, r.text
+    etag = submit(ben, number, RIGHT)
+
+    async def press_twice():
+        """Check, and Check again while the first is on its way: (the second's answer, the first's)."""
+        async with RunClient(server.url, ben.http.cookies.get_dict()) as rc:
+            for _ in range(2):
+                await rc.send(type="check", **{"class": number, "exercise": "average", "etag": etag})
+            answers = []
+            while len(answers) < 2:
+                message = await rc.receive(TIMEOUT)
+                if message["type"] == "error" or message.get("state") == "done":
+                    answers.append(message)
+            return answers
+    again, done = asyncio.run(press_twice())
+    assert again["error"] in ("check_waiting", "already_running"), again
+    assert done["type"] == "error" and done["error"] == "checker_failed", done
+    assert done["message"].startswith("Your program could not be checked, so this did not count as an attempt: ")
+    attempt = done["attempt"]
+    assert (attempt["outcome"], attempt["reason"], attempt["counted"]) == ("not_checked", "checker_failed", False)
+
+    latest = teacher.get(f"/api/classes/{number}/exercises/average/attempts/{ben.username}").json()
+    assert (latest["outcome"], latest["reason"], latest["counted"]) == ("not_checked", "checker_failed", False)
+    assert latest["message"].startswith("The checks stopped before they had all run.")
+    # One press, kept once: the second was the same press.
+    assert [(p["id"], p["outcome"], p["reason"]) for p in latest["presses"]] == \
+        [(attempt["id"], "not_checked", "checker_failed")]
+    grid = teacher.get(f"/api/classes/{number}/grid").json()
+    [row] = [s for s in grid["students"] if s["username"] == ben.username]
+    cell = row["cells"]["average"]
+    assert cell["attempts"] == 0 and cell["best"] is None and cell["not_gradable"]
 
 
 HOSTILE = {

@@ -331,6 +331,39 @@ def test_attempts_fill_the_grid_and_the_csv(server, people):
         assert people.teacher("mr-x").get(f"/api/classes/{number}/{path}").json()["error"] == "not_your_class"
 
 
+def test_grades_csv_escapes_formulas_behind_invisible_and_full_width_characters(server, people):
+    """OWASP's CSV injection, as spreadsheets fold and skip characters: a
+    zero-width space, a byte order mark, a word joiner, spaces, the
+    full-width and small forms of = + - @."""
+    teacher = people.teacher("mrs-c")
+    names = ["\u200b=HYPERLINK(\"http://x\")", "\ufeff@SUM(A1)", "\u2060\u00a0-2+3", "\uff1d1+1", "\uff0bcmd",
+             "\uff0d1", "\uff20A1", "\ufe66A1", "\u3000=1", "\u3164=1"]
+    students = [people.student(f"f{i}", display_name=name) for i, name in enumerate(names)]
+    plain = people.student("plain", display_name="Ann = 1 + 1")
+    number = a_class(server, teacher, *students, plain)
+    put_exercise(teacher, number, title="\uff1dTitle")
+    r = teacher.get(f"/api/classes/{number}/grades.csv")
+    table = list(csv.reader(io.StringIO(r.content.decode("utf-8-sig"))))
+    assert table[0][2] == "'\uff1dTitle (10)"
+    shown = {row[0]: row[1] for row in table[1:]}
+    for student, name in zip(students, names):
+        assert shown[student.username] == "'" + name, (name, shown[student.username])
+    assert shown[plain.username] == "Ann = 1 + 1"  # only a cell's start makes a formula
+
+
+def test_a_slug_with_a_control_character_is_a_bad_slug(server, room):
+    """Not 'no such exercise': `$` matched before a final newline."""
+    number, teacher, ann, *_ = room
+    put_exercise(teacher, number)
+    for slug in ("average%0A", "average%0D", "average%09", "average%00", "average%0A%0A", "%0Aaverage"):
+        for who, path in ((teacher, f"/api/classes/{number}/exercises/{slug}"),
+                          (teacher, f"/api/classes/{number}/exercises/{slug}/attempts/{ann.username}"),
+                          (ann, f"/api/exercises/{number}/{slug}")):
+            r = who.get(path)
+            assert r.status_code == 400 and r.json()["error"] == "bad_slug", (slug, path, r.text)
+    assert model.slug_problem("average\n") and not model.slug_problem("average")
+
+
 def test_a_due_date_stops_counting_and_shows_the_after_due_checks(server, room):
     number, teacher, ann, *_ = room
     due = datetime.now(timezone.utc) + timedelta(seconds=3)

@@ -24,7 +24,7 @@ COOKIE = "pyclassroom_device"
 DAYS = 365  # how long a browser stays known without signing in again
 MAX_TOKENS = 8
 MAX_COOKIE = 2048  # characters of the cookie read; 8 tokens take at most ~1,000
-_NONCE = re.compile(r"^[A-Za-z0-9_-]{16}$")
+_NONCE = re.compile(r"^[A-Za-z0-9_-]{16}\Z")
 
 
 class Devices:

@@ -6,7 +6,7 @@ import unicodedata
 
 from ..errors import Refused
 
-USERNAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")  # as the users table's CHECK constraint
+USERNAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}\Z")  # as the users table's CHECK constraint
 ROLES = ("student", "teacher", "admin")
 MIN_PASSWORD = 8
 MAX_PASSWORD = 256  # bounds the work one request can ask of the hasher

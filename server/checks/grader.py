@@ -36,9 +36,10 @@ from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
 from ..runs.events import NoEvents
-from ..runs.job import Jobs, RunRequest, outcome
+from ..runs.job import Jobs, RunRequest, outcome, refused
 from ..runs.run import Run
 from ..runs.scratch import ScratchSandbox
+from ..valid_text import valid_value
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,9 @@ class Check:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
+        # The student's program was given to a sandbox: from then on the press is kept, whatever
+        # happens (what a check does can tell something of its hidden inputs, even when it fails).
+        self.pressed = False
         self.snapshot: dict[str, bytes] = {}  # the checked file and those beside it, read once: every run runs these
         self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
         self.places: dict[str, ScratchSandbox] = {}  # visibility -> the sandbox its checks' runs share
@@ -128,11 +132,16 @@ class Check:
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
+        failed = None
         try:
             claim = await grader.jobs.claim(user, self.session)
             try:
                 await self.sink.send({"type": "check", "state": "running"})
                 results, not_gradable, why = await self._run(found, claim)
+            except Exception as e:
+                if not self.pressed:  # refused before it began (a stale editor, too large): nothing to keep
+                    raise
+                failed = e
             finally:
                 await self._stop_serving()
                 await asyncio.gather(*(place.close() for place in self.places.values()))
@@ -140,9 +149,24 @@ class Check:
         finally:
             grader.line.leave()
             grader.took.append(time.monotonic() - started)
-        attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
-                                                        not_gradable, why, graded=self.graded)
-        return {"type": "check", "state": "done", "attempt": attempt}
+        if failed is None:
+            try:
+                attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
+                                                                not_gradable, why, graded=self.graded)
+                return {"type": "check", "state": "done", "attempt": attempt}
+            except Exception as e:
+                failed = e
+        return await self._not_checked(started_at, failed)
+
+    async def _not_checked(self, started_at, error):
+        """A press whose check could not be done: kept all the same, as not
+        checked and why (so no press is hidden from the teacher); the
+        refusal the student is sent, saying so, with that attempt."""
+        said = refused(error, "a check")
+        attempt = await self.grader.exercises.record_attempt(
+            self.user, self.class_id, self.slug, started_at, [], message=said["message"], reason=said["error"],
+            graded=self.graded)
+        return {**said, "message": attempt["note"], "attempt": attempt}
 
     async def _wait_in_line(self):
         grader = self.grader
@@ -162,6 +186,7 @@ class Check:
         exercise = found.exercise
         parts = (self.slug,) + tuple(exercise.file.split("/"))
         data = await self._take_snapshot(parts)
+        self.pressed = True
         for visibility in {c.visibility for c in exercise.checks if c.kind in ("output", "function")}:
             self._place(visibility).warm_up()  # started while the others run
         results = {}
@@ -272,14 +297,20 @@ class Check:
                                   "failed": {"message": "The value your function returned is too large to check."}})
                 elif kind == "result" and isinstance(message.get("id"), str):
                     test = tests.get(message["id"])
-                    verdicts.setdefault(test.id if test else message["id"], message)
+                    # It may quote a NUL the program wrote.
+                    verdicts.setdefault(test.id if test else message["id"], valid_value(message))
                 elif kind == "not_gradable":
-                    verdicts["not_gradable"] = message.get("error") or {}
+                    verdicts["not_gradable"] = valid_value(message.get("error") or {})
             run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
             exit_ = await run.check("test", options, CHECK_NICE)
             reusable = run.reusable
             if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
                 log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
+            awaited = {c.id for c in exercise.checks if c.kind != "output"} | {c["id"] for c in output_checks}
+            if "not_gradable" not in verdicts and not awaited <= verdicts.keys() and exit_["reason"] != "timeout":
+                # Past its time, what did not report failed (a slow program's doing); otherwise it broke.
+                raise Refused(503, "checker_failed", "The checks stopped before they had all run. Press Check "
+                                                     "again; if it happens again, tell your teacher.")
             return verdicts
         finally:
             await grader.checkers.give_back(checker, reusable)

@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timezone
 
 from ..db import Pool
+from ..valid_text import valid_text, valid_value
 from . import visibility
 
 MAX_MESSAGE = 4000  # characters of one check's message
@@ -66,7 +67,8 @@ class Attempts:
         self.exercises = exercises  # the service: who is in which class, and the exercises as they are
 
     async def record(self, student: dict, class_id: int, slug: str, started_at: datetime, results: list[dict],
-                     not_gradable: bool = False, message: str = "", graded: dict | None = None) -> dict:
+                     not_gradable: bool = False, message: str = "", reason: str | None = None,
+                     graded: dict | None = None) -> dict:
         """Keep an attempt of `student` at an exercise. `results`: per check
         {"id", "passed": bool, "message": a sentence for the student,
         "shown": what a student may see of a shown check (its input,
@@ -76,9 +78,18 @@ class Attempts:
         longer in the exercise is left out). `not_gradable`: the code could
         not be checked (it does not parse; `message` says why). `graded`:
         what was checked ({"file", "version", "source": bytes}), kept for
-        the teacher to open. It counts
-        unless not gradable or started after the due date; kept all the
-        same. What the student may see of it is returned."""
+        the teacher to open. `reason`:
+        the check itself could not be done (a refusal's code: the sandbox
+        did not start, an internal error...; `message` says it), a press
+        kept all the same so that none is hidden from the teacher. It counts
+        unless not gradable, not checked or started after the due date;
+        kept all the same. What the student may see of it is returned.
+
+        Its texts came from sandboxes: made valid (valid_text.py) before
+        anything is computed from them, so what is stored is what is shown."""
+        results, message = valid_value(results), valid_text(str(message or ""))
+        not_gradable = not_gradable or reason is not None
+        outcome = "not_checked" if reason is not None else "not_gradable" if not_gradable else "checked"
         found_class = await self.exercises.classes.member_of(student, class_id)
         exercise = (await self.exercises.exercise(student["username"], found_class["id"], slug)).exercise
         finished = now()
@@ -98,7 +109,7 @@ class Attempts:
         shown = visibility.student_results(exercise, outcomes, finished)
         score = sum(d["earned"] for d in details)
         failing = [d["id"] for d in details if not d["passed"]]
-        message = str(message or "")[:MAX_MESSAGE]
+        message = message[:MAX_MESSAGE]
         said = note(counted, not_gradable, exercise.due, message)
         graded = graded or {}
         async with self.pool.transaction() as conn:
@@ -107,15 +118,18 @@ class Attempts:
                                       ON CONFLICT DO NOTHING""", student["id"], graded["version"], graded["source"])
             attempt = await conn.fetchval(
                 """INSERT INTO exercise_attempts (user_id, class_id, exercise, started_at, finished_at, counted,
-                                                  not_gradable, score, max_score, results, details, file, version)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12, $13) RETURNING id""",
-                student["id"], found_class["id"], slug, started_at, finished, counted, not_gradable, score,
-                exercise.max_score, json.dumps({"checks": shown, "note": said}),
+                                                  not_gradable, outcome, reason, score, max_score, results,
+                                                  details, file, version)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13::jsonb, $14, $15)
+                   RETURNING id""",
+                student["id"], found_class["id"], slug, started_at, finished, counted, not_gradable, outcome, reason,
+                score, exercise.max_score, json.dumps({"checks": shown, "note": said}),
                 json.dumps({"checks": details, "message": message, "note": said}), graded.get("file"),
                 graded.get("version"))
             attempts = await conn.fetchval(RECORD_PROGRESS, found_class["id"], student["id"], slug, score,
                                            exercise.max_score, counted, not_gradable, attempt, failing, finished)
-        return {"id": attempt, "counted": counted, "not_gradable": not_gradable, "score": score,
+        return {"id": attempt, "counted": counted, "not_gradable": not_gradable, "outcome": outcome,
+                "reason": reason, "score": score,
                 "max_score": exercise.max_score, "attempts": attempts, "started_at": started_at.isoformat(),
                 "finished_at": finished.isoformat(), "results": shown, "note": said}
 

@@ -4,18 +4,13 @@ import csv
 import io
 import json
 
+from ..csv_cells import safe_cell
 from ..db import Pool
 from ..errors import Refused
 from .attempts import progress_of
 from .model import checked_slug
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
-
-
-def safe_cell(value) -> str:
-    """A CSV cell no spreadsheet runs as a formula (OWASP's CSV injection)."""
-    text = "" if value is None else str(value)
-    return "'" + text if text.startswith(FORMULA_START) else text
+PRESSES_SHOWN = 100  # of a student's attempts at an exercise, the latest shown with the latest's details
 
 
 class Gradebook:
@@ -45,7 +40,8 @@ class Gradebook:
 
     async def latest_attempt(self, teacher: dict, class_id: int, slug: str, username: str) -> dict:
         """A student's latest attempt at an exercise, with the teacher's
-        details of every check."""
+        details of every check, and their latest presses of Check (newest
+        first: each with its outcome, the ones not checked with why)."""
         found = await self.exercises.classes.teaching(teacher, class_id)
         row = await self.pool.fetchrow(
             """SELECT a.*, u.username, u.display_name, g.source FROM users u
@@ -59,11 +55,17 @@ class Gradebook:
         if row["id"] is None:
             raise Refused(404, "no_attempt", f"{row['display_name']} has not checked this exercise yet.")
         details = json.loads(row["details"])
+        presses = await self.pool.fetch(
+            """SELECT id, started_at, outcome, reason, counted, score, max_score, details->>'message' AS message
+               FROM exercise_attempts WHERE user_id = $1 AND class_id = $2 AND exercise = $3
+               ORDER BY id DESC LIMIT $4""", row["user_id"], found["id"], slug, PRESSES_SHOWN)
         return {"id": row["id"], "username": row["username"], "name": row["display_name"], "exercise": slug,
                 "started_at": row["started_at"].isoformat(), "finished_at": row["finished_at"].isoformat(),
-                "counted": row["counted"], "not_gradable": row["not_gradable"], "score": row["score"],
+                "counted": row["counted"], "not_gradable": row["not_gradable"], "outcome": row["outcome"],
+                "reason": row["reason"], "score": row["score"],
                 "max_score": row["max_score"], "message": details["message"], "note": details["note"],
                 "checks": details["checks"], "student_saw": json.loads(row["results"])["checks"],
+                "presses": [{**dict(p), "started_at": p["started_at"].isoformat()} for p in presses],
                 # What was checked: the very bytes every check of the attempt ran.
                 "file": row["file"], "version": row["version"],
                 "source": None if row["source"] is None else bytes(row["source"]).decode("utf-8", "replace")}

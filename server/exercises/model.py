@@ -45,10 +45,11 @@ INSTRUCTIONS = "instructions.md"
 TESTS = "tests.py"
 STARTER = "starter"
 
-SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-CHECK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# \Z, not $: $ also matches before a final newline, and "average\n" is no folder name.
+SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+CHECK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 KINDS = ("output", "function", "code")
 COMPARES = ("exact", "normalized", "regex")

@@ -274,9 +274,9 @@ class Exercises:
 
     async def record_attempt(self, student: dict, class_id: int, slug: str, started_at: datetime,
                              results: list[dict], not_gradable: bool = False, message: str = "",
-                             graded: dict | None = None) -> dict:
+                             reason: str | None = None, graded: dict | None = None) -> dict:
         return await self.attempts.record(student, class_id, slug, started_at, results, not_gradable, message,
-                                          graded)
+                                          reason, graded)
 
     async def grid(self, teacher: dict, class_id: int) -> dict:
         return await self.gradebook.grid(teacher, class_id)

@@ -35,6 +35,7 @@ import time
 from typing import Protocol
 
 from ..errors import Refused
+from ..valid_text import valid_text
 from .admission import QueueFull
 
 LINE_BYTES = 64 << 10  # the longest `paused` line parsed (the debugger keeps under 60 KiB)
@@ -245,7 +246,7 @@ def _line(value):
 
 
 def _text(value, limit):
-    return value[:limit] if isinstance(value, str) else None
+    return valid_text(value[:limit]) if isinstance(value, str) else None  # a NUL in a value is shown as \0
 
 
 def clean_pause(message):

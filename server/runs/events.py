@@ -12,6 +12,8 @@ import logging
 import re
 from typing import Protocol
 
+from ..valid_text import valid_text
+
 log = logging.getLogger(__name__)
 
 # A traceback's last line names the exception: "ZeroDivisionError: division by zero".
@@ -91,7 +93,7 @@ def run_error(stderr_tail: str, username: str) -> dict | None:
 
     The program wrote this text and can forge it: it is only matched, and
     what is taken from it is for its own student's tile alone."""
-    lines = stderr_tail[-TAIL:].splitlines()
+    lines = valid_text(stderr_tail[-TAIL:]).splitlines()  # stored in PostgreSQL, which refuses a NUL
     end = next((i for i in range(len(lines) - 1, -1, -1) if EXCEPTION_LINE.match(lines[i])), None)
     if end is None:
         shown = [line.strip() for line in lines if line.strip()]

@@ -125,15 +125,20 @@ def refusal(code, message):
 
 
 async def outcome(step, doing: str) -> dict | None:
-    """What `step()` returns (its last message), or the refusal it raised as
-    one; anything else is a bug: logged, and said plainly."""
+    """What `step()` returns (its last message), or what it raised as a refusal (`refused`)."""
     try:
         return await step()
-    except Refused as e:
-        return refusal(e.code, e.message)
-    except Exception:
-        log.exception("%s failed", doing)
-        return refusal("internal_error", "Something went wrong on the server. It has been logged.")
+    except Exception as e:
+        return refused(e, doing)
+
+
+def refused(error: Exception, doing: str) -> dict:
+    """`error`, raised while `doing`, as the refusal its client is sent: a
+    Refused as it says; anything else is a bug: logged, and said plainly."""
+    if isinstance(error, Refused):
+        return refusal(error.code, error.message)
+    log.error("%s failed", doing, exc_info=error)
+    return refusal("internal_error", "Something went wrong on the server. It has been logged.")
 
 
 SANDBOX_FAILED = refusal("sandbox_failed", "The sandbox could not start. Tell your teacher.")

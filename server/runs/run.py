@@ -34,6 +34,7 @@ from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
 from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE
+from ..valid_text import valid_text
 
 log = logging.getLogger(__name__)
 
@@ -330,6 +331,7 @@ class Run:
         return True
 
     def _queue(self, stream, text):
+        text = valid_text(text)  # a NUL it printed is shown as \0, as it is stored and sent everywhere
         if text:
             self._pending.append((stream, text))
             self._pending_size += len(text)

@@ -19,8 +19,8 @@ from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 
-CLASS_SPEC = re.compile(r"^class/([0-9]{1,18})$")
-CHECKS_SPEC = re.compile(r"^checks/([0-9]{1,18})$")
+CLASS_SPEC = re.compile(r"^class/([0-9]{1,18})\Z")
+CHECKS_SPEC = re.compile(r"^checks/([0-9]{1,18})\Z")
 MAX_MEMBERS_CHANGE = 1000  # usernames in one change of a class's members
 NOT_A_CLASS = (404, "no_such_class", "There is no such class.")
 

@@ -95,6 +95,8 @@ export class CheckControl extends EventTarget {
     if (msg.type === "error") {
       if (msg.error === "changed") this.workspace.refresh(doc, true);
       this.finish("error", msg.message || "The check could not be done: press Check again.");
+      // A press that could not be checked is kept all the same: the exercise shows it, as the teacher does.
+      if (msg.attempt) this.dispatchEvent(new CustomEvent("done", { detail: { key, attempt: msg.attempt } }));
     } else if (msg.state === "queued") {
       this.status(key, "queued", `You are number ${msg.position} in line, about ${duration(msg.estimate || 1)}.`);
     } else if (msg.state === "running") {

@@ -74,6 +74,20 @@ function gridTable(classId, grid, students) {
       }))))));
 }
 
+/** What became of one press of Check, in words. */
+function pressOutcome(p) {
+  if (p.outcome === "not_checked") return `could not be checked (${p.reason}): ${p.message || "no reason was given."}`;
+  if (p.outcome === "not_gradable") return `did not parse: ${p.message || ""}`;
+  return `${p.score}/${p.max_score}${p.counted ? "" : " (did not count)"}`;
+}
+
+/** The student's latest presses of Check, newest first, the ones that could not be checked with why. */
+function pressList(presses) {
+  if (!presses?.length) return null;
+  return h("details", { class: "check-about" }, h("summary", {}, `Every press of Check (the latest ${presses.length})`),
+    h("ul", { class: "press-list" }, presses.map((p) => h("li", {}, `${ago(p.started_at)}: ${pressOutcome(p)}`))));
+}
+
 /** A student's latest attempt at an exercise, as the grader saw it. */
 export async function attemptDialog(classId, exercise, student) {
   let a;
@@ -105,7 +119,8 @@ export async function attemptDialog(classId, exercise, student) {
         return item;
       })),
       h("details", { class: "check-about" }, h("summary", {}, "What the student saw"),
-        h("ul", { class: "check-list" }, (a.student_saw || []).map((r) => checkItem(null, r))))),
+        h("ul", { class: "check-list" }, (a.student_saw || []).map((r) => checkItem(null, r)))),
+      pressList(a.presses)),
   });
 }
 

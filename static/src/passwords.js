@@ -15,11 +15,17 @@ window.addEventListener("beforeunload", (e) => {
   e.returnValue = "";
 });
 
-/** A CSV field, quoted; a leading = + - @ is kept as text, not a formula
- * a spreadsheet would run (a display name comes from an imported file). */
+// What shows as nothing before a cell's first sign (server/csv_cells.py's UNSEEN and BLANK).
+const UNSEEN = /^[\p{Cc}\p{Cf}\p{Cn}\p{Co}\p{Cs}\p{Mn}\p{Me}\p{Zl}\p{Zp}\p{Zs}\u115f\u1160\u3164\uffa0\u2800]*/u;
+
+/** A CSV field, quoted; one a spreadsheet would run as a formula is kept as
+ * text (a display name comes from an imported file): the same rule as the
+ * server's CSV (server/csv_cells.py), = + - @ also after what shows as
+ * nothing, and in their full-width and small forms (＝ is =). */
 function field(value) {
   let text = value === null || value === undefined ? "" : String(value);
-  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  const first = [...text.replace(UNSEEN, "")][0] || "";
+  if (/^[\t\r]/.test(text) || /^[=+\-@]/.test(first.normalize("NFKC"))) text = `'${text}`;
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
