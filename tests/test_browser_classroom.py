@@ -158,6 +158,14 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     expect(drawer.locator(".detail-output")).to_contain_text("<b onmouseover=window.pwned=4>look</b>", timeout=WAIT)
     assert drawer.locator(".detail-output b").count() == 0
     shot(teacher, "42-class-view-student-detail")
+    # Beside the class, not over it: the mistakes, the hands and tiles stay in view, uncovered.
+    box = drawer.bounding_box()
+    for side in ("#class-mistakes", "#class-side"):
+        aside = teacher.locator(side).bounding_box()
+        assert aside["x"] >= box["x"] + box["width"] - 1 and aside["width"] > 200, (side, aside, box)
+    visible_tiles = [b for b in (t.bounding_box() for t in teacher.locator(".tile").all()[:20]) if b]
+    uncovered = [b for b in visible_tiles if b["x"] + b["width"] <= box["x"] + 1 and b["y"] + b["height"] <= 768]
+    assert len(uncovered) >= 10, (len(uncovered), box)
     # A new password for them, from there.
     drawer.get_by_role("button", name="Reset the password of Shouter").click()
     teacher.get_by_role("dialog").get_by_role("button", name="Reset password").click()
