@@ -18,7 +18,7 @@ from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, Lo
 from .runs.handlers import RunSocket
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler,
                                 ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
-                                RosterHandler, TalkHandler)
+                                RosterHandler, StarterHandler, TalkHandler)
 from .web import WorkerHeaders, client_address
 
 access_log = logging.getLogger("server.access")
@@ -54,6 +54,7 @@ ROUTES = [
     (r"/api/classes/([0-9]{1,18})/hand", HandHandler),
     (r"/api/classes/([0-9]{1,18})/hands(?:/([^/]{1,64}))?", HandsHandler),
     (r"/api/talk", TalkHandler),
+    (r"/api/classes/([0-9]{1,18})/starters/(take|aside)", StarterHandler),
     (r"/api/classes/([0-9]{1,18})/passwords", ClassPasswordsHandler),
     (r"/api/classes/([0-9]{1,18})/exercises", ClassExercisesHandler),
     (rf"/api/classes/([0-9]{{1,18}})/exercises/{SLUG}", ClassExerciseHandler),

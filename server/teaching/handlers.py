@@ -206,10 +206,30 @@ class ClassMessagesHandler(ApiHandler):
 
 class TalkHandler(ApiHandler):
     """GET: what an IDE opened now shows: the latest messages sent to the
-    user in the last minutes, and their raised hands."""
+    user in the last minutes, their raised hands, and the starters their
+    teachers sent that they kept their own version of."""
 
     async def get(self):
-        self.finish_json(await self.ctx.teaching.talk.recent_for(await self.require_user()))
+        user = await self.require_user()
+        teaching = self.ctx.teaching
+        self.finish_json({**await teaching.talk.recent_for(user), "starters": await teaching.starters.pending_for(user)})
+
+
+class StarterHandler(ApiHandler):
+    """POST /api/classes/<id>/starters/take {"path"}: the new version of a
+    starter the student kept their own of, saved beside theirs (where:
+    {"path"}); .../starters/aside {"path"}: not now, thanks."""
+
+    async def post(self, number, action):
+        student = await self.require_user()
+        path = "/".join(paths.parse(self.field(self.json_body(), "path", str, max_len=paths.MAX_PATH_BYTES),
+                                    allow_root=False))
+        starters = self.ctx.teaching.starters
+        if action == "take":
+            self.finish_json(await starters.take(student, class_id(number), path))
+        else:
+            await starters.put_aside(student, class_id(number), path)
+            self.finish_json({"path": path})
 
 
 class HandHandler(ApiHandler):

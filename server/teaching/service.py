@@ -1,6 +1,7 @@
 """The class as teachers see it: classes (classes.py), the live roster
 (roster.py, live.py), handing out starter files from a class's course
-folder (the files service's push, files/push.py), new passwords for a
+folder (the files service's push, files/push.py; starters.py tells those
+whose own version was kept), new passwords for a
 class's students (the accounts service's), talking to the class (talk.py:
 messages and raised hands); it implements the runs'
 RunEvents (runs/events.py), so the live view knows who is online and
@@ -18,6 +19,7 @@ from .classes import Classes
 from .consoles import Consoles
 from .following import Follower, Following
 from .live import LiveView
+from .starters import Starters
 from .talk import Talk
 from .viewing import Viewing
 
@@ -39,6 +41,7 @@ class Teaching:
         self.following = Following(pool, self.activity.worker, listener)
         self.viewing = Viewing(pool)  # a batch: flushed with the worker's others
         self.talk = Talk(pool, classes, inbox)  # inbox: server.inbox.Inbox, the students' open IDEs
+        self.starters = Starters(pool, classes, inbox, files)  # pushed starters students kept their own of
 
     def start(self) -> None:
         """The worker's background work: writing activity and followed
@@ -140,6 +143,8 @@ class Teaching:
                    ON CONFLICT (user_id, path) DO UPDATE SET etag = EXCLUDED.etag, pushed_at = now()""",
                 [ids[u] for u, _, _ in done.records], [p for _, p, _ in done.records],
                 [e for _, _, e in done.records])
+        if changed == "keep":  # those whose own version was kept hear of the new one
+            await self.starters.kept_theirs(found, area, done.skipped, ids)
         names = {s["username"]: s["display_name"] for s in students}
         return {**done.report(), "students": len(targets), "class": found["id"], "changed": changed,
                 "names": {u: names[u] for u in targets}}

@@ -140,6 +140,7 @@ new ConnectionBanner(socket, saver);
 // A teacher's messages and the hand: students only (teachers see the hands in the Class panel).
 if (user.role === "student") {
   new StudentTalk({ socket, classes, username: user.username, backToEditor,
+    open: (area, path) => workspace.open(area, path),
     where: () => (tabs.current ? { file: tabs.current.path, line: editor.cursorLine() } : null) });
 }
 new SessionWatch(socket);

@@ -11,6 +11,7 @@ import { h, clear, toast } from "./dom.js";
 import { get, post, request } from "./api.js";
 import { openDialog } from "./dialog.js";
 import { icon } from "./icons.js";
+import { StarterNotices } from "./starter-notices.js";
 
 const MAX_NOTE = 200; // as server/teaching/talk.py
 const DISMISSED_KEPT = 30;
@@ -21,9 +22,9 @@ export class StudentTalk {
   /**
    * socket: the RunSocket; classes: the student's classes (GET /api/classes);
    * where(): {file, line} of the editor, or null; backToEditor(): give the
-   * focus back to the code.
+   * focus back to the code; open(area, path): show a file in the editor.
    */
-  constructor({ socket, classes, username, where, backToEditor }) {
+  constructor({ socket, classes, username, where, backToEditor, open }) {
     this.classes = classes;
     this.where = where;
     this.backToEditor = backToEditor;
@@ -33,6 +34,7 @@ export class StudentTalk {
     // A live region from the start: screen readers announce what is added to it.
     this.el = h("div", { id: "talk-notices", class: "talk-notices", "aria-live": "polite", "aria-relevant": "additions" });
     document.getElementById("conn-banner").after(this.el);
+    this.starters = new StarterNotices({ el: this.el, open, backToEditor, several: classes.length > 1 });
     this.button = h("button", { id: "hand-btn", class: "btn hand-btn", type: "button", "aria-pressed": "false",
       onclick: () => (this.up.size ? this.lower() : this.ask()) });
     document.getElementById("history-btn").before(this.button);
@@ -44,6 +46,7 @@ export class StudentTalk {
   received(msg) {
     if (msg.type === "class_message") this.show(msg);
     else if (msg.type === "hand") this.handChanged(msg);
+    else if (msg.type === "starter") this.starters.show(msg);
     else if (msg.type === "missed") this.catchUp();
   }
 
@@ -56,6 +59,7 @@ export class StudentTalk {
       return; // the connection banner says what is wrong
     }
     for (const m of found.messages) this.show(m);
+    for (const s of found.starters || []) this.starters.show(s);
     this.up = new Set(found.hands.map((hand) => hand.class));
     this.renderButton();
     this.el.dataset.caughtUp = "true"; // what was said before this IDE opened is shown
