@@ -81,6 +81,7 @@ class RunRequest:
     limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
     course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
     debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
+    forbid: tuple[str, ...] = ()  # modules a check's program may not import: importing one ends it (import_guard.py)
 
 
 class RunSink(Protocol):
@@ -293,7 +294,8 @@ class Job:
             self.debug = DebugSession(self.sink.send, self, **request.debug)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         self.run = Run(cfg, sandbox, self._send_teed, disk_check=lambda: self._over_quota(area),
-                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
+                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug,
+                       forbid=request.forbid)
         if self.debug is not None:
             self.debug.attach(self.run)
         jobs.warm.used(user, self.sandboxed)

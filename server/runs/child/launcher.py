@@ -28,7 +28,8 @@ needs nothing but a Python interpreter. The launcher
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
   server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?, "channel"?, "echo"?,
-                             "nice"?, "mode"?, "code"?, "options"?, "copy"?, "debug"?}   d stdin bytes
+                             "nice"?, "mode"?, "code"?, "options"?, "copy"?, "debug"?, "forbid"?}
+                       d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
                        c a line for the program's channel   C end of the channel
   launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
@@ -46,7 +47,10 @@ course folder's file and those beside it), the launcher writes them
 read-only into a folder of the sandbox's /tmp, runs "path" there, and
 removes the folder after the run (make_copy). With "debug" ({"code":
 debugging.py's source, "breakpoints"}, and "channel": true) the file runs
-under the debugger, which pauses it and talks on the channel (run_script).
+under the debugger, which pauses it and talks on the channel (run_script). With
+"forbid" ({"code": import_guard.py's source, "modules"}: a check's
+no_import rules), importing one of the modules ends the program with an
+exit code of the guard's own, however the import is spelled (guard_imports).
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -301,6 +305,7 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
             path = go["path"]
             script = os.path.abspath(path)
             sys.argv = [path] + list(go.get("args", []))
+            guard_imports(go)  # before the student's folder is on sys.path: the modules are found where they are
             sys.path[0:0] = [os.path.dirname(script)]
             if go.get("cwd"):  # a course file's read-only copy runs where its files are
                 os.chdir(go["cwd"])
@@ -341,7 +346,25 @@ def run_checking(go, channel_fd):
     module = types.ModuleType("pyclassroom_checking")
     sys.modules[module.__name__] = module
     exec(compile(go["code"], "<checking>", "exec"), module.__dict__)
+    guard_imports(go)  # after the check's own imports, before the student's module
     return module.main(go["mode"], go.get("options") or {}, channel_fd)
+
+
+def guard_imports(go):
+    """With go["forbid"] ({"code": import_guard.py's source, "modules"}),
+    importing one of the modules ends this process from now on, however
+    it is spelled (see import_guard.py). A guard that could not be set up
+    runs nothing."""
+    forbid = go.get("forbid")
+    if not forbid:
+        return
+    try:
+        guard = types.ModuleType("pyclassroom_import_guard")
+        exec(compile(forbid["code"], "<pyclassroom-import-guard>", "exec"), guard.__dict__)
+        guard.install(forbid["modules"])
+    except Exception:
+        os.write(2, b"The check could not watch your program's imports, so it did not run it.\n")
+        os._exit(126)
 
 
 def run_script(script, source=None, debug=None):
