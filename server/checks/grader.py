@@ -37,6 +37,7 @@ from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
 from ..runs.job import Jobs, RunRequest, outcome
 from ..runs.run import Run
+from . import code_rules
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ class Check:
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.forbid = ()  # modules the student's runs may not import (code_rules.py)
+        self.ran = []  # the sinks of the student's runs: their exits say whether they imported one
 
     async def live(self):
         try:
@@ -160,6 +163,7 @@ class Check:
                                           "Look at the new version, then press Check again.")
         results = {}
         output_checks = []
+        self.forbid = code_rules.forbidden(exercise.checks)
         for check in exercise.checks:
             if check.kind != "output":
                 continue
@@ -183,14 +187,20 @@ class Check:
             check = by_id.get(check_id)
             if check is not None and check_id not in results:
                 results[check_id] = _result(check, verdict)
+        for check_id, verdict in code_rules.broken_while_running(exercise.checks, self.forbid,
+                                                                 [s.exit for s in self.ran]).items():
+            if results.get(check_id, {}).get("passed", True):  # the text passed: what the program did wins
+                results[check_id] = _result(by_id[check_id], verdict)
         return list(results.values()), False, ""
 
     async def _output_run(self, parts, etag, claim, given):
         cfg = self.grader.cfg
         sink = Collected()
+        self.ran.append(sink)
         job = self.grader.jobs.start(RunRequest(
             self.user, self.session, parts, claim=claim, etag=etag, stdin=given, echo=False, nice=CHECK_NICE,
-            limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
+            limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS},
+            forbid=self.forbid), sink)
         await job.done.wait()
         if sink.exit is None or sink.exit.get("type") == "error":
             raise Refused(503, "check_failed", (sink.exit or {}).get("message") or
@@ -273,9 +283,11 @@ class Check:
             return self.serving
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
+        self.ran.append(sink)
         job = self.grader.jobs.start(RunRequest(
             self.user, self.session, parts, claim=claim, etag=etag, serve={"file": "/".join(parts)}, nice=CHECK_NICE,
-            limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
+            limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS},
+            forbid=self.forbid), sink)
         self.serving = (job, sink)
         first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
         if first is not None and first.get("type") == "ready":
