@@ -115,3 +115,16 @@ def test_an_innocent_program_runs_as_before():
     code, out, err = run(["statistics"], program)
     assert code == 0 and "3\nran to its end" in out, (code, out, err)
 
+
+
+def test_the_modules_files_cannot_be_read_by_a_path_the_hook_cannot_place():
+    """Relative to a folder's descriptor, the open's path names no file the
+    hook can find: the kernel (Landlock) refuses it. Nothing was imported,
+    so the program goes on."""
+    program = ("import os, sysconfig\nstdlib = sysconfig.get_paths()['stdlib']\n"
+               "folder = os.open(os.path.dirname(stdlib), os.O_RDONLY)\n"
+               "try:\n    os.open(os.path.basename(stdlib) + '/statistics.py', os.O_RDONLY, dir_fd=folder)\n"
+               "except PermissionError:\n    print('refused')\nelse:\n    print('read it')\n"
+               "print(len(open(stdlib + '/random.py').read()) > 0)")
+    code, out, err = run(["statistics"], program)
+    assert code == 0 and "refused\nTrue\nran to its end" in out, (code, out, err)

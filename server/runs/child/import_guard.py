@@ -18,7 +18,10 @@ program adds) sees every way in:
     importlib.util, runpy, pkgutil, a loader called by hand;
   - `open` of the module's files (its source, its cached bytecode, a
     package's __init__), matched by inode whatever the path: reading the
-    source to run it under another name.
+    source to run it under another name. Where the kernel has Landlock,
+    the launcher also makes these files unreadable for good (install's
+    `unreadable`), so an open the hook cannot place (relative to a
+    folder's descriptor, or through a symlink swapped meanwhile) fails.
 A module compiled into the interpreter (math, on Debian) is loaded by
 importlib without any event: a finder first on sys.meta_path stops it
 (a program that takes the finder off sys.meta_path, or calls _imp itself,
@@ -60,12 +63,27 @@ def exit_code(index):
     return EXIT_FIRST + min(index, EXIT_LAST - EXIT_FIRST)
 
 
-def install(modules):
-    """From now on in this process, importing one of `modules` ends it."""
+def install(modules, unreadable=None):
+    """From now on in this process, importing one of `modules` ends it.
+    `unreadable(paths)`, if given, makes the modules' files unreadable for
+    good (the launcher's Landlock; OSError where the kernel cannot)."""
     names = tuple(str(m) for m in modules)
-    sources, folders, inodes = {}, [], {}
+    sources, folders, files = {}, [], {}
     for index, name in enumerate(names):
-        locate(name, index, sources, folders, inodes)
+        locate(name, index, sources, folders, files)
+    inodes = {}
+    for path, index in files.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        inodes[(st.st_dev, st.st_ino)] = index
+    hidden = {os.path.realpath(path) for path in list(files) + [folder for folder, _ in folders]}
+    if unreadable is not None and hidden:
+        try:
+            unreadable(sorted(hidden))
+        except Exception:
+            pass  # no Landlock here: the hook alone watches the files' opens
     prefixes = tuple(name + "." for name in names)
     for loaded in list(sys.modules):
         if loaded in names or loaded.startswith(prefixes):
@@ -85,10 +103,11 @@ def said_line(name):
             "which this exercise does not allow.\n" % name).encode("utf-8", "replace")
 
 
-def locate(name, index, sources, folders, inodes):
+def locate(name, index, sources, folders, files):
     """Where the module `name` would be loaded from (found without importing
     anything): its source's path and its frozen name into `sources`, a
-    package's folder into `folders`, the inodes of its files into `inodes`."""
+    package's folder into `folders`, its files (the source or extension,
+    the cached bytecode) into `files`."""
     from importlib.machinery import PathFinder
     sources["<frozen %s>" % name] = index
     try:
@@ -104,23 +123,15 @@ def locate(name, index, sources, folders, inodes):
         return
     for folder in spec.submodule_search_locations or ():
         folders.append((os.path.join(os.path.abspath(folder), ""), index))
-    files = []
     if spec.has_location and spec.origin:
         origin = os.path.abspath(spec.origin)
-        sources[origin] = index
-        files.append(origin)
+        sources[origin] = files[origin] = index
         cache = os.path.join(os.path.dirname(origin), "__pycache__")
         stem = os.path.splitext(os.path.basename(origin))[0] + "."
         try:
-            files += [os.path.join(cache, f) for f in os.listdir(cache) if f.startswith(stem)]
+            files.update((os.path.join(cache, f), index) for f in os.listdir(cache) if f.startswith(stem))
         except OSError:
             pass
-    for path in files:
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        inodes[(st.st_dev, st.st_ino)] = index
 
 
 def inode_index(path, inodes, stat):

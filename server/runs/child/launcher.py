@@ -168,7 +168,9 @@ def protect(seccomp_b64, hide_proc=False):
     prctl(PR_SET_DUMPABLE, 0)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     if hide_proc:
-        landlock_hide_proc(libc)
+        # Folders, /proc's too, can still be listed, and writing is as
+        # before: only reading a file of /proc is refused (EACCES).
+        landlock_unreadable(libc, ["/proc"], LANDLOCK_READ_FILE | LANDLOCK_READ_DIR)
     if seccomp_b64:
         program = base64.b64decode(seccomp_b64)
 
@@ -183,11 +185,15 @@ LANDLOCK_RULE_PATH_BENEATH = 1
 LANDLOCK_READ_FILE, LANDLOCK_READ_DIR = 1 << 2, 1 << 3
 
 
-def landlock_hide_proc(libc):
+def landlock_unreadable(libc, hidden, handled):
     """Landlock (an unprivileged process restricting itself and all it
-    starts): files are read only beneath the top folders other than /proc.
-    Folders, /proc's too, can still be listed, and writing is as before:
-    only reading a file of /proc is refused (EACCES)."""
+    starts, for good): no file beneath the absolute paths `hidden` can be
+    read, by any path (a symlink, a folder's descriptor) or any process.
+    `handled`: LANDLOCK_READ_FILE, and LANDLOCK_READ_DIR for the hidden
+    folders' listings too. Landlock only allows, so everything else is
+    allowed beneath each entry beside the way to a hidden path (symlinks
+    aside: what they lead to is allowed, or not, where it is), and the
+    folders on that way can be listed."""
     import ctypes
 
     def call(nr, *args):
@@ -196,7 +202,13 @@ def landlock_hide_proc(libc):
             err = ctypes.get_errno()
             raise OSError(err, "landlock call %d: %s" % (nr, os.strerror(err)))
         return result
-    ruleset = call(LANDLOCK_CREATE_RULESET, struct.pack("<Q", LANDLOCK_READ_FILE | LANDLOCK_READ_DIR), 8, 0)
+    hidden = set(hidden)
+    on_the_way = set()
+    for path in hidden:
+        while path != "/":
+            path = os.path.dirname(path)
+            on_the_way.add(path)
+    ruleset = call(LANDLOCK_CREATE_RULESET, struct.pack("<Q", handled), 8, 0)
     try:
         def allow(path, access):
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -204,11 +216,14 @@ def landlock_hide_proc(libc):
                 call(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, struct.pack("<Qi", access, fd), 0)
             finally:
                 os.close(fd)
-        allow("/", LANDLOCK_READ_DIR)
-        for name in os.listdir("/"):
-            if name != "proc":
-                path = "/" + name
-                allow(path, LANDLOCK_READ_FILE | LANDLOCK_READ_DIR if os.path.isdir(path) else LANDLOCK_READ_FILE)
+        for folder in on_the_way:
+            if handled & LANDLOCK_READ_DIR:
+                allow(folder, LANDLOCK_READ_DIR)
+            with os.scandir(folder) as entries:  # a folder's entries know their kind: no stat each
+                for entry in entries:
+                    if entry.path in hidden or entry.path in on_the_way or entry.is_symlink():
+                        continue
+                    allow(entry.path, handled if entry.is_dir(follow_symlinks=False) else LANDLOCK_READ_FILE)
         call(LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
@@ -358,10 +373,13 @@ def guard_imports(go):
     forbid = go.get("forbid")
     if not forbid:
         return
+    def unreadable(paths):
+        import ctypes
+        landlock_unreadable(ctypes.CDLL(None, use_errno=True), paths, LANDLOCK_READ_FILE)
     try:
         guard = types.ModuleType("pyclassroom_import_guard")
         exec(compile(forbid["code"], "<pyclassroom-import-guard>", "exec"), guard.__dict__)
-        guard.install(forbid["modules"])
+        guard.install(forbid["modules"], unreadable)
     except Exception:
         os.write(2, b"The check could not watch your program's imports, so it did not run it.\n")
         os._exit(126)
