@@ -243,6 +243,8 @@ RULE_BREAKERS = {
     "computed": "__import__('statis' + 'tics')\n" + RIGHT,
     "importlib": "import importlib\nimportlib.import_module('statis' + 'tics')\n" + RIGHT,
     "exec": "exec('import ' + 'statistics')\n" + RIGHT,
+    "its source": "import sysconfig\nexec(open(sysconfig.get_paths()['stdlib'] + '/statis' + 'tics.py').read(), "
+                  "{'__name__': 'mine'})\n" + RIGHT,
     "caught, in the function": RIGHT.replace(IN_AVERAGE, "    try:\n        __import__('statis' + 'tics')\n"
                                                          "    except BaseException:\n        pass\n" + IN_AVERAGE),
     "another interpreter": "import subprocess, sys\n" + RIGHT.replace(
