@@ -88,6 +88,7 @@ HIDING = {
     "exec of a program": "import os\nos.execv('/bin/true', ['true'])",
     "ctypes": "import ctypes\nctypes.pythonapi.PyImport_ImportModule(b'statistics')",
     "the collector's lists": "import gc\n[o for o in gc.get_objects() if isinstance(o, list)]",
+    "a sub-interpreter": "import _xxsubinterpreters as subs\nsubs.run_string(subs.create(), 'import statistics')",
 }
 
 
@@ -96,6 +97,17 @@ def test_a_program_that_could_hide_an_import_ends(way):
     code, out, err = run(["statistics"], HIDING[way])
     assert code == import_guard.EXIT_HIDDEN, (code, out, err)
     assert "ran to its end" not in out and "started another program" in err
+
+
+def test_a_program_started_in_a_way_no_event_reports_is_refused_by_the_kernel():
+    """multiprocessing's "spawn" starts an interpreter through
+    _posixsubprocess, which raises no audit event: its execve fails."""
+    program = ("import multiprocessing\n"
+               "started = multiprocessing.get_context('spawn').Process(target=print, args=('the other one ran',))\n"
+               "try:\n    started.start()\n    started.join()\nexcept OSError:\n    pass\n")
+    code, out, err = run(["statistics"], program)
+    assert "the other one ran" not in out + err, (code, out, err)
+    assert code == 0 and "ran to its end" in out, (code, out, err)
 
 
 def test_a_program_cannot_make_the_guard_lie():

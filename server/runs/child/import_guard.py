@@ -20,8 +20,8 @@ program adds) sees every way in:
     package's __init__), matched by inode whatever the path: reading the
     source to run it under another name. Where the kernel has Landlock,
     the launcher also makes these files unreadable for good (install's
-    `unreadable`), so an open the hook cannot place (relative to a
-    folder's descriptor, or through a symlink swapped meanwhile) fails.
+    `confine`), so an open the hook cannot place (relative to a folder's
+    descriptor, or through a symlink swapped meanwhile) fails.
 A module compiled into the interpreter (math, on Debian) is loaded by
 importlib without any event: a finder first on sys.meta_path stops it
 (a program that takes the finder off sys.meta_path, or calls _imp itself,
@@ -30,10 +30,13 @@ Before the hook, the modules are dropped from sys.modules, so that a copy
 loaded earlier (by the launcher) is not found without an import.
 
 With the guard on, the program may not start another program (an
-interpreter without the guard), use ctypes or list the garbage collector's
-objects (ways to reach behind the hook), nor replace the hook's code: each
-ends it with EXIT_HIDDEN, and the rule fails, as it can no longer be shown
-to hold. A module that a permitted one imports counts as imported:
+interpreter without the guard), make a sub-interpreter (which has hooks
+of its own), use ctypes or list the garbage collector's objects (ways to
+reach behind the hook), nor replace the hook's code: each ends it with
+EXIT_HIDDEN, and the rule fails, as it can no longer be shown to hold. A
+program started in a way no event reports (multiprocessing's "spawn",
+_posixsubprocess) is refused by the kernel: the launcher's seccomp filter
+makes execve fail, on the machines it knows. A module that a permitted one imports counts as imported:
 forbidding math forbids random, which imports it.
 
 Not seen: a module object reached through the attributes of code that
@@ -54,7 +57,8 @@ EXIT_HIDDEN = 199  # it did something that would hide an import (another program
 FILENAME = "<pyclassroom-import-guard>"  # the guard's code objects (the launcher compiles it so)
 
 SPAWNING = frozenset(("os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile", "subprocess.Popen"))
-LOOKING_BEHIND = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents"))
+LOOKING_BEHIND = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                            "cpython.PyInterpreterState_New"))
 CODE_ATTRIBUTES = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
 
 
@@ -63,10 +67,11 @@ def exit_code(index):
     return EXIT_FIRST + min(index, EXIT_LAST - EXIT_FIRST)
 
 
-def install(modules, unreadable=None):
+def install(modules, confine=None):
     """From now on in this process, importing one of `modules` ends it.
-    `unreadable(paths)`, if given, makes the modules' files unreadable for
-    good (the launcher's Landlock; OSError where the kernel cannot)."""
+    `confine(paths)`, if given, is the launcher's part, done first: the
+    kernel makes the modules' files (`paths`) unreadable and refuses to
+    start a program, where it can."""
     names = tuple(str(m) for m in modules)
     sources, folders, files = {}, [], {}
     for index, name in enumerate(names):
@@ -79,11 +84,8 @@ def install(modules, unreadable=None):
             continue
         inodes[(st.st_dev, st.st_ino)] = index
     hidden = {os.path.realpath(path) for path in list(files) + [folder for folder, _ in folders]}
-    if unreadable is not None and hidden:
-        try:
-            unreadable(sorted(hidden))
-        except Exception:
-            pass  # no Landlock here: the hook alone watches the files' opens
+    if confine is not None:
+        confine(sorted(hidden))
     prefixes = tuple(name + "." for name in names)
     for loaded in list(sys.modules):
         if loaded in names or loaded.startswith(prefixes):

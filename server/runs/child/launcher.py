@@ -159,25 +159,53 @@ def protect(seccomp_b64, hide_proc=False):
     asked for."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-    def prctl(option, arg2=0, arg3=0):
-        if libc.prctl(option, arg2, arg3, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
-    prctl(PR_SET_DUMPABLE, 0)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(libc, PR_SET_DUMPABLE, 0)
+    prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
     if hide_proc:
         # Folders, /proc's too, can still be listed, and writing is as
         # before: only reading a file of /proc is refused (EACCES).
         landlock_unreadable(libc, ["/proc"], LANDLOCK_READ_FILE | LANDLOCK_READ_DIR)
     if seccomp_b64:
-        program = base64.b64decode(seccomp_b64)
+        load_seccomp(libc, base64.b64decode(seccomp_b64))
 
-        class SockFprog(ctypes.Structure):  # struct sock_fprog
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-        fprog = SockFprog(len(program) // 8, program)
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+def prctl(libc, option, arg2=0, arg3=0):
+    import ctypes
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(option, arg2, arg3, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
+
+
+def load_seccomp(libc, program):
+    """Load a seccomp filter (BPF) into this process: it and everything it
+    starts keep it, under those loaded before."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    fprog = SockFprog(len(program) // 8, program)
+    prctl(libc, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+# The calls that start a program, by machine: (its AUDIT_ARCH_, execve, execveat).
+EXEC_CALLS = {"x86_64": (0xC000003E, 59, 322), "aarch64": (0xC00000B7, 221, 281)}
+
+
+def no_exec_filter():
+    """A seccomp filter (BPF) under which no program can be started: execve
+    and execveat fail (EPERM), as does every call of another ABI (x32,
+    i386), which the server's filter kills anyway. KeyError on a machine
+    not in EXEC_CALLS."""
+    arch, execve, execveat = EXEC_CALLS[os.uname().machine]
+    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
+    load, equal, at_least, answer = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    program = [(load, 0, 0, 4),  # seccomp_data.arch
+               (equal, 1, 0, arch), (answer, 0, 0, deny),
+               (load, 0, 0, 0),  # seccomp_data.nr
+               (equal, 3, 0, execve), (equal, 2, 0, execveat), (at_least, 1, 0, 0x40000000),  # x32's calls
+               (answer, 0, 0, allow), (answer, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 
 
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # one number on every arch
@@ -373,13 +401,24 @@ def guard_imports(go):
     forbid = go.get("forbid")
     if not forbid:
         return
-    def unreadable(paths):
+    def confine(paths):
+        """The kernel's part, where it can: no program started (seccomp),
+        `paths` unreadable (Landlock); else the guard's hook alone watches."""
         import ctypes
-        landlock_unreadable(ctypes.CDLL(None, use_errno=True), paths, LANDLOCK_READ_FILE)
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            load_seccomp(libc, no_exec_filter())
+        except (OSError, KeyError):
+            pass
+        if paths:
+            try:
+                landlock_unreadable(libc, paths, LANDLOCK_READ_FILE)
+            except OSError:
+                pass
     try:
         guard = types.ModuleType("pyclassroom_import_guard")
         exec(compile(forbid["code"], "<pyclassroom-import-guard>", "exec"), guard.__dict__)
-        guard.install(forbid["modules"], unreadable)
+        guard.install(forbid["modules"], confine)
     except Exception:
         os.write(2, b"The check could not watch your program's imports, so it did not run it.\n")
         os._exit(126)
