@@ -38,7 +38,8 @@ def broken_while_running(checks, forbid: tuple[str, ...], exits: list) -> dict[s
     said = {}
     for index, name in enumerate(forbid):
         if import_guard.exit_code(index) in codes:
-            said[name] = f"Your program imported {name} while it ran, which this exercise does not allow."
+            said[name] = (f"Your program imported {name} while it ran (itself, or through a module it imported), "
+                          "which this exercise does not allow.")
         elif import_guard.EXIT_HIDDEN in codes:
             said[name] = (f"Your program started another program or reached into Python's internals while it "
                           f"ran, so the check cannot tell whether it imported {name}. This exercise does not "

@@ -19,8 +19,9 @@ const VISIBILITIES = { visible: "visible: students see input, expected output an
 // What each code rule guarantees: only a prohibition can be watched while the program runs.
 const RULES_SAID = "uses_loop, defines:NAME and uses_call:NAME are read from the code's text only. " +
   "no_import:MODULE is read from the text and also enforced while the checks run the program: importing " +
-  "MODULE in any way (importlib, exec, a name built from pieces, or a module that imports it itself) " +
-  "stops the program and fails the rule, and so does starting another program.";
+  "MODULE in any way (importlib, exec, a name built from pieces) stops the program and fails the rule, and " +
+  "so does starting another program. A module that imports MODULE counts too: random imports math, and " +
+  "most modules import os or sys, so forbid modules a student would import on purpose.";
 
 const exerciseUrl = (classId, slug) => `/api/classes/${classId}/exercises/${encodeURIComponent(slug)}`;
 
