@@ -36,8 +36,10 @@ reach behind the hook), nor replace the hook's code: each ends it with
 EXIT_HIDDEN, and the rule fails, as it can no longer be shown to hold. A
 program started in a way no event reports (multiprocessing's "spawn",
 _posixsubprocess) is refused by the kernel: the launcher's seccomp filter
-makes execve fail, on the machines it knows. A module that a permitted one imports counts as imported:
-forbidding math forbids random, which imports it.
+makes execve fail, on the machines it knows.
+
+A module that a permitted one imports counts as imported: forbidding math
+forbids random, which imports it.
 
 Not seen: a module object reached through the attributes of code that
 had loaded it before the guard (the checks' own code, in a function check),
