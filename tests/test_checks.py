@@ -318,3 +318,47 @@ def test_a_hostile_program_gets_nothing_for_it_and_the_next_check_is_unaffected(
     done, _ = asyncio.run(check(server, honest, number, etag))
     got = results_by_id(done["attempt"])
     assert got["two"]["passed"] and got["shown"]["passed"] and got["hidden-2"]["passed"], got
+
+
+# Each imports statistics without its text naming it (the text rule passes), and
+# is otherwise right: only the rule, watched while the program runs, can fail it.
+IN_AVERAGE = "    total = 0\n"
+RULE_BREAKERS = {
+    "computed": "__import__('statis' + 'tics')\n" + RIGHT,
+    "importlib": "import importlib\nimportlib.import_module('statis' + 'tics')\n" + RIGHT,
+    "exec": "exec('import ' + 'statistics')\n" + RIGHT,
+    "its source": "import sysconfig\nexec(open(sysconfig.get_paths()['stdlib'] + '/statis' + 'tics.py').read(), "
+                  "{'__name__': 'mine'})\n" + RIGHT,
+    "caught, in the function": RIGHT.replace(IN_AVERAGE, "    try:\n        __import__('statis' + 'tics')\n"
+                                                         "    except BaseException:\n        pass\n" + IN_AVERAGE),
+    "another interpreter": "import subprocess, sys\n" + RIGHT.replace(
+        IN_AVERAGE, "    subprocess.run([sys.executable, '-c', 'import statistics'])\n" + IN_AVERAGE),
+}
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+@pytest.mark.parametrize("name", list(RULE_BREAKERS))
+def test_a_forbidden_import_fails_the_rule_however_it_is_spelled(room, name):
+    server, number, teacher, (mallory, *_) = room
+    etag = submit(mallory, number, RULE_BREAKERS[name])
+    done, _ = asyncio.run(check(server, mallory, number, etag))
+    assert done["type"] == "check", done
+    got = results_by_id(done["attempt"])["no-stats"]
+    assert not got["passed"] and got["earned"] == 0, got
+    if name == "another interpreter":
+        assert got["message"].startswith("Your program started another program"), got
+        assert "whether it imported statistics" in got["message"]
+    else:
+        assert got["message"] == ("Your program imported statistics while it ran (itself, or through a module it "
+                                  "imported), which this exercise does not allow.")
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+def test_a_program_importing_allowed_modules_keeps_the_rule(room):
+    server, number, _, (_, honest, _) = room
+    source = "import math, random, json\nimport importlib\nimportlib.import_module('fractions')\n" + RIGHT
+    etag = submit(honest, number, source)
+    done, _ = asyncio.run(check(server, honest, number, etag))
+    got = results_by_id(done["attempt"])
+    assert got["no-stats"]["passed"] and got["two"]["passed"] and got["shown"]["passed"], got
+    assert got["hidden-2"]["passed"], got

@@ -40,6 +40,7 @@ from ..runs.job import Jobs, RunRequest, outcome, refused
 from ..runs.run import Run
 from ..runs.scratch import ScratchSandbox
 from ..valid_text import valid_value
+from . import code_rules
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ class Check:
         self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
         self.places: dict[str, ScratchSandbox] = {}  # visibility -> the sandbox its checks' runs share
         self.serving: dict[str, tuple] = {}  # visibility -> the student's program serving its tests' calls: (job, sink)
+        self.forbid = ()  # modules the student's runs may not import (code_rules.py)
+        self.ran = []  # the sinks of the student's runs: their exits say whether they imported one
 
     async def live(self):
         try:
@@ -191,6 +194,7 @@ class Check:
             self._place(visibility).warm_up()  # started while the others run
         results = {}
         output_checks = []
+        self.forbid = code_rules.forbidden(exercise.checks)
         for check in exercise.checks:
             if check.kind != "output":
                 continue
@@ -212,6 +216,10 @@ class Check:
             check = by_id.get(check_id)
             if check is not None and check_id not in results:
                 results[check_id] = _result(check, verdict)
+        for check_id, verdict in code_rules.broken_while_running(exercise.checks, self.forbid,
+                                                                 [s.exit for s in self.ran]).items():
+            if results.get(check_id, {}).get("passed", True):  # the text passed: what the program did wins
+                results[check_id] = _result(by_id[check_id], verdict)
         return list(results.values()), False, ""
 
     async def _take_snapshot(self, parts):
@@ -247,12 +255,13 @@ class Check:
 
     def _request(self, parts, claim, visibility, **asked) -> RunRequest:
         """A run of the snapshot in the sandbox of `visibility`'s checks."""
-        return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot,
+        return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot, forbid=self.forbid,
                           sandboxes=self._place(visibility), events=CHECK_RUN_EVENTS, nice=CHECK_NICE, **asked)
 
     async def _output_run(self, parts, claim, check):
         cfg = self.grader.cfg
         sink = Collected()
+        self.ran.append(sink)
         job = self.grader.jobs.start(self._request(
             parts, claim, check.visibility, stdin=check.input, echo=False,
             limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
@@ -349,6 +358,7 @@ class Check:
             return serving
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
+        self.ran.append(sink)
         job = self.grader.jobs.start(self._request(
             parts, claim, visibility, serve={"file": parts[-1]},
             limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)

@@ -85,6 +85,7 @@ class RunRequest:
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
     events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
 
+    forbid: tuple[str, ...] = ()  # modules a check's program may not import: importing one ends it (import_guard.py)
 
 class SandboxSource(Protocol):
     """Where a job takes its sandbox from and gives it back to: the user's
@@ -328,8 +329,8 @@ class Job:
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
         self.run = Run(cfg, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
-                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel,
-                       debug=self.debug)
+                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug,
+                       forbid=request.forbid)
         if self.debug is not None:
             self.debug.attach(self.run)
         self.sandboxes.used(user, self.sandboxed)

@@ -33,7 +33,7 @@ import uuid
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
-from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE
+from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE
 from ..valid_text import valid_text
 
 log = logging.getLogger(__name__)
@@ -79,13 +79,14 @@ MESSAGES = {
 
 
 class Run:
-    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None):
+    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None, forbid=()):
         self.cfg = cfg
         self.sandbox = sandbox  # a ready sandbox.StartedSandbox
         self.send = send  # async callable taking a message dict
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
         self.debug = debug  # a debugging.DebugSession: it asks for the channel's lines, and pauses the clock
+        self.forbid = tuple(forbid)  # modules the program may not import: importing one ends it (import_guard.py)
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
@@ -202,6 +203,8 @@ class Run:
         oom_before, cpu_before = self.sandbox.counts or (self.sandbox.oom_kills(), self.sandbox.cpu_seconds())
         if self.channel is not None:
             go["channel"] = True
+        if self.forbid:
+            go["forbid"] = {"code": IMPORT_GUARD_SOURCE, "modules": list(self.forbid)}
         if not echo:
             go["echo"] = False
         if nice:

@@ -16,6 +16,13 @@ const COMPARES = { exact: "exactly", normalized: "ignoring spaces and capitals",
 const VISIBILITIES = { visible: "visible: students see input, expected output and hint",
   hidden: "hidden: students see only passed or not", after_due: "hidden until the due date" };
 
+// What each code rule guarantees: only a prohibition can be watched while the program runs.
+const RULES_SAID = "uses_loop, defines:NAME and uses_call:NAME are read from the code's text only. " +
+  "no_import:MODULE is read from the text and also enforced while the checks run the program: importing " +
+  "MODULE in any way (importlib, exec, a name built from pieces) stops the program and fails the rule, and " +
+  "so does starting another program. A module that imports MODULE counts too: random imports math, and " +
+  "most modules import os or sys, so forbid modules a student would import on purpose.";
+
 const exerciseUrl = (classId, slug) => `/api/classes/${classId}/exercises/${encodeURIComponent(slug)}`;
 
 /** An ISO date-time with its offset -> the value of a datetime-local field (this browser's time). */
@@ -59,7 +66,7 @@ class CheckFields {
     this.kindFields = {
       output: [field("Input (what is typed)", i.input), field("Expected output", i.expected), field("Compare", i.compare)],
       function: [field("Test function in tests.py", i.test)],
-      code: [field("Rule", i.rule)],
+      code: [field("Rule", i.rule), h("p", { class: "hint rule-guarantees" }, RULES_SAID)],
     };
     this.legend = h("legend", {}, `Check ${n}`);
     this.el = h("fieldset", { class: "check-form" }, this.legend,

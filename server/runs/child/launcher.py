@@ -28,7 +28,8 @@ needs nothing but a Python interpreter. The launcher
 
 Frames, both ways: 1 byte kind, 4 bytes big-endian length, payload.
   server -> launcher:  g go {"path", "args", "cols", "rows", "etag"?, "channel"?, "echo"?,
-                             "nice"?, "mode"?, "code"?, "options"?, "copy"?, "debug"?}   d stdin bytes
+                             "nice"?, "mode"?, "code"?, "options"?, "copy"?, "debug"?, "forbid"?}
+                       d stdin bytes
                        r resize {"cols", "rows"}   i interrupt   e end of input
                        c a line for the program's channel   C end of the channel
   launcher -> server:  R ready   o terminal output (input() adds ESC]7011;input BEL
@@ -47,7 +48,10 @@ launcher writes them read-only into a folder of the sandbox's /tmp, runs
 "path" there (or serves it, in "serve" mode), and removes the folder after
 the run (make_copy); with "writable": true the folder takes new files. With "debug" ({"code":
 debugging.py's source, "breakpoints"}, and "channel": true) the file runs
-under the debugger, which pauses it and talks on the channel (run_script).
+under the debugger, which pauses it and talks on the channel (run_script). With
+"forbid" ({"code": import_guard.py's source, "modules"}: a check's
+no_import rules), importing one of the modules ends the program with an
+exit code of the guard's own, however the import is spelled (guard_imports).
 
 It must run on any Python 3.8+ with the standard library only, and is kept
 self-contained because it is passed as source text.
@@ -156,23 +160,53 @@ def protect(seccomp_b64, hide_proc=False):
     asked for."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-    def prctl(option, arg2=0, arg3=0):
-        if libc.prctl(option, arg2, arg3, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
-    prctl(PR_SET_DUMPABLE, 0)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(libc, PR_SET_DUMPABLE, 0)
+    prctl(libc, PR_SET_NO_NEW_PRIVS, 1)
     if hide_proc:
-        landlock_hide_proc(libc)
+        # Folders, /proc's too, can still be listed, and writing is as
+        # before: only reading a file of /proc is refused (EACCES).
+        landlock_unreadable(libc, ["/proc"], LANDLOCK_READ_FILE | LANDLOCK_READ_DIR)
     if seccomp_b64:
-        program = base64.b64decode(seccomp_b64)
+        load_seccomp(libc, base64.b64decode(seccomp_b64))
 
-        class SockFprog(ctypes.Structure):  # struct sock_fprog
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-        fprog = SockFprog(len(program) // 8, program)
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+def prctl(libc, option, arg2=0, arg3=0):
+    import ctypes
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(option, arg2, arg3, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "prctl %d: %s" % (option, os.strerror(err)))
+
+
+def load_seccomp(libc, program):
+    """Load a seccomp filter (BPF) into this process: it and everything it
+    starts keep it, under those loaded before."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+    fprog = SockFprog(len(program) // 8, program)
+    prctl(libc, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+# The calls that start a program, by machine: (its AUDIT_ARCH_, execve, execveat).
+EXEC_CALLS = {"x86_64": (0xC000003E, 59, 322), "aarch64": (0xC00000B7, 221, 281)}
+
+
+def no_exec_filter():
+    """A seccomp filter (BPF) under which no program can be started: execve
+    and execveat fail (EPERM), as does every call of another ABI (x32,
+    i386), which the server's filter kills anyway. KeyError on a machine
+    not in EXEC_CALLS."""
+    arch, execve, execveat = EXEC_CALLS[os.uname().machine]
+    deny, allow = 0x00050000 | errno.EPERM, 0x7FFF0000  # SECCOMP_RET_ERRNO | EPERM, SECCOMP_RET_ALLOW
+    load, equal, at_least, answer = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    program = [(load, 0, 0, 4),  # seccomp_data.arch
+               (equal, 1, 0, arch), (answer, 0, 0, deny),
+               (load, 0, 0, 0),  # seccomp_data.nr
+               (equal, 3, 0, execve), (equal, 2, 0, execveat), (at_least, 1, 0, 0x40000000),  # x32's calls
+               (answer, 0, 0, allow), (answer, 0, 0, deny)]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
 
 
 LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # one number on every arch
@@ -180,11 +214,15 @@ LANDLOCK_RULE_PATH_BENEATH = 1
 LANDLOCK_READ_FILE, LANDLOCK_READ_DIR = 1 << 2, 1 << 3
 
 
-def landlock_hide_proc(libc):
+def landlock_unreadable(libc, hidden, handled):
     """Landlock (an unprivileged process restricting itself and all it
-    starts): files are read only beneath the top folders other than /proc.
-    Folders, /proc's too, can still be listed, and writing is as before:
-    only reading a file of /proc is refused (EACCES)."""
+    starts, for good): no file beneath the absolute paths `hidden` can be
+    read, by any path (a symlink, a folder's descriptor) or any process.
+    `handled`: LANDLOCK_READ_FILE, and LANDLOCK_READ_DIR for the hidden
+    folders' listings too. Landlock only allows, so everything else is
+    allowed beneath each entry beside the way to a hidden path (symlinks
+    aside: what they lead to is allowed, or not, where it is), and the
+    folders on that way can be listed."""
     import ctypes
 
     def call(nr, *args):
@@ -193,7 +231,13 @@ def landlock_hide_proc(libc):
             err = ctypes.get_errno()
             raise OSError(err, "landlock call %d: %s" % (nr, os.strerror(err)))
         return result
-    ruleset = call(LANDLOCK_CREATE_RULESET, struct.pack("<Q", LANDLOCK_READ_FILE | LANDLOCK_READ_DIR), 8, 0)
+    hidden = set(hidden)
+    on_the_way = set()
+    for path in hidden:
+        while path != "/":
+            path = os.path.dirname(path)
+            on_the_way.add(path)
+    ruleset = call(LANDLOCK_CREATE_RULESET, struct.pack("<Q", handled), 8, 0)
     try:
         def allow(path, access):
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -201,11 +245,14 @@ def landlock_hide_proc(libc):
                 call(LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, struct.pack("<Qi", access, fd), 0)
             finally:
                 os.close(fd)
-        allow("/", LANDLOCK_READ_DIR)
-        for name in os.listdir("/"):
-            if name != "proc":
-                path = "/" + name
-                allow(path, LANDLOCK_READ_FILE | LANDLOCK_READ_DIR if os.path.isdir(path) else LANDLOCK_READ_FILE)
+        for folder in on_the_way:
+            if handled & LANDLOCK_READ_DIR:
+                allow(folder, LANDLOCK_READ_DIR)
+            with os.scandir(folder) as entries:  # a folder's entries know their kind: no stat each
+                for entry in entries:
+                    if entry.path in hidden or entry.path in on_the_way or entry.is_symlink():
+                        continue
+                    allow(entry.path, handled if entry.is_dir(follow_symlinks=False) else LANDLOCK_READ_FILE)
         call(LANDLOCK_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
@@ -305,6 +352,7 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
             path = go["path"]
             script = os.path.abspath(path)
             sys.argv = [path] + list(go.get("args", []))
+            guard_imports(go)  # before the student's folder is on sys.path: the modules are found where they are
             sys.path[0:0] = [os.path.dirname(script)]
             if go.get("cwd"):  # a course file's read-only copy runs where its files are
                 os.chdir(go["cwd"])
@@ -345,7 +393,39 @@ def run_checking(go, channel_fd):
     module = types.ModuleType("pyclassroom_checking")
     sys.modules[module.__name__] = module
     exec(compile(go["code"], "<checking>", "exec"), module.__dict__)
+    guard_imports(go)  # after the check's own imports, before the student's module
     return module.main(go["mode"], go.get("options") or {}, channel_fd)
+
+
+def guard_imports(go):
+    """With go["forbid"] ({"code": import_guard.py's source, "modules"}),
+    importing one of the modules ends this process from now on, however
+    it is spelled (see import_guard.py). A guard that could not be set up
+    runs nothing."""
+    forbid = go.get("forbid")
+    if not forbid:
+        return
+    def confine(paths):
+        """The kernel's part, where it can: no program started (seccomp),
+        `paths` unreadable (Landlock); else the guard's hook alone watches."""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            load_seccomp(libc, no_exec_filter())
+        except (OSError, KeyError):
+            pass
+        if paths:
+            try:
+                landlock_unreadable(libc, paths, LANDLOCK_READ_FILE)
+            except OSError:
+                pass
+    try:
+        guard = types.ModuleType("pyclassroom_import_guard")
+        exec(compile(forbid["code"], "<pyclassroom-import-guard>", "exec"), guard.__dict__)
+        guard.install(forbid["modules"], confine)
+    except Exception:
+        os.write(2, b"The check could not watch your program's imports, so it did not run it.\n")
+        os._exit(126)
 
 
 def run_script(script, source=None, debug=None):
