@@ -495,7 +495,7 @@ COMPARES = {
     "output": "; what input() shows before you type is left out",
     "exact": "; every character counts, what input() shows before you type too",
     "normalized": "; spaces, capital letters and what input() shows before you type do not matter here",
-    "regex": "",
+    "regex": "; what input() shows before you type is left out",
 }
 
 
@@ -520,8 +520,8 @@ def check_output(check):
             return result(check.get("id"), False, "the expected pattern is not a valid regular expression: %s" % e)
         if passed:
             return result(check.get("id"), True, "your output is as expected")
-        return result(check.get("id"), False, "your output does not match the expected pattern; what input() shows "
-                      "before you type is left out", expected=expected, actual=actual, transcript=shown)
+        return result(check.get("id"), False, "your output does not match the expected pattern" + COMPARES[compare],
+                      expected=expected, actual=actual, transcript=shown)
     same = _normalized(expected) == _normalized(actual) if compare == "normalized" else expected == actual
     if same:
         return result(check.get("id"), True, "your output is as expected")
