@@ -388,6 +388,73 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
     assert teacher.errors == [] and page.errors == []
 
 
+PROMPTING = 'n = int(input("A number: "))\nprint("Double:", n * 2)\n'
+
+
+@needs_grader
+def test_a_result_says_how_the_output_was_compared_and_greys_the_prompt(start_server, new_page):
+    """A prompt is not compared by default (the form says so); the result
+    says which comparison was used and shows the run, the prompt and what
+    was typed in grey; under 'exactly' the prompt is compared, and fails."""
+    server = start_server(**LIMITS)
+    people(server)
+    teacher = teacher_page(new_page, server)
+    teacher.locator("#class-panel").get_by_role("button", name="New exercise").click()
+    form = teacher.get_by_role("dialog", name="New exercise")
+    form.get_by_label("Folder name").fill("double")
+    form.get_by_label("Title", exact=True).fill("Double")
+    form.get_by_label("The student's file").fill("double.py")
+    checks = [("double", "Double: 42\n", None), ("exact", "Double: 42\n", "exact"), ("triple", "Triple: 63\n", None)]
+    for n, (check_id, expected, compare) in enumerate(checks):
+        form.get_by_role("button", name="Add a check").click()
+        check = form.locator(".check-form").nth(n)
+        check.get_by_label("Id", exact=True).fill(check_id)
+        check.get_by_label("Input (what is typed)").fill("21\n")
+        check.get_by_label("Expected output").fill(expected)
+        expect(check.get_by_label("Compare", exact=True)).to_have_value("output")  # the default: prompts left out
+        if compare:
+            check.get_by_label("Compare", exact=True).select_option(compare)
+    expect(form.locator(".check-form").nth(0)).to_contain_text("Only 'exactly' compares prompts")
+    expect(form.locator(".check-form").nth(0).get_by_label("Compare", exact=True).locator("option:checked")) \
+        .to_have_text("as printed, input() prompts left out")
+    form.get_by_role("button", name="Add a starter file").click()
+    form.get_by_label("File name").fill("double.py")
+    form.locator(".starter-form textarea").fill("n = 0\n")
+    form.get_by_role("button", name="Save").click()
+    expect(form).to_have_count(0)
+
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    page.get_by_role("tab", name="Exercises").click()
+    page.locator("#exercises-panel .ex-item", has_text="Double").click()
+    view = page.locator("#exercises-panel .ex-view")
+    view.get_by_role("button", name="Start").click()
+    expect(page.locator(".tab.selected")).to_contain_text("double.py")
+    replace_text(page, PROMPTING)
+    expect_saved(page)
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-status")).to_have_attribute("data-state", "done", timeout=30_000)
+    expect(view.locator('.check-item[data-check="double"]')).to_have_attribute("data-state", "passed")
+    exact = view.locator('.check-item[data-check="exact"]')
+    expect(exact).to_have_attribute("data-state", "failed")
+    expect(exact.locator(".check-compare")).to_have_text("Compared exactly, what input() shows before you type included.")
+    expect(exact.locator(".diff .add")).to_contain_text("A number: Double: 42")
+    triple = view.locator('.check-item[data-check="triple"]')
+    expect(triple).to_have_attribute("data-state", "failed")
+    expect(triple.locator(".check-compare")).to_have_text("Compared leaving out what input() shows before you type.")
+    run = triple.locator(".transcript")
+    expect(run.locator(".prompt")).to_have_text("A number: ")
+    expect(run.locator(".typed")).to_have_text("21\n")
+    grey = run.locator(".prompt").evaluate("e => getComputedStyle(e).color")
+    assert grey == run.locator(".typed").evaluate("e => getComputedStyle(e).color")
+    assert grey != run.evaluate("e => getComputedStyle(e).color")  # the output's own colour
+    expect(triple.locator(".diff .add")).to_have_text("+Double: 42\n")  # the prompt is not in the diff
+    expect(triple).to_contain_text("in grey: what input() showed, not compared; what was typed")
+    triple.scroll_into_view_if_needed()
+    shot(page, "65-student-check-prompt-greyed")
+    assert teacher.errors == [] and page.errors == []
+
+
 @needs_grader
 def test_check_waits_for_a_running_program_and_code_that_does_not_parse_costs_no_attempt(start_server, new_page):
     """Check while the student's own program runs: a sentence, and nothing

@@ -159,6 +159,35 @@ def test_a_wrong_program_fails_in_words_and_a_right_one_passes(room):
     assert row["cells"]["average"]["attempts"] == 2 and row["cells"]["average"]["best"] == attempt["score"]
 
 
+PROMPTING = RIGHT.replace("line = input()", 'line = input("A number (empty to stop): ")')
+
+
+@pytest.mark.parametrize("room", ["local", "docker"], indirect=True)
+def test_a_prompting_program_passes_by_default_and_fails_under_exact(room):
+    """Beginners write prompts: by default what input() prints before the
+    student types is not compared; under "exact" it is. The result says
+    which comparison was used and shows the run, prompts and typed lines apart."""
+    server, number, teacher, (ann, *_) = room
+    checks = [{"id": "default", "kind": "output", "input": "4\n6\n\n", "expected": "Average: 5.0\n"},
+              {"id": "exact", "kind": "output", "input": "4\n6\n\n", "expected": "Average: 5.0\n",
+               "compare": "exact"}]
+    r = teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=exercise(checks=checks))
+    assert r.status_code == 200, r.text
+    done, _ = asyncio.run(check(server, ann, number, submit(ann, number, PROMPTING)))
+    got = results_by_id(done["attempt"])
+    assert got["default"]["passed"] and got["default"]["shown"]["compare"] == "output", got["default"]
+    exact = got["exact"]
+    assert not exact["passed"] and exact["shown"]["compare"] == "exact"
+    assert "what input() shows before you type too" in exact["message"]
+    assert "+A number (empty to stop): A number (empty to stop): A number (empty to stop): Average: 5.0" \
+        in exact["shown"]["diff"], exact["shown"]
+    # Compared under exact, the prompts show as output; what was typed (not echoed in a check) is apart.
+    prompt = "A number (empty to stop): "
+    assert exact["shown"]["transcript"] == [["output", prompt], ["typed", "4\n"], ["output", prompt],
+                                            ["typed", "6\n"], ["output", prompt], ["typed", "\n"],
+                                            ["output", "Average: 5.0\n"]]
+
+
 def test_a_class_checking_at_once_waits_in_line_told_its_place(room):
     server, number, _, students = room
     etags = [submit(s, number, RIGHT) for s in students]

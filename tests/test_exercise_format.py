@@ -55,7 +55,7 @@ def test_every_problem_is_a_sentence_naming_the_file_and_what_to_change():
         HEAD + '[[check]]\nid = "a"\nkind = "output"\nexpected = "("\ncompare = "regex"\n':
             "exercise.toml, check 1: 'expected' is not a valid pattern",
         HEAD + '[[check]]\nid = "a"\nkind = "output"\nexpected = "1"\ncompare = "fuzzy"\n':
-            "exercise.toml, check 1: 'compare' must be one of exact, normalized, regex.",
+            "exercise.toml, check 1: 'compare' must be one of output, exact, normalized, regex.",
         HEAD + '[[check]]\nid = "a"\nkind = "output"\nexpected = "1"\nvisibility = "secret"\n':
             "exercise.toml, check 1: 'visibility' must be one of visible, hidden, after_due.",
         HEAD + '[[check]]\nid = "a b"\nkind = "code"\nrule = "uses_loop"\n': "exercise.toml, check 1: 'id' must be",
@@ -94,7 +94,7 @@ names = st.from_regex(r"\A[A-Za-z_][A-Za-z0-9_]{0,10}\Z")
 common = dict(points=st.integers(0, model.MAX_POINTS), visibility=st.sampled_from(model.VISIBILITIES), hint=text)
 checks = st.one_of(
     st.builds(Check, id=ids, kind=st.just("output"), input=text, expected=text,
-              compare=st.sampled_from(("exact", "normalized")), **common),
+              compare=st.sampled_from(("output", "exact", "normalized")), **common),
     st.builds(Check, id=ids, kind=st.just("function"), test=names.map(lambda n: "test_" + n), **common),
     st.builds(Check, id=ids, kind=st.just("code"), **common,
               rule=st.one_of(st.just("uses_loop"), st.tuples(st.sampled_from(("defines", "uses_call", "no_import")),
@@ -116,6 +116,16 @@ def test_what_the_writer_writes_reads_back_the_same(exercise):
     again, problems = model.parse(model.render(exercise), tests)
     assert problems == [] and again == exercise
     assert again.due is None or again.due.utcoffset() == exercise.due.utcoffset()
+
+
+def test_an_output_check_leaves_prompts_out_unless_it_says_exact():
+    output = HEAD + '[[check]]\nid = "a"\nkind = "output"\nexpected = "1"\n'
+    exercise, problems = model.parse(output)
+    assert problems == [] and exercise.checks[0].compare == "output"
+    assert "compare" not in model.render(exercise)  # the default is left out, and so means the same when read back
+    exact, problems = model.parse(output + 'compare = "exact"\n')
+    assert problems == [] and exact.checks[0].compare == "exact"
+    assert 'compare = "exact"' in model.render(exact) and model.parse(model.render(exact))[0] == exact
 
 
 def test_the_readmes_example_reads_without_problems():

@@ -54,6 +54,14 @@ def test_the_mark_input_leaves_after_its_prompt_is_cut_out_however_the_bytes_are
     assert parse([b"\x1b]7011;inputs\x07ok"]) == [("text", b"ok")]  # only the exact mark
 
 
+def test_the_mark_input_writes_before_its_prompt_is_cut_out_however_the_bytes_are_cut():
+    stream = b"Hi\r\n\x1b]7011;prompt\x07Your name? \x1b]7011;input\x07"
+    expected = [("text", b"Hi\r\n"), ("prompt", b""), ("text", b"Your name? "), ("input", b"")]
+    for cut in range(len(stream) + 1):
+        assert parse([stream[:cut], stream[cut:]]) == expected, cut
+    assert parse([b"\x1b]7011;prompts\x07ok"]) == [("text", b"ok")]
+
+
 def read_all(data, cuts=()):
     """Every frame read from `data` fed in pieces (cut at `cuts`)."""
     async def go():

@@ -50,6 +50,8 @@ def test_input_says_it_waits_after_its_prompt_with_or_without_one(sandbox_server
     kinds = [m["type"] for m in rc.messages]
     prompt = next(i for i, m in enumerate(rc.messages) if m["type"] == "output" and "First: " in m["data"])
     assert kinds.index("input") > prompt and kinds.count("input") == 2
+    # Each repeats its prompt (a check leaves it out of the output it compares).
+    assert [m.get("prompt") for m in rc.messages if m["type"] == "input"] == ["First: ", None]
     assert rc.output("stdout") == "First: x\r\nthen\r\ny\r\nxy\r\n"  # the mark is not shown
 
 

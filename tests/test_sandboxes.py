@@ -18,7 +18,7 @@ import pytest
 
 from server import config
 from server.runs import cgroups
-from server.runs.protocol import INPUT, OSC
+from server.runs.protocol import INPUT, OSC, PROMPT
 from server.runs.warm import ready
 from server.runs.protocol import ImageParser, frame, read_frame
 from server.runs.sandbox import SandboxKind, StartedSandbox
@@ -173,10 +173,10 @@ def test_input_reaches_the_program(sandbox, home):
         write(home, "prog.py", "name = input('Name? ')\nprint('Hi', name)\n")
         prepared = await start(sandbox(), home)
         go(prepared)
-        # The prompt and the mark are two writes: a busy launcher may relay them
-        # as one frame or two. Terminal output up to the mark, frame by frame.
+        # The prompt and the marks are three writes: a busy launcher may relay them
+        # as one frame or more. Terminal output up to the input mark, frame by frame.
         kinds, prompt = set(), b""
-        while not prompt.endswith(b"\x07") and len(prompt) < 100:
+        while not prompt.endswith(INPUT + b"\x07") and len(prompt) < 100:
             kind, payload = await asyncio.wait_for(read_frame(prepared.stdout), 20)
             kinds.add(kind)
             prompt += payload
@@ -186,8 +186,8 @@ def test_input_reaches_the_program(sandbox, home):
         return kinds, prompt, text, status
 
     kinds, prompt, text, status = asyncio.run(scenario())
-    # input() marks that it waits after its prompt (the server cuts the mark out: protocol.py).
-    assert (kinds, prompt) == ({b"o"}, b"Name? " + OSC + INPUT + b"\x07")
+    # input() marks where its prompt starts and that it waits after it (the server cuts the marks out: protocol.py).
+    assert (kinds, prompt) == ({b"o"}, OSC + PROMPT + b"\x07" + b"Name? " + OSC + INPUT + b"\x07")
     assert "Hi Ada" in text
     assert status["code"] == 0
 

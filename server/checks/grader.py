@@ -41,6 +41,7 @@ from ..runs.run import Run
 from ..runs.scratch import ScratchSandbox
 from ..valid_text import valid_value
 from . import code_rules
+from .transcript import Transcript, shown as shown_transcript
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +56,18 @@ RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) p
 
 @dataclass
 class Collected:
-    """A sink that keeps a run's output (bounded) and its exit."""
+    """A sink that keeps a run's output (bounded), its prompts apart, and its exit."""
     gone: asyncio.Event = field(default_factory=asyncio.Event)
-    stdout: list = field(default_factory=list)
-    size: int = 0
+    transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
     exit: dict = None
     channel_messages: asyncio.Queue = None  # the program's channel messages, when it has a channel
 
     async def send(self, message):
         kind = message.get("type")
-        if kind == "output" and message.get("stream") == "stdout" and self.size < OUTPUT_LIMIT:
-            text = message["data"][:OUTPUT_LIMIT - self.size]
-            self.stdout.append(text)
-            self.size += len(text)
+        if kind == "output" and message.get("stream") == "stdout":
+            self.transcript.output(message["data"])
+        elif kind == "input":
+            self.transcript.waits(message.get("prompt") or "")
         elif kind in ("exit", "error"):
             self.exit = message
 
@@ -77,7 +77,7 @@ class Collected:
 
     @property
     def text(self):
-        return "".join(self.stdout).replace("\r\n", "\n")
+        return self.transcript.text()
 
 
 class Grader:
@@ -201,11 +201,11 @@ class Check:
             ran = await self._output_run(parts, claim, check)
             if ran.exit.get("reason") in RUN_ENDINGS:
                 output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
-                                      "actual": ran.text})
+                                      "transcript": ran.transcript.pieces(check.input)})
             else:  # stopped by a limit: nothing to compare
                 results[check.id] = {"id": check.id, "passed": False,
                                      "message": "Your program " + (ran.exit.get("message") or "did not finish") + ".",
-                                     "shown": {"input": check.input, "actual": ran.text},
+                                     "shown": {"input": check.input, "actual": ran.text, "compare": check.compare},
                                      "details": {"exit": ran.exit}}
         verdicts = await self._checker(found, parts, claim, data.decode("utf-8", "replace"), output_checks)
         if "not_gradable" in verdicts:
@@ -419,6 +419,9 @@ def _result(check, verdict):
     shown = {k: verdict[k] for k in ("expected", "actual", "diff") if isinstance(verdict.get(k), str)}
     if check.kind == "output":
         shown.setdefault("input", check.input)
+        shown["compare"] = check.compare  # the result says how the output was compared
+        if shown_transcript(verdict.get("transcript")):
+            shown["transcript"] = verdict["transcript"]
     return {"id": check.id, "passed": passed, "message": str(verdict.get("message") or ""),
             "shown": shown or None, "details": verdict}
 

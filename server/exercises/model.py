@@ -16,10 +16,16 @@ exercise.toml:
     kind = "output"                  # output | function | code
     input = "4\\n6\\n"                # output: fed to the program
     expected = "5.0\\n"
-    compare = "normalized"           # exact | normalized | regex
+    compare = "normalized"           # output (default) | exact | normalized | regex
     points = 2                       # default 1
     visibility = "hidden"            # visible (default) | hidden | after_due
     hint = "Divide the sum by how many numbers there are."
+
+An output check compares what the program prints. By default ("output")
+the prompts its input() calls print are left out, so `input("A number: ")`
+costs nothing; "exact" compares every character, prompts included;
+"normalized" leaves out prompts and differences of spaces and capitals;
+"regex" matches the output, prompts left out, against a pattern.
 
 A `function` check names a `test = "test_..."` of tests.py; a `code` check
 has a `rule`: uses_loop, defines:NAME, no_import:MODULE or uses_call:NAME.
@@ -52,7 +58,7 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 KINDS = ("output", "function", "code")
-COMPARES = ("exact", "normalized", "regex")
+COMPARES = ("output", "exact", "normalized", "regex")
 VISIBILITIES = ("visible", "hidden", "after_due")
 RULES = ("uses_loop", "defines:", "no_import:", "uses_call:")
 MAX_CHECKS = 200
@@ -75,7 +81,7 @@ class Check:
     hint: str = ""
     input: str = ""        # output
     expected: str = ""     # output
-    compare: str = "exact"  # output
+    compare: str = "output"  # output: how it compares (COMPARES)
     test: str = ""         # function: the name of a def in tests.py
     rule: str = ""         # code
     declared: bool = True  # False: a test_ function of tests.py that no check names
@@ -238,7 +244,7 @@ def _check(n, table, problems):
     if kind == "output":
         fields["input"] = _text(table, "input", where, problems)
         fields["expected"] = _text(table, "expected", where, problems, required=True)
-        fields["compare"] = table.get("compare", "exact")
+        fields["compare"] = table.get("compare", "output")
         if fields["compare"] not in COMPARES:
             problems.append(f"{where}: 'compare' must be one of {', '.join(COMPARES)}.")
         elif fields["compare"] == "regex":

@@ -6,10 +6,12 @@ The launcher wraps everything the program writes in `o` and `e` frames, so
 a program's bytes are only ever payload: no sequence it prints can end its
 run or pose as the launcher. Images are the program's own business: the
 matplotlib backend writes `ESC ] 7011 ; image ; <base64 PNG> BEL` on
-stdout, and ImageParser cuts them out of the text. So does the mark
-`ESC ] 7011 ; input BEL` that the launcher's input() writes after its
-prompt: the program waits for a line (a program may print it too; all it
-can do is make the page say so).
+stdout, and ImageParser cuts them out of the text, as it cuts out the
+marks the launcher's input() writes around its prompt, `ESC ] 7011 ; prompt BEL`
+before and `ESC ] 7011 ; input BEL` after: the program waits for a line,
+and the text between was its prompt. A program may print them too; all it
+can do is make the page say it waits, or have a check leave out of the
+compared output text it could have left unprinted.
 """
 import asyncio
 import struct
@@ -21,6 +23,7 @@ OSC = b"\x1b]7011;"
 BEL = b"\x07"
 IMAGE = b"image;"
 INPUT = b"input"
+PROMPT = b"prompt"
 MAX_IMAGE_BYTES = 8 << 20
 
 
@@ -51,7 +54,7 @@ async def read_frame(stream):
 
 class ImageParser:
     """Splits a program's stdout into ("text", bytes), ("image", base64
-    bytes), ("input", b"") and ("dropped", size) items, even when a sequence is cut across
+    bytes), ("prompt", b""), ("input", b"") and ("dropped", size) items, even when a sequence is cut across
     frames. An image longer than `limit` is dropped; a sequence that never
     ends is abandoned where the next one begins, or at the end of the run.
     One parser reads one run.
@@ -90,8 +93,8 @@ class ImageParser:
                     self.skipped = 0
                 elif payload.startswith(IMAGE):
                     out.append(("image", payload[len(IMAGE):]))
-                elif payload == INPUT:
-                    out.append(("input", b""))
+                elif payload in (INPUT, PROMPT):
+                    out.append((payload.decode(), b""))
                 continue
             start = self.pending.find(OSC)
             if start < 0:

@@ -47,6 +47,8 @@ DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
 CHANNEL_LINE = 256 << 10  # the largest message on a run's channel, either way (as the launcher's)
+PROMPT_LIMIT = 4096  # characters of an input() prompt told with its `input` message; a longer one is output
+MARK_BYTES = 64  # what a prompt or input mark counts as output: a flood of them ends at the output limit
 
 # How a run ended, as the console's last line says it; for a limit, what to try.
 MESSAGES = {
@@ -101,6 +103,7 @@ class Run:
         self._pending_size = 0
         self._sent_output = False
         self._told_input = False  # an `input` message was sent and nothing typed since
+        self._prompt = None  # stdout since input()'s prompt mark, until its input mark (None: not in a prompt)
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
         self._reading = None
@@ -292,15 +295,23 @@ class Run:
             await self._text("stdout", payload)
         elif kind == "image":
             await self._image(payload)
+        elif kind == "prompt":
+            if self._count(MARK_BYTES):
+                self._prompt = ""
+                self._told_input = False  # a new input() call: its wait is told, typed ahead or not
         elif kind == "input":
-            await self._wants_input()
+            if self._count(MARK_BYTES):
+                await self._wants_input()
         else:
             await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n".encode())
 
     async def _text(self, stream, data):
         if not self._count(len(data)):
             return
-        self._queue(stream, self._decoders[stream].decode(data))
+        text = self._decoders[stream].decode(data)
+        if stream == "stdout" and self._prompt is not None:
+            self._prompt = self._prompt + text if len(self._prompt) + len(text) <= PROMPT_LIMIT else None
+        self._queue(stream, text)
         if self._pending_size >= FLUSH_BYTES or not self._sent_output:
             # The first output goes at once: it is what "Run feels instant" means.
             await self._flush()  # waits for the client: reading pauses meanwhile
@@ -318,13 +329,16 @@ class Run:
 
     async def _wants_input(self):
         """The program waits in input(): the page is told once per wait
-        (what is typed starts the next), after the prompt before it."""
+        (what is typed, or input()'s next prompt, starts the next), after
+        the prompt before it, whose text the message repeats (a check
+        leaves it out of the output it compares)."""
+        prompt, self._prompt = self._prompt, None
         if self._told_input:
             return
         self._told_input = True
         await self._flush()
         async with self._send_lock:
-            await self.send({"type": "input"})
+            await self.send({"type": "input", **({"prompt": prompt} if prompt else {})})
 
     def _count(self, n):
         self.output_bytes += n

@@ -12,7 +12,8 @@ import { markdown } from "./markdown.js";
 const SLUG = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const KINDS = { output: "Output: run with input, compare what it prints", function: "Function: a test of tests.py",
   code: "Code: look at the code itself" };
-const COMPARES = { exact: "exactly", normalized: "ignoring spaces and capitals", regex: "matching a pattern (regex)" };
+const COMPARES = { output: "as printed, input() prompts left out", exact: "exactly, input() prompts included",
+  normalized: "ignoring spaces and capitals, input() prompts left out", regex: "matching a pattern (regex), input() prompts left out" };
 const VISIBILITIES = { visible: "visible: students see input, expected output and hint",
   hidden: "hidden: students see only passed or not", after_due: "hidden until the due date" };
 
@@ -57,14 +58,16 @@ class CheckFields {
       hint: h("input", { type: "text", value: check.hint || "" }),
       input: h("textarea", { rows: "3", spellcheck: "false" }, check.input || ""),
       expected: h("textarea", { rows: "3", spellcheck: "false" }, check.expected || ""),
-      compare: select(COMPARES, check.compare || "exact", "Compare"),
+      compare: select(COMPARES, check.compare || "output", "Compare"),
       test: h("input", { type: "text", value: check.test || "", spellcheck: "false", placeholder: "test_two_numbers" }),
       rule: h("input", { type: "text", value: check.rule || "", spellcheck: "false",
         placeholder: "uses_loop, defines:NAME, no_import:MODULE or uses_call:NAME" }),
     };
     const i = this.inputs;
     this.kindFields = {
-      output: [field("Input (what is typed)", i.input), field("Expected output", i.expected), field("Compare", i.compare)],
+      output: [field("Input (what is typed)", i.input), field("Expected output", i.expected), field("Compare", i.compare),
+        h("p", { class: "hint" }, "A prompt is what input() shows before the student types, as in input(\"A number: \"). "
+          + "Only 'exactly' compares prompts: then write them in the expected output, without what is typed (a check does not show it).")],
       function: [field("Test function in tests.py", i.test)],
       code: [field("Rule", i.rule), h("p", { class: "hint rule-guarantees" }, RULES_SAID)],
     };

@@ -1,11 +1,15 @@
 // An exercise's checks and what an attempt made of them, in words: ✓ or ✗,
 // points earned of points, the message, the hint of a failed check, and
-// what a visible check showed (the input, a diff of the output, the line
-// of an error, clickable). The student's panel and the teacher's view of
+// what a visible check showed (how the output was compared, the input, the
+// run with its prompts and typed lines greyed, a diff of the output, the
+// line of an error, clickable). The student's panel and the teacher's view of
 // an attempt both show them so.
 import { h } from "./dom.js";
 
-const COMPARE_WORDS = { exact: "exactly", normalized: "ignoring spaces and capitals", regex: "matching a pattern" };
+const COMPARE_WORDS = { output: "leaving out what input() shows before you type",
+  exact: "exactly, what input() shows before you type included",
+  normalized: "ignoring spaces and capitals, and what input() shows before you type",
+  regex: "matching a pattern, leaving out what input() shows before you type" };
 
 /** "2 points", "1 point". */
 export const points = (n) => `${n} point${n === 1 ? "" : "s"}`;
@@ -30,7 +34,18 @@ function diffBlock(text) {
     }, line + "\n"))));
 }
 
-/** What a visible check showed: {input, expected, actual, diff} or {line, file, expected, actual}. */
+/** What the program printed, with what it was typed: prompts (when not compared) and typed lines greyed. */
+function transcriptBlock(pieces) {
+  const has = (kind) => pieces.some(([k]) => k === kind);
+  const grey = [has("prompt") ? "what input() showed, not compared" : "", has("typed") ? "what was typed" : ""]
+    .filter(Boolean).join("; ");
+  return h("div", { class: "check-field" },
+    h("span", { class: "check-field-label" }, `Your program's run${grey ? ` (in grey: ${grey})` : ""}`),
+    h("pre", { class: "check-text transcript" }, pieces.length ? pieces.map(([kind, text]) =>
+      h("span", { class: kind === "output" ? "" : `not-compared ${kind}` }, text)) : "(nothing)"));
+}
+
+/** What a visible check showed: {input, expected, actual, diff, compare, transcript} or {line, file, expected, actual}. */
 export function shownDetails(shown, openLine) {
   if (!shown || typeof shown !== "object") return [];
   const out = [];
@@ -41,11 +56,16 @@ export function shownDetails(shown, openLine) {
         `Go to ${where}`)
       : h("p", { class: "check-where" }, `At ${where}.`));
   }
+  if (typeof shown.compare === "string") {
+    out.push(h("p", { class: "check-compare" }, `Compared ${COMPARE_WORDS[shown.compare] || shown.compare}.`));
+  }
   if (typeof shown.input === "string") out.push(block("Input", shown.input));
+  const transcript = Array.isArray(shown.transcript) ? shown.transcript : null;
+  if (transcript) out.push(transcriptBlock(transcript));
   if (typeof shown.diff === "string" && shown.diff) out.push(diffBlock(shown.diff));
   else {
     if (shown.expected !== undefined) out.push(block("Expected", String(shown.expected)));
-    if (shown.actual !== undefined) out.push(block("Your program gave", String(shown.actual)));
+    if (shown.actual !== undefined && !transcript) out.push(block("Your program gave", String(shown.actual)));
   }
   return out;
 }

@@ -19,10 +19,13 @@ serve  (the student's sandbox and home) options {"file": "average.py"}:
 test   (a checker sandbox whose home holds the teacher's files) options
        {"module", "tests_file", "tests": [names], "source", "code_checks":
        [{"id", "rule"}], "output_checks": [{"id", "compare", "expected",
-       "actual"}]}: sends one result per check, code checks first, then
-       output checks, then the tests in their order, then {"type": "done"}:
+       "transcript": [[kind, text]]}]}: sends one result per check, code
+       checks first, then output checks, then the tests in their order,
+       then {"type": "done"}:
          -> {"type": "result", "id", "passed", "message", "line",
-             "expected"?, "actual"?, "diff"?}
+             "expected"?, "actual"?, "diff"?, "transcript"?}
+       A transcript's kinds: "output", "prompt" (what input() printed
+       before it waited) and "typed" (the line it then read).
        A source that does not parse: {"type": "not_gradable", "error":
        {"type", "message", "line"}} then done. The tests file is imported
        with its asserts rewritten (the compared values are shown) and
@@ -487,22 +490,39 @@ def _called_name(call):
 
 # -- output checks ------------------------------------------------------------------
 
+# How an output check compares ("output", the default, leaves input()'s prompts
+# out), and the end of its sentence when the output differs.
+COMPARES = {
+    "output": "; what input() shows before you type is left out",
+    "exact": "; every character counts, what input() shows before you type too",
+    "normalized": "; spaces, capital letters and what input() shows before you type do not matter here",
+    "regex": "; what input() shows before you type is left out",
+}
+
+
 def check_output(check):
-    """Compare a program's output with the expected text: exact (line
-    endings and the final newlines aside), normalized (whitespace runs,
-    case, trailing spaces and blank lines ignored) or regex (the whole
-    output, ^ and $ at each line)."""
-    compare = check.get("compare", "exact")
-    expected, actual = _lines(check.get("expected", "")), _lines(check.get("actual", ""))
+    """Compare a program's output with the expected text: as printed
+    (line endings and the final newlines aside; "output" leaves input()'s
+    prompts out, "exact" keeps them), normalized (prompts, whitespace
+    runs, case, trailing spaces and blank lines ignored) or regex (the
+    whole output, prompts left out, ^ and $ at each line). The failed
+    result shows the transcript, a prompt as output where it was compared."""
+    compare = check.get("compare", "output")
+    if compare not in COMPARES:
+        return result(check.get("id"), False, "this check's comparison %r is not one PyClassroom knows" % compare)
+    pieces = _transcript(check, prompts_compared=compare == "exact")
+    expected = _lines(check.get("expected", ""))
+    actual = _lines("".join(text for kind, text in pieces if kind == "output"))
+    shown = _shown_transcript(pieces)
     if compare == "regex":
         try:
             passed = re.fullmatch(expected, actual, re.MULTILINE) is not None
         except re.error as e:
             return result(check.get("id"), False, "the expected pattern is not a valid regular expression: %s" % e)
-        message = "your output is as expected" if passed else "your output does not match the expected pattern"
-        return result(check.get("id"), passed, message, expected=expected, actual=actual)
-    if compare not in ("exact", "normalized"):
-        return result(check.get("id"), False, "this check's comparison %r is not one PyClassroom knows" % compare)
+        if passed:
+            return result(check.get("id"), True, "your output is as expected")
+        return result(check.get("id"), False, "your output does not match the expected pattern" + COMPARES[compare],
+                      expected=expected, actual=actual, transcript=shown)
     same = _normalized(expected) == _normalized(actual) if compare == "normalized" else expected == actual
     if same:
         return result(check.get("id"), True, "your output is as expected")
@@ -510,9 +530,35 @@ def check_output(check):
     diff = "\n".join(difflib.unified_diff(expected.split("\n"), actual.split("\n"), "expected", "your output",
                                           lineterm=""))
     said = "your output differs from the expected output (lines with - are expected, lines with + are yours)"
-    if compare == "normalized":
-        said += "; spaces and capital letters do not matter here"
-    return result(check.get("id"), False, said, expected=expected, actual=actual, diff=diff)
+    return result(check.get("id"), False, said + COMPARES[compare], expected=expected, actual=actual, diff=diff,
+                  transcript=shown)
+
+
+def _transcript(check, prompts_compared):
+    """The run's [[kind, text]] (a prompt as output when it is compared);
+    a check without one has its "actual" text as output."""
+    pieces = check.get("transcript")
+    if not isinstance(pieces, list):
+        pieces = [["output", str(check.get("actual", ""))]]
+    out = []
+    for kind, text in pieces:
+        kind = "output" if kind == "prompt" and prompts_compared else kind
+        if out and out[-1][0] == kind:
+            out[-1][1] += text
+        else:
+            out.append([kind, text])
+    return out
+
+
+def _shown_transcript(pieces):
+    """The transcript cut to MAX_TEXT characters in all."""
+    out, room = [], MAX_TEXT
+    for kind, text in pieces:
+        if room <= 0:
+            break
+        out.append([kind, text[:room]])
+        room -= len(text)
+    return out
 
 
 def _lines(text):

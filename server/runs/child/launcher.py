@@ -80,7 +80,9 @@ CHANNEL_BUFFER = 1 << 20  # lines waiting for a program that does not read its c
 OVERFLOW = b'{"type":"overflow"}'  # sent in place of a line too long to relay
 SHUT_WR = 1  # socket.SHUT_WR: the socket module is imported by channel runs only
 INPUT_BUFFER = 64 << 10  # typed input waiting for a program that does not read it
-# Written by input() after its prompt; the server cuts it out (protocol.py).
+# Written by input() before and after its prompt; the server cuts them out (protocol.py),
+# and a check leaves the text between them out of the output it compares.
+PROMPT_MARK = b"\x1b]7011;prompt\x07"
 INPUT_MARK = b"\x1b]7011;input\x07"
 MEMORY_ERROR_EXIT = 137  # how the child tells the launcher of a MemoryError (as an OOM kill looks)
 
@@ -451,20 +453,26 @@ def run_script(script, source=None, debug=None):
 
 def _input(prompt=""):
     """input() on stdout: CPython's own writes the prompt to stderr on a
-    terminal, which the console would show as an error. Then INPUT_MARK:
-    the page says the program waits for a line, with a prompt or none."""
-    sys.stdout.write(str(prompt))
+    terminal, which the console would show as an error. The prompt goes
+    between PROMPT_MARK and INPUT_MARK: the page says the program waits for
+    a line, and a check knows which text was a prompt and not output."""
+    text = str(prompt)
+    sys.stdout.flush()  # what was printed before is output, not prompt
+    _mark(PROMPT_MARK)
+    sys.stdout.write(text)
     sys.stdout.flush()
-    mark = memoryview(INPUT_MARK)
-    try:
-        while mark:
-            mark = mark[os.write(1, mark):]
-    except OSError:
-        pass  # the program closed its terminal: nothing to tell
+    _mark(INPUT_MARK)
     line = sys.stdin.readline()
     if not line:
         raise EOFError("EOF when reading a line")
     return line[:-1] if line.endswith("\n") else line
+
+
+def _mark(data):
+    try:
+        write_all(1, data)
+    except OSError:
+        pass  # the program closed its terminal: nothing to tell
 
 
 class _BackendFinder(object):
