@@ -5,20 +5,29 @@ A check waits in a line (CHECKS_AT_ONCE on this host at once; the others
 are told their place and an estimate), then holds the student's run lock
 for its whole length (no Run meanwhile, no second check), and:
 
-1. reads the student's file, the version their editor showed (etag);
-2. runs it in the student's own sandbox once per output check, fed the
-   check's input, echo off, below interactive runs (CHECK_NICE), each for
-   CHECK_SECONDS at most: jobs with a collector for a sink;
+1. reads the student's file and those beside it once (a snapshot), the
+   version their editor showed (etag): every run of the attempt runs a
+   fresh copy of these bytes, and the attempt records their version;
+2. runs it once per output check, fed the check's input, echo off, below
+   interactive runs (CHECK_NICE), each for CHECK_SECONDS at most, with the
+   exercise's no_import modules forbidden while it runs (code_rules.py):
+   jobs with a collector for a sink, in sandboxes of the check's own
+   (runs/scratch.py: a throwaway home, one per visibility), never the
+   student's, so nothing a run writes survives it and what a hidden
+   check's run is given never reaches a run whose result the student sees;
 3. runs the teacher's side in a checker sandbox (runs/checkers.py), which
    holds the exercise's tests.py and nothing of the student's: code checks
-   on the source text, output comparisons, and tests.py's test functions.
-   When a test calls a student's function, the call crosses as JSON to the
-   student's program, served in the student's own sandbox (a job in the
-   launcher's `serve` mode), and the value comes back the same way; each
-   call has CHECK_SECONDS. A program that exits, hangs or prints anything
-   only fails the tests that needed it;
+   on the source text, output comparisons (prompts apart: transcript.py),
+   and tests.py's test functions. When a test calls a student's function,
+   the call crosses as JSON to the student's program, served in the
+   sandbox of that test's visibility (a job in the launcher's `serve`
+   mode), and the value comes back the same way; each call has
+   CHECK_SECONDS. A program that exits, hangs or prints anything only
+   fails the tests that needed it;
 4. records the attempt: the exercises service computes the score from the
-   exercise's points and keeps what the student may see (attempts.py).
+   exercise's points and keeps what the student may see (attempts.py). A
+   press whose check could not be done once the program ran is recorded
+   all the same, as not checked and why.
 
 The checks' verdicts come from the checker sandbox and nothing else; the
 student's program only ever produces output and values. The whole check
