@@ -173,3 +173,40 @@ def test_run_on_a_course_file_runs_a_read_only_copy(start_server, new_page):
     # The course folder holds what it held.
     files = sorted(e["name"] for e in grace.get(f"/api/files/{area}").json()["entries"])
     assert files == ["helper.py", "starter.py"]
+
+
+def test_a_student_who_kept_theirs_sees_the_new_version_and_takes_it_as_a_new_file(start_server, new_page):
+    server = start_server(**LIMITS)
+    grace = a_person(server, "grace", "teacher", "Grace Hopper")
+    ann = a_person(server, "ann", display_name="Ann Smith")
+    number = a_class(server, "grace", "ann", name="9C")
+    area = f"class/{number}"
+    put(grace, area, "lesson2.py", "total = 0\nprint(total)\n")
+    assert grace.post("/api/course/push", json={"area": area, "path": "lesson2.py"}).status_code == 200
+    put(ann, "home", "lesson2.py", "total = 0\nprint('mine', total)\n")
+
+    page = student_page(new_page, server, "ann", "lesson2.py")
+    put(grace, area, "lesson2.py", "total = 1\nprint(total)\n")
+    r = grace.post("/api/course/push", json={"area": area, "path": "lesson2.py", "changed": "keep"})
+    assert r.json()["skipped"]["ann"] == [{"path": "lesson2.py", "reason": "changed"}]
+    # Her page says so, at once, in the live region; her file is as she left it.
+    notice = page.locator("#talk-notices .starter-notice")
+    expect(notice).to_contain_text("Your teacher sent a new version of lesson2.py")
+    expect(notice).to_contain_text("You had changed yours, so yours was kept as it is.")
+    assert "mine" in editor_text(page)
+
+    notice.get_by_role("button", name="Show the difference").click()
+    diff = page.get_by_role("dialog", name="lesson2.py: yours and the new version")
+    expect(diff.locator(".cm-deletedChunk, .cm-deletedLine").first).to_contain_text("mine")
+    expect(diff.locator(".cm-changedLine, .cm-insertedLine").first).to_be_visible()
+    shot(page, "75-student-starter-difference")
+    diff.get_by_role("button", name="Take it as a new file").click()
+    # The new version beside hers, opened; hers unchanged; the notice gone, also after a reload.
+    expect(page.locator("#tabs [aria-selected=true]")).to_contain_text("lesson2 (teacher).py")
+    assert editor_text(page).startswith("total = 1")
+    expect(notice).to_have_count(0)
+    assert ann.get("/api/files/home/lesson2.py").json()["content"] == "total = 0\nprint('mine', total)\n"
+    page.reload()
+    expect(page.locator("#talk-notices")).to_have_attribute("data-caught-up", "true")
+    expect(page.locator("#talk-notices .starter-notice")).to_have_count(0)
+    assert page.errors == []
