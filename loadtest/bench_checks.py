@@ -246,6 +246,29 @@ async def start_and_save(users, class_id, slug, file, submission):
     return await asyncio.gather(*(one(i, u) for i, u in enumerate(users)))
 
 
+async def exercise_shown(http, url, sockets):
+    """Each IDE shows the exercise, as a student does before pressing Check:
+    it tells the server (`prepare_check`), which starts the check's sandbox
+    ahead of time; wait until it has (a server without that answers each
+    with an error, which is read here, and starts nothing)."""
+    import asyncio
+    from .server_metrics import sandbox_starts, wait_for_sandboxes
+    before, _ = await sandbox_starts(http, url)
+    for sock in sockets:
+        await sock.send(type="prepare_check")
+    if before is not None and not await wait_for_sandboxes(http, url, before + len(sockets),
+                                                           timeout=10 + len(sockets) / 4):
+        say("  (the server did not start every check's sandbox ahead of time: a server without prepare_check?)")
+    for sock in sockets:
+        while True:
+            try:
+                message = await sock.receive(0.05)
+            except asyncio.TimeoutError:
+                break
+            if message.get("type") == "error" and message.get("error") != "unknown_type":
+                raise Aborted(f"prepare_check was refused: {message}")
+
+
 async def press_check(sock, class_id, slug, etag, right, timeout, seen):
     """One student's press of Check: seconds to the attempt, verified;
     CheckFailed otherwise. `seen` gathers the queue positions and estimates."""
@@ -459,6 +482,7 @@ def measure(args, deadline):
                             if before is not None and not await wait_for_sandboxes(
                                     http, server.url, before + len(sockets), timeout=60 + len(sockets)):
                                 say("  (the server did not report every warm sandbox: measuring anyway)")
+                            await exercise_shown(http, server.url, sockets)
                             await asyncio.sleep(1.0)
                             say(f"round {number}: PyClassroom, {len(sockets)} students press Check within "
                                 f"{SPREAD:g} s ...")

@@ -270,3 +270,33 @@ def test_a_right_program_passes_in_its_throwaway_home(room):
     got = results_by_id(attempt)
     assert got["shown-output"]["passed"] and got["shown-test"]["passed"], got
     assert attempt["score"] >= 2
+
+
+def test_an_open_exercise_starts_one_checks_sandbox_ahead_which_goes_with_the_ide(room):
+    """The IDE says an exercise is shown (prepare_check): the check's sandbox
+    starts then, one however often it is said, and Check uses it; the next
+    is started for the next press; all go when the IDE closes."""
+    from tests.runs_support import launcher_pids, metric, no_processes_of, sandbox_uid, wait_for
+    server, number, _, student = room
+    etag = save(student, RIGHT)
+    starts = "pyclassroom_sandbox_start_seconds_count"
+    uid = sandbox_uid(server, student.username)
+
+    async def story():
+        async with RunClient(server.url, student.http.cookies.get_dict()) as rc:
+            before = metric(server, starts)
+            for _ in range(5):
+                await rc.send(type="prepare_check")
+            # Its IDE's ready sandbox, and one check's sandbox: no more, however often it is said.
+            assert wait_for(lambda: metric(server, starts) >= before + 2 and len(launcher_pids(uid)) >= 2, TIMEOUT)
+            await asyncio.sleep(1)
+            assert metric(server, starts) == before + 2 and len(launcher_pids(uid)) == 2
+            await rc.send(type="check", **{"class": number, "exercise": "swap", "etag": etag})
+            done = await rc.until("check", TIMEOUT, on=None)
+            while done.get("state") != "done":
+                done = await rc.until("check", TIMEOUT)
+            assert results_by_id(done["attempt"])["shown-test"]["passed"]
+            # Used by the check, it went; the one for the next press is there.
+            assert wait_for(lambda: metric(server, starts) == before + 3 and len(launcher_pids(uid)) == 2, TIMEOUT)
+    asyncio.run(story())
+    assert no_processes_of(server, student.username)  # the IDE closed: its sandboxes went

@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from dataclasses import dataclass, field
 
 from ..errors import Refused
+from ..exercises import visibility
 from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.checkers import CheckerSandboxes
@@ -55,6 +56,7 @@ from .transcript import Transcript, shown as shown_transcript
 log = logging.getLogger(__name__)
 
 CHECK_NICE = 5  # a check's programs run below students' interactive ones
+READY_SECONDS = 600  # a check's sandbox started ahead of time waits this long for its Check
 SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
 # A check's runs are not the student's runs: the class view keeps what their last Run showed, and
@@ -101,6 +103,9 @@ class Grader:
         self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
         self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
         self.checking = {}  # user id -> Check: one at a time per student
+        # user id -> (a check's sandbox started ahead of time, when): the student has an exercise in
+        # front of them, so their next Check waits for no sandbox. One each, while their IDE is open here.
+        self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
 
     def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Check":
         if user["id"] in self.checking:
@@ -108,6 +113,42 @@ class Grader:
         check = self.checking[user["id"]] = Check(self, user, session, class_id, slug, etag, sink)
         self.jobs.track(check.live())
         return check
+
+    def prepare(self, user: dict) -> None:
+        """Start `user`'s next check's sandbox now (an exercise is open in
+        their IDE, or they just checked): one at a time, kept READY_SECONDS."""
+        now = time.monotonic()
+        for user_id, (place, since) in list(self.ready.items()):
+            if now - since > READY_SECONDS:
+                self._drop_ready(user_id)
+        if user["id"] in self.ready or user["id"] in self.checking or self.jobs.draining():
+            return
+        place = self._place_for(user)
+        place.warm_up()
+        self.ready[user["id"]] = (place, now)
+
+    def forget(self, user: dict) -> None:
+        """`user` has no IDE open here any more: their ready sandbox goes."""
+        self._drop_ready(user["id"])
+
+    def take_place(self, user: dict) -> "ScratchSandbox":
+        """A sandbox for `user`'s check: the one started ahead of time, or a new one."""
+        ready = self.ready.pop(user["id"], None)
+        if ready is not None and time.monotonic() - ready[1] <= READY_SECONDS:
+            return ready[0]
+        if ready is not None:
+            self.jobs.track(ready[0].close())
+        place = self._place_for(user)
+        place.warm_up()
+        return place
+
+    def _place_for(self, user):
+        return ScratchSandbox(self.jobs.warm.kind, self.cfg, self.jobs.warm.uid_of(user))
+
+    def _drop_ready(self, user_id):
+        ready = self.ready.pop(user_id, None)
+        if ready is not None:
+            self.jobs.track(ready[0].close())
 
     def estimate(self, position: int) -> float:
         """Seconds until a check at `position` in the line has its result."""
@@ -125,8 +166,9 @@ class Check:
         self.pressed = False
         self.snapshot: dict[str, bytes] = {}  # the checked file and those beside it, read once: every run runs these
         self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
-        self.places: dict[str, ScratchSandbox] = {}  # visibility -> the sandbox its checks' runs share
-        self.serving: dict[str, tuple] = {}  # visibility -> the student's program serving its tests' calls: (job, sink)
+        self.place: ScratchSandbox | None = None  # the sandbox of the check's runs of the student's program
+        self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.shown_phase = True  # what runs now may be shown to the student (see _run)
         self.forbid = ()  # modules the student's runs may not import (code_rules.py)
         self.ran = []  # the sinks of the student's runs: their exits say whether they imported one
 
@@ -136,14 +178,28 @@ class Check:
         finally:
             self.grader.checking.pop(self.user["id"], None)
         await self.sink.send(message)
+        if self.user["id"] in self.grader.jobs.warm.wanted:  # still at their IDE: ready for their next press
+            self.grader.prepare(self.user)
         self.done.set()
 
     async def _check(self):
         grader, user = self.grader, self.user
         await grader.exercises.classes.member_of(user, self.class_id)  # before anything of the class is read
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
+        # Its sandbox was started ahead of time, or starts while it waits in line: a class pressing
+        # Check at once waits for its places, not for sandboxes too.
+        self.place = grader.take_place(user)
+        try:
+            return await self._checked(found)
+        finally:
+            # It goes once the result is out: the student does not wait for the kernel to kill it.
+            grader.jobs.track(self.place.close())
+
+    async def _checked(self, found):
+        grader, user = self.grader, self.user
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
+        self.started_at = started_at  # which checks' results the student may see is decided as of now
         failed = None
         try:
             claim = await grader.jobs.claim(user, self.session)
@@ -156,7 +212,6 @@ class Check:
                 failed = e
             finally:
                 await self._stop_serving()
-                await asyncio.gather(*(place.close() for place in self.places.values()))
                 await grader.jobs.release(user, claim)
         finally:
             grader.line.leave()
@@ -194,32 +249,45 @@ class Check:
     # -- the steps -------------------------------------------------------------------------
 
     async def _run(self, found, claim):
-        """(results for record_attempt, not gradable, why)."""
+        """(results for record_attempt, not gradable, why).
+
+        The checks run in two phases, in one sandbox of the check's own:
+        first those whose results the student may see, then the others
+        (hidden, or after the due date that has not come). What the
+        program is given in the second (a hidden check's input, a hidden
+        test's arguments) can reach nothing of the first, which is over:
+        the student sees only results worked out before it was given."""
         exercise = found.exercise
         parts = (self.slug,) + tuple(exercise.file.split("/"))
         data = await self._take_snapshot(parts)
         self.pressed = True
-        for visibility in {c.visibility for c in exercise.checks if c.kind in ("output", "function")}:
-            self._place(visibility).warm_up()  # started while the others run
-        results = {}
-        output_checks = []
         self.forbid = code_rules.forbidden(exercise.checks)
-        for check in exercise.checks:
-            if check.kind != "output":
+        source = data.decode("utf-8", "replace")
+        results, verdicts = {}, {}
+        for shown in (True, False):
+            checks = [c for c in exercise.checks if visibility.shown(c, exercise, self.started_at) == shown]
+            if not checks:
                 continue
-            ran = await self._output_run(parts, claim, check)
-            if ran.exit.get("reason") in RUN_ENDINGS:
-                output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
-                                      "transcript": ran.transcript.pieces(check.input)})
-            else:  # stopped by a limit: nothing to compare
-                results[check.id] = {"id": check.id, "passed": False,
-                                     "message": "Your program " + (ran.exit.get("message") or "did not finish") + ".",
-                                     "shown": {"input": check.input, "actual": ran.text, "compare": check.compare},
-                                     "details": {"exit": ran.exit}}
-        verdicts = await self._checker(found, parts, claim, data.decode("utf-8", "replace"), output_checks)
-        if "not_gradable" in verdicts:
-            error = verdicts["not_gradable"]
-            return [], True, _sentence(error)
+            self.shown_phase = shown
+            output_checks = []
+            for check in checks:
+                if check.kind != "output":
+                    continue
+                ran = await self._output_run(parts, claim, check)
+                if ran.exit.get("reason") in RUN_ENDINGS:
+                    output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
+                                          "transcript": ran.transcript.pieces(check.input)})
+                else:  # stopped by a limit: nothing to compare
+                    results[check.id] = {"id": check.id, "passed": False,
+                                         "message": "Your program " + (ran.exit.get("message") or "did not finish") +
+                                         ".", "shown": {"input": check.input, "actual": ran.text,
+                                                        "compare": check.compare},
+                                         "details": {"exit": ran.exit}}
+            got = await self._checker(found, parts, claim, source, checks, output_checks)
+            await self._stop_serving()  # the next phase's calls go to a program of its own
+            if "not_gradable" in got:
+                return [], True, _sentence(got["not_gradable"])
+            verdicts.update(got)
         by_id = {c.id: c for c in exercise.checks}
         for check_id, verdict in verdicts.items():
             check = by_id.get(check_id)
@@ -252,27 +320,17 @@ class Check:
         self.graded = {"file": "/".join(parts), "version": version, "source": data}
         return data
 
-    def _place(self, visibility: str) -> ScratchSandbox:
-        """The sandbox shared by the runs of the checks of one visibility:
-        what a program learns in a hidden check's run never reaches a run
-        whose result the student sees."""
-        if visibility not in self.places:
-            grader = self.grader
-            self.places[visibility] = ScratchSandbox(grader.jobs.warm.kind, grader.cfg,
-                                                     grader.jobs.warm.uid_of(self.user))
-        return self.places[visibility]
-
-    def _request(self, parts, claim, visibility, **asked) -> RunRequest:
-        """A run of the snapshot in the sandbox of `visibility`'s checks."""
+    def _request(self, parts, claim, **asked) -> RunRequest:
+        """A run of the snapshot in the check's sandbox."""
         return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot, forbid=self.forbid,
-                          sandboxes=self._place(visibility), events=CHECK_RUN_EVENTS, nice=CHECK_NICE, **asked)
+                          sandboxes=self.place, events=CHECK_RUN_EVENTS, nice=CHECK_NICE, **asked)
 
     async def _output_run(self, parts, claim, check):
         cfg = self.grader.cfg
         sink = Collected()
         self.ran.append(sink)
         job = self.grader.jobs.start(self._request(
-            parts, claim, check.visibility, stdin=check.input, echo=False,
+            parts, claim, stdin=check.input, echo=False,
             limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
         await job.done.wait()
         if sink.exit is None or sink.exit.get("type") == "error":
@@ -280,9 +338,9 @@ class Check:
                           "Your program could not be run for the check. Try again in a moment.")
         return sink
 
-    async def _checker(self, found, parts, claim, source, output_checks):
-        """The teacher's side, in a checker sandbox: {check id: verdict}, or
-        {"not_gradable": error} when the source does not parse."""
+    async def _checker(self, found, parts, claim, source, checks, output_checks):
+        """The teacher's side of `checks`, in a checker sandbox: {check id:
+        verdict}, or {"not_gradable": error} when the source does not parse."""
         grader, exercise = self.grader, found.exercise
         checker = await grader.checkers.take()
         if checker is None:
@@ -292,10 +350,10 @@ class Check:
             await asyncio.get_running_loop().run_in_executor(
                 None, grader.checkers.write, checker, {"tests.py": (found.tests or "").encode()})
             options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
-                       "tests": [c.test for c in exercise.checks if c.kind == "function"], "source": source,
-                       "code_checks": [{"id": c.id, "rule": c.rule} for c in exercise.checks if c.kind == "code"],
+                       "tests": [c.test for c in checks if c.kind == "function"], "source": source,
+                       "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
                        "output_checks": output_checks}
-            tests = {c.test: c for c in exercise.checks if c.kind == "function"}
+            tests = {c.test: c for c in checks if c.kind == "function"}
             collected = Collected()
             cfg = grader.cfg.but(RUN_WALL_SECONDS=3 * grader.cfg.CHECK_SECONDS,
                                  RUN_IDLE_SECONDS=3 * grader.cfg.CHECK_SECONDS)
@@ -304,10 +362,7 @@ class Check:
             async def from_checker(message):
                 kind = message.get("type")
                 if kind == "call":
-                    # A test's calls go to the program serving its visibility's tests; a call made
-                    # outside a test (as tests.py is loaded) to the hidden ones', whose results no one sees.
-                    test = tests.get(message.get("test"))
-                    reply = await self._call(parts, claim, test.visibility if test else "hidden", message)
+                    reply = await self._call(parts, claim, message)
                     try:
                         run.tell(reply)
                     except ValueError:  # a value over the channel's bound
@@ -324,7 +379,7 @@ class Check:
             reusable = run.reusable
             if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
                 log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
-            awaited = {c.id for c in exercise.checks if c.kind != "output"} | {c["id"] for c in output_checks}
+            awaited = {c.id for c in checks if c.kind != "output"} | {c["id"] for c in output_checks}
             if "not_gradable" not in verdicts and not awaited <= verdicts.keys() and exit_["reason"] != "timeout":
                 # Past its time, what did not report failed (a slow program's doing); otherwise it broke.
                 raise Refused(503, "checker_failed", "The checks stopped before they had all run. Press Check "
@@ -335,11 +390,16 @@ class Check:
 
     # -- the student's functions, served ---------------------------------------------------
 
-    async def _call(self, parts, claim, visibility, call):
+    async def _call(self, parts, claim, call):
         """A test's call of the student's function: the reply to send the
         checker (the student's value, what it raised, or why it failed)."""
         reply = {"type": "reply", "id": call.get("id")}
-        serving = await self._serving(parts, claim, visibility)
+        if self.shown_phase and call.get("test") is None:
+            # Made as tests.py loads, with arguments the student never sees: the answer could carry them
+            # into a result shown. Such calls belong in a test.
+            return {**reply, "failed": {"message": f"{call.get('function')}() is called outside a test "
+                                                   "function of tests.py: move the call into a test."}}
+        serving = await self._serving(parts, claim)
         if isinstance(serving, dict):  # it could not even be imported
             return {**reply, "failed": serving}
         job, sink = serving
@@ -348,34 +408,32 @@ class Check:
         try:
             answer = await asyncio.wait_for(self._reply_to(job, sink, call.get("id")), self.grader.cfg.CHECK_SECONDS)
         except asyncio.TimeoutError:
-            await self._stop_serving(visibility)
+            await self._stop_serving()
             return {**reply, "failed": {"message": f"{call.get('function')}() did not return within "
                                                    f"{self.grader.cfg.CHECK_SECONDS} s: is there a loop that "
                                                    "never ends?"}}
         if answer is None:
-            self.serving.pop(visibility, None)
+            self.serving = None
             return {**reply, "failed": {"message": "Your program ended while a check was calling "
                                                    f"{call.get('function')}() (it called exit() or os._exit?)."}}
         return {**reply, **{k: answer[k] for k in ("value", "raised") if k in answer}}
 
-    async def _serving(self, parts, claim, visibility):
-        """The student's program serving the calls of `visibility`'s tests,
-        started if need be: (job, sink), or what failed when it could not
-        be imported."""
-        serving = self.serving.get(visibility)
-        if serving is not None and not serving[0].done.is_set():
-            return serving
+    async def _serving(self, parts, claim):
+        """The student's program serving the tests' calls, started if need
+        be: (job, sink), or what failed when it could not be imported."""
+        if self.serving is not None and not self.serving[0].done.is_set():
+            return self.serving
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
         self.ran.append(sink)
         job = self.grader.jobs.start(self._request(
-            parts, claim, visibility, serve={"file": parts[-1]},
+            parts, claim, serve={"file": parts[-1]},
             limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
-        serving = self.serving[visibility] = (job, sink)
+        self.serving = (job, sink)
         first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
         if first is not None and first.get("type") == "ready":
-            return serving
-        await self._stop_serving(visibility)
+            return self.serving
+        await self._stop_serving()
         if first is not None and first.get("type") == "import_failed":
             return {"message": "Your program could not be imported: " + _sentence(first.get("error") or {})}
         return {"message": "Your program did not start for the check: " +
@@ -403,10 +461,10 @@ class Check:
                 getting.cancel()
         return getting.result() if getting in done else None
 
-    async def _stop_serving(self, visibility=None):
-        """Stop the program serving `visibility`'s tests (None: every one)."""
-        chosen = list(self.serving) if visibility is None else [visibility]
-        await asyncio.gather(*(self._stop(self.serving.pop(v)) for v in chosen if v in self.serving))
+    async def _stop_serving(self):
+        serving, self.serving = self.serving, None
+        if serving is not None:
+            await self._stop(serving)
 
     @staticmethod
     async def _stop(serving):

@@ -113,6 +113,8 @@ class RunSocket(websocket.WebSocketHandler):
             return session.command(kind, msg)
         if kind == "viewing":
             return self.viewing(msg)
+        if kind == "prepare_check":
+            return self.manager.prepare_check(self.conn)
         if kind == "check":
             return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
                                       _etag(msg))

@@ -107,6 +107,8 @@ class RunManager:
         if not student.connections and not replaced:
             self.students.pop(student.user["id"], None)
             self.jobs.left(student.user)
+            if self.grader is not None:
+                self.grader.forget(student.user)
 
     # -- runs -----------------------------------------------------------------
 
@@ -131,6 +133,11 @@ class RunManager:
         if self.grader is None:
             raise Refused(503, "no_checks", "Checks are not available on this server.")
         conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, conn)
+
+    def prepare_check(self, conn: Connection) -> None:
+        """An exercise is open in the IDE: its next check's sandbox starts now."""
+        if self.grader is not None:
+            self.grader.prepare(conn.student.user)
 
     def running(self, conn: Connection) -> Run | None:
         """The Run of the socket's program, or None."""

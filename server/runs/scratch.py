@@ -21,7 +21,9 @@ import asyncio
 import logging
 import os
 import tempfile
+import time
 
+from .. import metrics
 from ..files.walk import remove_tree
 from .cgroups import tag_alive, worker_tag
 from .sandbox import SandboxKind
@@ -85,13 +87,17 @@ class ScratchSandbox:
 
     async def _new(self) -> Sandboxed | None:
         loop = asyncio.get_running_loop()
+        began = time.monotonic()
         if self.folder is None:
             try:
                 self.folder = await loop.run_in_executor(None, self._make_folder)
             except OSError:
                 log.exception("could not make a check's scratch folder")
                 return None
-        return await start(self.kind, self.cfg, self.folder, self.uid, "check ")
+        sandboxed = await start(self.kind, self.cfg, self.folder, self.uid, "check ")
+        if sandboxed is not None:
+            metrics.SANDBOX_START.observe(time.monotonic() - began)
+        return sandboxed
 
     def _make_folder(self) -> str:
         parent = scratch_folder(self.cfg)

@@ -104,6 +104,8 @@ export class ExercisesPanel {
     this.shown = ex;
     this.layout?.widen(ROOM);
     this.render(focus);
+    // A Check may come soon: the server starts its sandbox now, so the result does not wait for one.
+    this.checker.socket.send({ type: "prepare_check" });
   }
 
   /** The student's file of the open exercise, in My files. */
