@@ -561,12 +561,18 @@ def test_values_that_raise_or_print_at_a_pause_show_as_their_error(isolated_serv
     program runs on as it does under Run."""
     ada = student(isolated_server, "ada")
     watches = ["__import__('os')._exit(3)", "input()", "exit(4)", "len(a)"]
-    (lines, end), rc = debugging(isolated_server, ada, {"main.py": HOSTILE_VALUES}, stepping_to_the_end,
-                                 watches=watches)
+
+    async def steps(rc, pause):
+        while pause["type"] == "paused" and pause["line"] < 23:  # every value made, and shown at each pause
+            pause = await command(rc, "step")
+        if pause["type"] == "exit":
+            return pause, pause  # (it ended at a pause: under Run it does not)
+        last = await command(rc, "watches", watches=watches)
+        return last, await command(rc, "continue")
+    (last, end), rc = debugging(isolated_server, ada, {"main.py": HOSTILE_VALUES}, steps)
     assert end["reason"] == "ok", (end, rc.output("stderr"))
     assert rc.output("stdout") == "ran to the end\r\n"  # the __repr__'s print wrote nowhere, at every pause
-    last = [m for m in rc.messages if m["type"] == "paused"][-1]
-    assert last["line"] == 23 and lines[-1] == 23
+    assert last["type"] == "paused" and last["line"] == 23
     shown = {name: variable(last, name) for name in "abcde"}
     assert shown["a"]["type"] == "NoLen" and [i["value"] for i in shown["a"]["items"]] == ["1", "2"]
     assert shown["b"]["value"] == "Loud()"
