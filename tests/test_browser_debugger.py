@@ -292,3 +292,29 @@ def test_a_course_file_is_debugged_as_a_read_only_copy(start_server, new_page):
         shot(page, f"debugger-course-file-{name}")
         assert page.evaluate("() => window.hacked") is None
         assert page.errors == []
+
+
+STUCK = ("import time\ndef stuck():\n    while True:\n        try:\n            time.sleep(60)\n"
+         "        except BaseException:\n            pass\nx = 1\nprint('end')\n")
+
+
+def test_a_watch_that_never_finishes_is_told(start_server, new_page):
+    """While a watch is worked out the panel says so (the step buttons are
+    off), and when it never finishes the run ends saying which watch."""
+    page, _, _ = student_ide(new_page, start_server(processes=1, **LIMITS))
+    write_program(page, "stuck.py", STUCK)
+    page.get_by_role("button", name="Debug").click()
+    paused_at(page, 1, "import time")
+    step = page.get_by_role("button", name="Step over")
+    step.click()
+    paused_at(page, 2, "def stuck():")
+    step.click()
+    paused_at(page, 8, "x = 1")
+    page.get_by_label("Watch an expression").fill("stuck()")
+    page.keyboard.press("Enter")
+    note = page.locator("#debug-note")
+    expect(note).to_contain_text("Still working out your watches")
+    expect(step).to_be_disabled()
+    expect(note).to_contain_text("could not finish working out your watch 'stuck()'", timeout=30_000)
+    expect(note).to_contain_text("The program has ended")
+    assert page.errors == []

@@ -17,8 +17,8 @@ from tests.runs_support import LIMITS, save, student
 TIMEOUT = 60
 
 
-def debugging(server, client, files, steps, path="main.py", breakpoints=None):
-    """Save `files` ({name: code}), debug `path`, and let `steps(rc, pause)`
+def debugging(server, client, files, steps, path="main.py", breakpoints=None, watches=None):
+    """Save `files` ({name: code}), debug `path` (with `watches`), and let `steps(rc, pause)`
     (async) drive it: it is called with the first pause and returns what the
     test needs. (its result, the RunClient)."""
     for name, code in files.items():
@@ -26,7 +26,7 @@ def debugging(server, client, files, steps, path="main.py", breakpoints=None):
 
     async def go():
         async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
-            await rc.send(type="debug", path=path, breakpoints=breakpoints or {})
+            await rc.send(type="debug", path=path, breakpoints=breakpoints or {}, watches=watches or [])
             first = await next_stop(rc)
             assert first["type"] == "paused", rc.messages
             return await steps(rc, first), rc
@@ -523,3 +523,172 @@ def test_a_plot_shows_while_debugging(sandbox_server):
     assert image["mime"] == "image/png" and base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
     assert [m["type"] for m in rc.messages].count("image") == 1
     assert end["reason"] == "ok" and rc.output("stdout") == "after the plot\r\n"
+
+
+# -- what the student's values and watches do at a pause -------------------------------------
+
+HOSTILE_VALUES = """\
+class NoLen(list):
+    def __len__(self):
+        raise ValueError('no len')
+class Loud:
+    def __repr__(self):
+        print('repr called')
+        return 'Loud()'
+class Odd:
+    @property
+    def __class__(self):
+        raise RuntimeError('no class')
+class NoIter(list):
+    def __iter__(self):
+        raise SystemExit(3)
+class Quits:
+    def __repr__(self):
+        raise KeyboardInterrupt
+a = NoLen([1, 2])
+b = Loud()
+c = Odd()
+d = NoIter([1])
+e = Quits()
+print('ran to the end')
+"""
+
+
+def test_values_that_raise_or_print_at_a_pause_show_as_their_error(isolated_server):
+    """A value whose __len__, __repr__, __iter__ or __class__ raises (even
+    SystemExit or KeyboardInterrupt), a __repr__ that prints, a watch that
+    calls os._exit, input() or exit(): each shows as what it did, and the
+    program runs on as it does under Run."""
+    ada = student(isolated_server, "ada")
+    watches = ["__import__('os')._exit(3)", "input()", "exit(4)", "len(a)"]
+
+    async def steps(rc, pause):
+        while pause["type"] == "paused" and pause["line"] < 23:  # every value made, and shown at each pause
+            pause = await command(rc, "step")
+        if pause["type"] == "exit":
+            return pause, pause  # (it ended at a pause: under Run it does not)
+        last = await command(rc, "watches", watches=watches)
+        return last, await command(rc, "continue")
+    (last, end), rc = debugging(isolated_server, ada, {"main.py": HOSTILE_VALUES}, steps)
+    assert end["reason"] == "ok", (end, rc.output("stderr"))
+    assert rc.output("stdout") == "ran to the end\r\n"  # the __repr__'s print wrote nowhere, at every pause
+    assert last["type"] == "paused" and last["line"] == 23
+    shown = {name: variable(last, name) for name in "abcde"}
+    assert shown["a"]["type"] == "NoLen" and [i["value"] for i in shown["a"]["items"]] == ["1", "2"]
+    assert shown["b"]["value"] == "Loud()"
+    assert shown["c"]["type"] == "Odd" and "RuntimeError" in shown["c"]["value"]
+    assert shown["d"]["type"] == "NoIter" and shown["e"]["type"] == "Quits"
+    assert "KeyboardInterrupt" in shown["e"]["value"]
+    assert [(w["type"], w["value"]) for w in last["watches"]] == [
+        ("error", "SystemExit: os._exit() is not run by a watch"), ("error", "EOFError: EOF when reading a line"),
+        ("error", "SystemExit: 4"), ("error", "ValueError: no len")]
+    assert "debugging" not in rc.output("stderr") and "bdb" not in rc.output("stderr")
+
+
+SLOW_AT_A_PAUSE = {
+    "a watch that sleeps": ("import time\nx = 1\nprint('end')\n", ["time.sleep(60)"], "time.sleep(60)"),
+    "a watch that spins": ("def spin():\n    while True:\n        pass\nx = 1\nprint('end')\n", ["spin()"],
+                           "spin()"),
+    "a slow __repr__ after Step": ("import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(60)\n"
+                                   "s = Slow()\nx = 1\nprint('end')\n", [], "s"),
+}
+
+
+@pytest.mark.parametrize("how", SLOW_AT_A_PAUSE)
+def test_a_slow_watch_or_value_shows_as_too_slow_and_the_program_goes_on(local_server, how):
+    """The debugger gives the student's code at a pause a couple of seconds:
+    then it is interrupted and shown as such, and stepping goes on (not a
+    CPU limit's 'loop that never ends', nor an idle limit's 'nothing typed')."""
+    ada = student(local_server, "ada")
+    code, watches, slow = SLOW_AT_A_PAUSE[how]
+    (lines, end), rc = debugging(local_server, ada, {"main.py": code}, stepping_to_the_end, watches=watches)
+    assert end["reason"] == "ok", end
+    assert rc.output("stdout") == "end\r\n"
+    last = [m for m in rc.messages if m["type"] == "paused"][-1]
+    shown = last["watches"][0] if watches else variable(last, slow)
+    assert shown["name"] == slow and "took more than" in shown["value"], shown
+
+
+STUCK = """\
+import time
+def stuck():
+    while True:
+        try:
+            time.sleep(60)
+        except BaseException:
+            pass
+x = 1
+print('end')
+"""
+
+
+def test_a_watch_that_never_finishes_ends_the_run_and_frees_its_place(one_place_server):
+    """A watch that swallows the debugger's interruption holds the program,
+    and the place its command took: past the pause's deadline the run ends,
+    saying which watch, and a classmate queued behind it runs."""
+    server = one_place_server
+    cookies = class_of(server, STUCK, "print('quick')\n")
+
+    async def go():
+        async with sockets(server, cookies) as (a, c):
+            pause = await next_stop(a)
+            while pause["line"] < 8:  # x = 1: stuck is defined
+                pause = await command(a, "step")
+            await a.send(type="watches", watches=["x", "stuck()"])  # worked out at once: it takes the place
+            await asyncio.sleep(1)  # (the command has its place by now: no answer comes to say so)
+            await c.send(type="run", path="main.py")
+            ada_end = await next_stop(a)
+            cy_end = await c.until("exit", TIMEOUT)
+            return ada_end, cy_end, [m["type"] for m in c.messages]
+    ada_end, cy_end, cy_saw = asyncio.run(go())
+    assert ada_end["type"] == "exit" and ada_end["reason"] == "timeout", ada_end
+    assert "your watch 'stuck()'" in ada_end["message"] and "took too long" in ada_end["message"]
+    assert "queued" in cy_saw and cy_end["reason"] == "ok"
+
+
+def test_a_watch_that_ends_the_process_says_so(local_server):
+    """os._exit is refused to a watch; one that ends the process another way is named as the cause."""
+    ada = student(local_server, "ada")
+    save(ada, "main.py", "x = 1\nprint('end')\n")
+
+    async def go():
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
+            await rc.send(type="debug", path="main.py", watches=["__import__('posix')._exit(0)"])
+            return await next_stop(rc)
+    end = asyncio.run(go())
+    assert end["type"] == "exit" and "a watch" in end["message"] and "ended the program" in end["message"], end
+
+
+FLOODS_WHILE_AWAITED = "import os\nline = b'{\"type\": \"step\"}\\n' * 1000\nwhile True:\n    os.write(3, line)\n"
+
+
+def test_lines_on_the_channel_while_a_pause_is_awaited_count_as_output(isolated_server):
+    """Lines that parse but are not a pause, written while the server waits
+    for one (after Continue), are output: the run ends at its output limit,
+    not after minutes of the server parsing them."""
+    ada = student(isolated_server, "ada")
+
+    async def steps(rc, pause):
+        return await command(rc, "continue")
+    end, rc = debugging(isolated_server, ada, {"main.py": FLOODS_WHILE_AWAITED}, steps)
+    assert end["type"] == "exit" and end["reason"] == "output_limit", end
+
+
+FORKS = """\
+import os
+pid = os.fork()
+if pid == 0:
+    child = 'copy'
+    os._exit(0)
+os.waitpid(pid, 0)
+print('parent done')
+"""
+
+
+def test_after_fork_only_the_first_process_is_debugged(isolated_server):
+    """The copy fork() makes runs on untraced: it never pauses, so it
+    neither takes the first process's steps nor stalls it."""
+    ada = student(isolated_server, "ada")
+    (lines, end), rc = debugging(isolated_server, ada, {"main.py": FORKS}, stepping_to_the_end)
+    assert lines == [1, 2, 3, 6, 7] and end["reason"] == "ok", (lines, end)
+    assert rc.output("stdout") == "parent done\r\n"

@@ -9,14 +9,23 @@ module owns the rest, on the trusted side:
   `frame`, `breakpoints`), sent to the program on its channel only while
   it is paused, each with the breakpoints;
 - what comes back, which the student's code could have written: a line is
-  taken only when the session asked for one (`expecting`: one per command;
-  others are dropped unparsed, and their bytes count towards the run's
-  output limit, so a flood ends the run), and only if it is small enough;
-  then it is validated and rebuilt field by field, cut to bounds
-  (`clean_pause`), and sent to the IDE as a `paused` message;
+  parsed only when the session asked for one (`expecting`), at most
+  PARSED_PER_COMMAND lines per command, and only if it is small enough;
+  every line not taken (dropped unparsed, or parsed and not the answer)
+  counts towards the run's output limit, so a flood ends the run and the
+  server's work on one is bounded. A pause is validated and rebuilt field
+  by field, cut to bounds (`clean_pause`), and sent to the IDE as a
+  `paused` message; before it, the debugger says it is working one out
+  (`pausing`) and, if a watch or a value is slow, which (`slow`);
 - the clocks: while paused, the run's wall-clock limit does not tick
   (`paused_seconds`), and a pause with no command for
-  RUN_DEBUG_IDLE_SECONDS ends the run (`idle`). A program can claim a
+  RUN_DEBUG_IDLE_SECONDS ends the run (`idle`). A command on its way is
+  not a pause: the wall clock ticks from the moment it goes to the
+  program. Working out a pause (watches, the values' __repr__: the
+  student's code, run by the debugger) has a deadline, PAUSE_SECONDS from
+  `pausing` or from a `frame`/`watches` command (`overdue`): past it the
+  run ends with a sentence naming what was slow (`slow_words`), and its
+  place is given back with everything else. A program can claim a
   pause at most once per command, so it cannot make its run last longer
   than the student's own steps allow; CPU, memory and output limits are
   the run's, as always, and the run ends only when the kernel says so;
@@ -52,6 +61,8 @@ PATH = 1024
 WATCHES = 10
 WATCH = 200
 PAUSED_CPU_SECONDS = 1.0  # CPU a paused program may use (its pause's last bytes, a signal): far more than it needs
+PAUSE_SECONDS = 10  # to work out a pause (the debugger gives the student's code 1 s of it, then interrupts it)
+PARSED_PER_COMMAND = 8  # lines parsed while a command's answer is awaited (it takes 3: pausing, slow, paused)
 
 
 class Places(Protocol):
@@ -82,6 +93,9 @@ class DebugSession:
         self.last_pause = None  # the last `paused` sent, sent again if a command cannot go on
         self.cpu_unplaced = None  # the run's CPU seconds when it gave its place back; None: it holds one
         self.going_on = None  # the task of a command waiting for a place
+        self.parsed = 0  # lines parsed since the last command
+        self.preparing_since = None  # monotonic time the program began working out a pause, None if not
+        self.slow = None  # what it said was slow: {"watch": index} or {"value": name}
 
     def attach(self, run):
         self.run = run
@@ -107,6 +121,27 @@ class DebugSession:
     def waits_for_student(self):
         """Paused, and no command on its way to it (one waiting for a place is on its way)."""
         return self.paused_since is not None and not self.expecting
+
+    def overdue(self, now):
+        """Has working out a pause (the student's watches, __repr__...) taken too long?"""
+        return self.preparing_since is not None and now - self.preparing_since > PAUSE_SECONDS
+
+    def slow_words(self):
+        """Why a run ended while its pause was worked out (overdue, or its
+        CPU or idle limit then): what was slow, in the student's words."""
+        what = "the values to show at the pause (a watch, or a value whose __repr__ never finished)"
+        slow = self.slow or {}
+        if isinstance(slow.get("watch"), int) and 0 <= slow["watch"] < len(self.watches):
+            what = f"your watch {self.watches[slow['watch']]!r}"
+        elif isinstance(slow.get("value"), str):
+            what = f"the value of {slow['value'][:NAME]!r} (its __repr__, len or items never finished)"
+        return (f"stopped: the debugger could not finish working out {what}: it took too long. Remove that "
+                "watch, or make the value quicker to show, then press Debug again")
+
+    def ended_words(self):
+        """Why a run ended by itself while its pause was worked out: a watch or a value's code ended it."""
+        return ("ended while the debugger worked out the values to show at a pause: a watch, or a value's "
+                "__repr__, ended the program (os._exit, perhaps). Remove that watch, then press Debug again")
 
     def working_unplaced(self, cpu):
         """Has the program, paused with no place, used CPU it should not (the kernel's
@@ -151,6 +186,8 @@ class DebugSession:
         """`act()` (wake the program) once it has a place; the next pause is taken."""
         self.last_command = time.monotonic()
         self.expecting = True
+        self.parsed = 0
+        self.slow = None
         self.going_on = asyncio.ensure_future(self._placed(act, runs_again))
 
     async def _placed(self, act, runs_again):
@@ -165,28 +202,46 @@ class DebugSession:
             await self.send(self.last_pause)  # the IDE shows it paused again
             return
         self.cpu_unplaced = None
-        if runs_again:  # the wall clock ticks again
-            now = time.monotonic()
-            self.paused_total += now - self.paused_since
-            self.paused_since = None
+        now = time.monotonic()  # on its way, a command is not a pause: the wall clock ticks again
+        self.paused_total += now - self.paused_since
+        self.paused_since = None
+        if not runs_again:  # (`frame`, `watches`): it works out the pause again at once
+            self.preparing_since = now
         act()
 
     # -- from the program ------------------------------------------------------------
 
     def wants(self, size):
         """Is a line of `size` bytes from the program to be parsed? (Else it
-        is dropped, and counted as output.)"""
-        return self.expecting and not self.waiting_for_place and size <= LINE_BYTES
+        is dropped, and counted as output.) At most PARSED_PER_COMMAND are."""
+        if not self.expecting or self.waiting_for_place or size > LINE_BYTES or self.parsed >= PARSED_PER_COMMAND:
+            return False
+        self.parsed += 1
+        return True
 
     @property
     def waiting_for_place(self):
         return self.going_on is not None and not self.going_on.done()
 
     async def from_program(self, message):
+        """A line the session asked for (wants): True if it was taken (a
+        pause, or news of one being worked out), else it counts as output."""
+        if not self.expecting or self.waiting_for_place:
+            return False  # (a line written while its command waits for a place is not the answer to it)
+        kind = message.get("type")
+        if kind == "pausing" and self.preparing_since is None:
+            self.preparing_since = time.monotonic()
+            return True
+        if kind == "slow" and self.slow is None:
+            watch, value = message.get("watch"), message.get("value")
+            self.slow = {"watch": watch} if _line(watch) is not None else {"value": _text(value, NAME)}
+            self.preparing_since = self.preparing_since or time.monotonic()
+            return True
         pause = clean_pause(message)
-        if pause is None or not self.expecting or self.waiting_for_place:
-            return  # (a line written while its command waits for a place is not the answer to it)
+        if pause is None:
+            return False
         self.expecting = False
+        self.preparing_since = None
         self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
@@ -196,6 +251,7 @@ class DebugSession:
             self.places.give_back()
         self.last_pause = pause
         await self.send(pause)
+        return True
 
 
 def options(msg):

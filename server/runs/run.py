@@ -49,6 +49,7 @@ STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for t
 CHANNEL_LINE = 256 << 10  # the largest message on a run's channel, either way (as the launcher's)
 PROMPT_LIMIT = 4096  # characters of an input() prompt told with its `input` message; a longer one is output
 MARK_BYTES = 64  # what a prompt or input mark counts as output: a flood of them ends at the output limit
+CHANNEL_LINE_COST = 64  # output bytes a debug run's dropped channel line counts at least: a frame's work
 
 # How a run ended, as the console's last line says it; for a limit, what to try.
 MESSAGES = {
@@ -276,19 +277,27 @@ class Run:
         if self.channel is None:
             return  # the run did not ask for one
         if self.debug is not None and not self.debug.wants(len(payload)):
-            self.channel_dropped += 1
-            self._count(len(payload))  # not asked for: a flood is output, and ends at its limit
-            return
+            return self._dropped(payload)  # not asked for
         try:
             message = json.loads(payload.decode("utf-8")) if len(payload) <= CHANNEL_LINE else None
         except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             message = None
         if not isinstance(message, dict):
+            if self.debug is not None:
+                return self._dropped(payload)
             self.channel_dropped += 1
             return
         if self._pending:
             await self._flush()  # what it printed first is shown first (a pause after a step's output)
-        await self.channel(message)
+        taken = await self.channel(message)
+        if self.debug is not None and not taken:
+            self._dropped(payload)  # parsed, and not the answer the debugger waited for
+
+    def _dropped(self, payload):
+        """A debug run's channel line that was not taken: a flood of them is
+        output, and ends at its limit (each costs a frame's work at least)."""
+        self.channel_dropped += 1
+        self._count(max(len(payload) + 1, CHANNEL_LINE_COST))
 
     async def _stdout_item(self, kind, payload):
         if kind == "text":
@@ -381,6 +390,8 @@ class Run:
             await asyncio.sleep(CHECK_SECONDS)
             now = time.monotonic()
             debug = self.debug
+            if debug is not None and debug.overdue(now):
+                return await self.stop("debug_slow")  # a watch or a value's __repr__ that never finishes
             if now - started - (debug.paused_seconds(now) if debug else 0) > cfg.RUN_WALL_SECONDS:
                 return await self.stop("timeout")  # time paused in the debugger does not count
             cpu = self.sandbox.cpu_seconds()
@@ -442,12 +453,22 @@ class Run:
             reason = "interrupted"
         else:
             reason = "ok" if code == 0 else "error"
-        words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
-                                        cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
-                                        output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
-                                        debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
+        # Ended while the debugger worked out a pause: the student's watch or value did it, not the program.
+        working_out = self.debug is not None and self.debug.preparing_since is not None
+        if working_out and reason in ("cpu_limit", "idle", "timeout"):
+            reason = "debug_slow"
+        if reason == "debug_slow":
+            words = self.debug.slow_words()
+        elif working_out and reason in ("ok", "error"):
+            words = self.debug.ended_words()
+        else:
+            words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
+                                            cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
+                                            output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
+                                            debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
         # A reason of its own is reported as the limit it is, in its own words.
-        reason = {"idle": "timeout", "debug_idle": "timeout", "debug_busy": "cpu_limit"}.get(reason, reason)
+        reason = {"idle": "timeout", "debug_idle": "timeout", "debug_slow": "timeout",
+                  "debug_busy": "cpu_limit"}.get(reason, reason)
         if reason == "error" and code is not None:
             words += f" (exit code {code})"
         ended = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,

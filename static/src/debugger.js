@@ -14,6 +14,7 @@ import { isCourse, runsHere } from "./api.js";
 import { runFolder } from "./debug-marks.js";
 
 const MAX_WATCHES = 10;
+const SLOW_MS = 2000; // a command unanswered this long: the panel says what the program is doing
 const COMMANDS = { "#step-over": "step", "#step-into": "step_in", "#step-out": "step_out", "#continue": "continue" };
 
 export class DebugPanel {
@@ -41,7 +42,7 @@ export class DebugPanel {
       $(selector).addEventListener("click", () => this.command(kind));
     }
     socket.addEventListener("message", (e) => { if (e.detail.type === "paused" && this.active) this.show(e.detail); });
-    runControl.addEventListener("ended", () => this.end());
+    runControl.addEventListener("ended", (e) => this.end(e.detail.exit));
     runControl.addEventListener("refused", () => this.end());
     runControl.addEventListener("state", () => this.render());
     breakpoints.addEventListener("change", () => {
@@ -80,6 +81,20 @@ export class DebugPanel {
     if (kind !== "frame") this.output.setState("running", "Running…");
     this.socket.send({ type: kind, ...fields });
     this.render();
+    this.sayIfSlow(kind);
+  }
+
+  /** The step buttons are off until the answer comes: if it is slow, say why, and what can be done. */
+  sayIfSlow(kind) {
+    clearTimeout(this.slowTimer);
+    this.slowTimer = setTimeout(() => {
+      if (!this.active || this.paused) return;
+      $("#debug-note").textContent = kind === "frame" || kind === "watches"
+        ? "Still working out your watches and the values to show… A watch that never finishes ends the run in a " +
+          "few seconds; press Stop to end it now."
+        : "The program is running to its next line… (a long loop, or a wait for input, takes a while); press " +
+          "Stop to end it.";
+    }, SLOW_MS);
   }
 
   keptWatches() {
@@ -100,6 +115,7 @@ export class DebugPanel {
     }
     if (this.active) {
       this.socket.send({ type: "watches", watches });
+      if (this.paused) this.sayIfSlow("watches");
       this.paused = false; // (paused:) the pause comes again, with them worked out
       this.render();
     }
@@ -128,14 +144,18 @@ export class DebugPanel {
     for (const selector of Object.keys(COMMANDS)) $(selector).disabled = !this.paused;
   }
 
-  end() {
+  /** The run ended (`exit`: its exit message, if it came). */
+  end(exit = null) {
     if (!this.active) return;
     this.active = this.paused = false;
+    clearTimeout(this.slowTimer);
     this.unmark();
     clear($("#debug-stack"));
     clear($("#debug-vars"));
     clear($("#debug-globals"));
-    $("#debug-note").textContent = "The program has ended. Press Debug to go through it again.";
+    // Why, when it is not the program's own end (a watch that never finished, a limit): the exit's words.
+    const why = exit && exit.reason !== "ok" && exit.message ? ` (${exit.message})` : "";
+    $("#debug-note").textContent = `The program has ended${why}. Press Debug to go through it again.`;
     this.render();
   }
 
@@ -153,6 +173,7 @@ export class DebugPanel {
 
   async show(msg) {
     this.paused = true;
+    clearTimeout(this.slowTimer);
     const frame = msg.stack[msg.frame] || { file: msg.file, line: msg.line };
     this.output.setState("paused", `Paused at line ${msg.line} of ${msg.file}`);
     this.showPanel(`Paused at line ${msg.line} of ${msg.file}: step, or continue to the next breakpoint.`);

@@ -15,7 +15,7 @@ export class RunControl extends EventTarget {
    * current(): the doc shown in the editor, or null. events: "starting"
    * (detail: the doc about to run); "ended" when the server says a run
    * ended (the program may have written files; detail: {stderr,
-   * explanation}); "changed" (detail: the doc) when nothing ran because the
+   * explanation, exit: its exit message or null}); "changed" (detail: the doc) when nothing ran because the
    * file had changed elsewhere; "refused" when a run could not start.
    * claims(msg): whether a message of the socket is another part's (an
    * exercise's check), not the run's.
@@ -148,7 +148,9 @@ export class RunControl extends EventTarget {
         this.dispatchEvent(new CustomEvent("changed", { detail: this.ran }));
       }
       this.dispatchEvent(new CustomEvent("ended", {
-        detail: { stderr: exit ? this.stderr : "", explanation: (exit && msg.explanation) || "" },
+        detail: {
+          stderr: exit ? this.stderr : "", explanation: (exit && msg.explanation) || "", exit: exit ? msg : null,
+        },
       }));
     }
   }

@@ -31,21 +31,32 @@ can reach another run; the student's code holds the same descriptor and
 can write anything on it, so the server treats every line as untrusted
 (server/runs/debugging.py: bounded, validated, rebuilt, and taken only
 when it asked for one). If the channel breaks, or the student's code
-replaces the trace function, the program simply runs on unpaused.
+replaces the trace function, the program simply runs on unpaused. After
+fork() the copy runs on untraced (`forked`): one process is debugged.
+
+At a pause, the debugger itself runs the student's code: the watches,
+and each value's __repr__, __len__ and iteration. That code is the
+student's values, not the program, so it must not end or stall the
+program, print, or show our frames (AtPause, `worked_out`): whatever it
+raises is shown as its error, and it gets PAUSE_SECONDS per pause.
 
 Time. The server, not this file, keeps the clocks: the wall-clock limit
 does not tick while it waits for the student's next step, an idle pause
-ends the run after RUN_DEBUG_IDLE_SECONDS with a sentence saying so, and
-CPU, memory and output limits hold as in any run. The run ends only when
-the kernel says the program has exited, or the server kills the sandbox.
+ends the run after RUN_DEBUG_IDLE_SECONDS with a sentence saying so, a
+pause not worked out in time ends it naming what was slow (`pausing`,
+`slow`), and CPU, memory and output limits hold as in any run. The run
+ends only when the kernel says the program has exited, or the server
+kills the sandbox.
 
 It must run on the sandbox's Python 3.8+ with the standard library only,
 and is self-contained: it is sent as source text (sandbox.launch).
 """
 import bdb
+import io
 import json
 import os
 import reprlib
+import signal
 import sys
 import types
 
@@ -57,6 +68,7 @@ TEXT = 120  # characters of a value's text
 NAME = 80  # characters of a variable's name
 STACK = 40
 WATCHES = 10  # frames of the call stack shown (the innermost)
+PAUSE_SECONDS = 1.0  # a pause's time for the student's code it runs (watches, __repr__...), in all
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = TEXT
@@ -66,18 +78,109 @@ SETTRACE = sys.settrace  # ours: the student's code may replace sys.settrace wit
 SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
 
+class TooSlow(BaseException):
+    """Student code at a pause ran out of the pause's time (a BaseException,
+    so that a student's `except Exception` does not swallow it)."""
+
+
+class AtPause:
+    """Student code run by the debugger itself at a pause: the watches, and
+    the __repr__, __len__ and iteration of the values shown. None of it may
+    end or stall the program, print, or show the debugger's frames. A pause
+    may spend PAUSE_SECONDS on it in all: then what is being worked out is
+    interrupted (SIGALRM; told to the server first, as `slow`, in case the
+    student's code swallows the interruption: the server's own deadline then
+    ends the run and names it), and what is left is shown unworked."""
+
+    def __init__(self):
+        self.channel = None
+        self.doing = None  # what is being worked out: {"watch": i} or {"value": name}
+        self.out_of_time = False
+
+    def check(self):
+        if self.out_of_time:
+            raise TooSlow()
+
+    def on_alarm(self, signum, frame):
+        self.out_of_time = True
+        doing = self.doing
+        if doing is None:
+            return  # between two values, in our own code: the next one is refused (check)
+        try:
+            self.channel.send(dict({"type": "slow"}, **doing))
+        except OSError:
+            pass
+        raise TooSlow()
+
+    def __enter__(self):
+        self.out_of_time = False
+        self.doing = None
+        self.saved = (sys.stdin, sys.stdout, sys.stderr, os._exit)
+        # A __repr__ that prints writes nowhere; input() in a watch reads nothing; os._exit raises.
+        sys.stdin = io.StringIO()
+        sys.stdout = sys.stderr = _Nowhere()
+        os._exit = _no_exit
+        try:
+            self.alarm = signal.signal(signal.SIGALRM, self.on_alarm)
+            self.timer = signal.setitimer(signal.ITIMER_REAL, PAUSE_SECONDS)
+        except (ValueError, OSError, AttributeError):  # not the main thread: no deadline of ours
+            self.alarm = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.alarm is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.alarm)
+            if self.timer[0]:  # the program's own alarm goes on
+                signal.setitimer(signal.ITIMER_REAL, *self.timer)
+        sys.stdin, sys.stdout, sys.stderr, os._exit = self.saved
+        self.doing = None
+
+
+class _Nowhere(io.TextIOBase):
+    def writable(self):
+        return True
+
+    def write(self, text):
+        return len(text) if isinstance(text, str) else 0
+
+
+def _no_exit(*args):
+    raise SystemExit("os._exit() is not run by a watch")
+
+
+at_pause = AtPause()
+
+
+def plain(text):
+    """A str of ours: a str subclass's methods are the student's code."""
+    return str.__str__(text) if isinstance(text, str) else "?"
+
+
+_TYPE_NAME = type.__dict__["__name__"]
+
+
+def type_name(value):
+    """The name of a value's type, without asking the value (or its class's metaclass)."""
+    return _TYPE_NAME.__get__(type(value))
+
+
 def text_of(value):
     """A value's short text, as Python would print it in a list; never
-    raises (a student's __repr__ may)."""
+    raises (a student's __repr__ may), but for TooSlow."""
+    if type(value) not in SCALARS:  # (a built-in scalar's text runs none of the student's code)
+        at_pause.check()
     try:
         if isinstance(value, types.FunctionType):
             code = value.__code__
-            return "function %s(%s)" % (value.__name__, ", ".join(code.co_varnames[:code.co_argcount]))[:TEXT]
+            return plain("function %s(%s)" % (value.__name__, ", ".join(code.co_varnames[:code.co_argcount])))[:TEXT]
         if isinstance(value, type):
-            return "class %s" % value.__name__[:TEXT]
-        text = _repr.repr(value)
-    except Exception as e:
-        text = "<cannot show: %s>" % type(e).__name__
+            return "class %s" % plain(value.__name__)[:TEXT]
+        text = plain(_repr.repr(value))
+    except TooSlow:
+        raise
+    except BaseException as e:
+        text = "<cannot show: %s>" % type_name(e)
     return text if len(text) <= TEXT else text[:TEXT - 3] + "..."
 
 
@@ -95,15 +198,18 @@ def children(value):
         return None
     attributes = getattr(value, "__dict__", None)
     if isinstance(attributes, dict):
-        return [(k, v) for k, v in _first(attributes.items()) if isinstance(k, str) and not k.startswith("__")]
+        return [(plain(k), v) for k, v in _first(attributes.items()) if isinstance(k, str) and
+                not plain(k).startswith("__")]
     return None
 
 
 def text_of_error(e):
     try:
-        return ("%s: %s" % (type(e).__name__, e))[:TEXT]
-    except Exception:
-        return type(e).__name__
+        return plain("%s: %s" % (type_name(e), e))[:TEXT]
+    except TooSlow:
+        raise
+    except BaseException:
+        return type_name(e)
 
 
 def _first(items):
@@ -116,25 +222,64 @@ def _first(items):
 
 
 def _is_code_thing(value):
-    return isinstance(value, type) or callable(value) or type(value).__name__ == "module"
+    return isinstance(value, type) or callable(value) or type_name(value) == "module"
 
 
 def view(name, value, depth, size):
     """A variable as the page shows it: name, type, text, and its insides
-    down to `depth` levels. `size`: [nodes left], shared by a whole pause."""
+    down to `depth` levels. `size`: [nodes left], shared by a whole pause.
+    Whatever the value does (its __repr__, __len__, __iter__, __class__
+    raising, or too slow), it shows as that, never raises but for TooSlow."""
     size[0] -= 1
-    node = {"name": name[:NAME], "type": type(value).__name__, "value": text_of(value)}
+    node = {"name": plain(name)[:NAME], "type": type_name(value), "value": text_of(value)}
     try:
         inside = children(value) if depth > 0 and size[0] > 0 else None
-    except Exception:
-        inside = None
-    if inside is not None:
-        shown = inside[:ITEMS]
-        node["items"] = [view(n, v, depth - 1, size) for n, v in shown]
-        total = len(value) if isinstance(value, (list, tuple, dict, set, frozenset)) else len(inside)
-        if total > len(shown):
-            node["more"] = total - len(shown)
+        if inside is not None:
+            shown = inside[:ITEMS]
+            node["items"] = [view(n, v, depth - 1, size) for n, v in shown]
+            total = len(inside)
+            if isinstance(value, (list, tuple, dict, set, frozenset)):
+                try:
+                    total = len(value)  # (a subclass's __len__ is the student's code: it may raise)
+                except TooSlow:
+                    raise
+                except BaseException:
+                    pass
+            if total > len(shown):
+                node["more"] = total - len(shown)
+    except TooSlow:
+        raise
+    except BaseException:  # its insides cannot be shown: its text is
+        node.pop("items", None)
     return node
+
+
+def worked_out(doing, work):
+    """`work()`, student code at a pause, named `doing` ({"watch": i} or
+    {"value": name}) for the server if it is slow: (True, its result) or
+    (False, the sentence of what went wrong)."""
+    try:
+        at_pause.doing = doing
+        at_pause.check()
+        return True, work()
+    except TooSlow:
+        return False, "not shown: working it out took more than %g seconds" % PAUSE_SECONDS
+    except BaseException as e:
+        try:
+            return False, text_of_error(e)
+        except TooSlow:
+            return False, type_name(e)
+    finally:
+        at_pause.doing = None
+
+
+def watch_view(i, expr, ok, value, depth, size):
+    """A watch's value as a variable named by its expression, or its error."""
+    if ok:
+        ok, value = worked_out({"watch": i}, lambda: view(expr, value, depth, size))
+        if ok:
+            return value
+    return {"name": expr, "type": "error", "value": value}
 
 
 def scope(names, previous, depth, size):
@@ -145,9 +290,17 @@ def scope(names, previous, depth, size):
     for name, value in list(names.items()):
         if len(out) >= VARIABLES:
             break
-        if not isinstance(name, str) or name.startswith("__") or type(value).__name__ == "module":
+        if not isinstance(name, str):
             continue
-        node = view(name, value, depth, size)
+        name = plain(name)
+        if name.startswith("__") or type_name(value) == "module":
+            continue
+        if type(value) in SCALARS:
+            ok, node = True, view(name, value, depth, size)  # shown even once the pause is out of time
+        else:
+            ok, node = worked_out({"value": name[:NAME]}, lambda: view(name, value, depth, size))
+        if not ok:
+            node = {"name": name[:NAME], "type": type_name(value), "value": "<%s>" % node}
         texts[name] = json.dumps(node, sort_keys=True)  # a change is seen in its text or its insides
         node["changed"] = previous is not None and previous.get(name) != texts[name]
         out.append(node)
@@ -211,6 +364,7 @@ class Debugger(bdb.Bdb):
         self.broken = False
         self.waiting = False  # paused, reading the channel (SIGIO then leaves it to user_line)
         self.watches = []  # expressions evaluated at each pause
+        at_pause.channel = channel
 
     def listen(self):
         """Breakpoints the student sets while the program runs come on the
@@ -320,6 +474,7 @@ class Debugger(bdb.Bdb):
         selected = len(stack) - 1
         self.waiting = True
         try:
+            self.channel.send({"type": "pausing"})  # the server's deadline for working out the pause starts
             self.channel.send(self.pause(stack, selected))
             while True:
                 command = self.channel.receive()
@@ -414,6 +569,17 @@ class Debugger(bdb.Bdb):
                 frame.f_trace_lines = True
             frame = frame.f_back
 
+    def forked(self):
+        """In the copy that fork() made: only the first process is debugged
+        (two paused at once would share one channel, and the copy could
+        stall the first), so the copy runs on untraced, its channel closed."""
+        self.broken = True
+        self.untrace()
+        try:
+            os.close(self.channel.fd)
+        except OSError:
+            pass
+
     def give_up(self):
         """The channel is gone: the program runs on, undebugged."""
         self.broken = True
@@ -440,18 +606,21 @@ class Debugger(bdb.Bdb):
         """The watch expressions, each evaluated once in `frame`: (expression,
         True, value) or (expression, False, the error's sentence)."""
         out = []
-        for expr in self.watches:
-            try:
-                out.append((expr, True, eval(compile(expr, "<watch>", "eval"), frame.f_globals, frame.f_locals)))
-            except KeyboardInterrupt:
-                raise
-            except BaseException as e:  # SystemExit too: a watch never ends the program
-                out.append((expr, False, text_of_error(e)))
+        for i, expr in enumerate(self.watches):  # SystemExit, os._exit too: a watch never ends the program
+            out.append((expr,) + worked_out({"watch": i}, lambda: eval(compile(expr, "<watch>", "eval"),
+                                                                            frame.f_globals, frame.f_locals)))
         return out
 
     def pause(self, stack, selected):
         """The `paused` message: where, the stack, the selected frame's
         variables (and the globals, if that frame is a function's)."""
+        with at_pause:
+            try:
+                return self.worked_out_pause(stack, selected)
+            except TooSlow:  # (out of time between two values, in our code: nothing of theirs runs again)
+                return self.worked_out_pause(stack, selected)
+
+    def worked_out_pause(self, stack, selected):
         frame = stack[selected]
         watched = self.watched(frame)
         for depth in (DEPTH, 1, 0):
@@ -466,8 +635,8 @@ class Debugger(bdb.Bdb):
             if frame.f_locals is not frame.f_globals:
                 message["globals"], global_texts = scope(frame.f_globals, self.seen.get("globals"), depth, size)
             if watched:
-                message["watches"] = [view(expr, value, depth, size) if ok else
-                                      {"name": expr, "type": "error", "value": value} for expr, ok, value in watched]
+                message["watches"] = [watch_view(i, expr, ok, value, depth, size)
+                                      for i, (expr, ok, value) in enumerate(watched)]
             if len(json.dumps(message)) <= MESSAGE_BYTES:
                 break
             message["variables"] = message["variables"][:20]
@@ -490,4 +659,6 @@ def main(script, code, namespace, channel_fd, options):
     debugger.set_breakpoints(options.get("breakpoints"))
     debugger.set_watches(options.get("watches"))
     debugger.listen()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=debugger.forked)
     debugger.run(code, namespace)
