@@ -28,7 +28,7 @@ CASES = [
     ("print(10 / 0)\n", ["Line 1 of main.py", "divides by zero"]),
     ("items = [1, 2, 3]\nprint(items[3])\n", ["Line 2 of main.py", "position", "start at 0"]),
     ('ages = {"ada": 14}\nprint(ages["bob"])\n', ["Line 2 of main.py", "no key 'bob'"]),
-    ('name = "ada"\nprint(name.lenght)\n', ["Line 2 of main.py", "a str has no lenght"]),
+    ('name = "ada"\nprint(name.lenght)\n', ["Line 2 of main.py", "len(name)"]),
     ("import random\nprint(random.randit(1, 6))\n", ["Line 2 of main.py", "module random", "Did you mean randint?"]),
     ("import pygame\n", ["Line 1 of main.py", "no module named pygame"]),
     ("def f(n):\n    return f(n + 1)\n\nf(1)\n", ["Line 2 of main.py", "calling itself"]),
