@@ -37,7 +37,7 @@ SENTENCES = {
 
 def _last_error(text):
     """(kind, message) of the traceback's last line, or None."""
-    for line in reversed(text.strip().splitlines()[-40:]):
+    for line in reversed(text.strip().split("\n")[-40:]):  # Python ends lines with \n only
         if not line.strip():
             continue
         m = LAST.match(line)
@@ -101,7 +101,7 @@ def _join(where, sentence):
 
 def explain(stderr):
     """The sentence for the traceback at the end of `stderr` (untrusted), or ""."""
-    text = stderr[-8192:]
+    text = stderr[-8192:].replace("\r\n", "\n")  # a terminal's line ends
     found = _last_error(text)
     if found is None or "Traceback" not in text and found[0] not in UNREAD:
         return ""
