@@ -4,6 +4,7 @@ under test, not the sandbox), and the sentence worked out from its stderr
 must fit its case: the right line, the right name or suggestion, and no
 wrong advice."""
 import os
+import re
 import subprocess
 import tempfile
 import tomllib
@@ -43,4 +44,7 @@ def test_each_mistake_gets_a_sentence_that_fits_it(case):
         assert words in sentence, (stderr, sentence)
     for words in case.get("not_says", []):
         assert words not in sentence, (stderr, sentence)
+    called = re.search(r"NameError: name '(\w+)'", last)
+    if called and re.search(rf"(?<![\w.]){called.group(1)}\s*\(", stderr):
+        assert "quotes" not in sentence, sentence  # a called name is a function, never text
     assert sentence.endswith((".", "?")) and "\n" not in sentence and len(sentence) < 400, sentence

@@ -19,8 +19,9 @@ MODULES = frozenset(n for n in sys.stdlib_module_names if not n.startswith("_"))
 STAND_INS = {"true": "True", "false": "False", "null": "None", "nil": "None", "none": "None",
              "raw_input": "input", "echo": "print", "puts": "print", "length": "len", "strlen": "len"}
 # Functions beginners call without importing the module that has them.
-ELSEWHERE = {"sqrt": "math", "pi": "math", "floor": "math", "ceil": "math", "randint": "random",
-             "choice": "random", "shuffle": "random", "uniform": "random", "sleep": "time"}
+ELSEWHERE = {"sqrt": "math", "floor": "math", "ceil": "math", "randint": "random", "choice": "random",
+             "shuffle": "random", "uniform": "random", "sleep": "time"}
+ELSEWHERE_VALUES = {"pi": "math"}  # used, not called
 # Methods of other languages, by the Python way to do the same.
 METHODS = {"push": "append", "add": "append", "length": "len", "size": "len", "len": "len"}
 WORD = re.compile(r"[A-Za-z_]\w{0,79}")
@@ -60,8 +61,8 @@ def name_error(name, hint, source):
                 "Python writes it.")
     if use == "module" and name in MODULES:
         return f"{name} is a module: add import {name} at the top of your program."
-    if use == "called" and name in ELSEWHERE:
-        module = ELSEWHERE[name]
+    module = ELSEWHERE.get(name) if use == "called" else ELSEWHERE_VALUES.get(name)
+    if module:
         return (f"{name} is in the {module} module: add from {module} import {name} at the top of your program "
                 f"(or import {module}, then write {module}.{name}).")
     if hint and use != "called" and hint in FUNCTIONS:
