@@ -81,7 +81,8 @@ def test_whatever_a_program_writes_gives_a_bounded_sentence(noise, head, frame, 
 
 
 TEMPLATES = ["NameError: name '{w}' is not defined", "NameError: name '{w}' is not defined. Did you mean: '{v}'?",
-             "AttributeError: '{w}' object has no attribute '{v}'", "AttributeError: module '{w}' has no attribute '{v}'",
+             "AttributeError: '{w}' object has no attribute '{v}'",
+             "AttributeError: module '{w}' has no attribute '{v}'",
              "ModuleNotFoundError: No module named '{w}'", "ImportError: cannot import name '{w}' from '{v}' (x)",
              "TypeError: '{w}' object is not callable", "TypeError: {w}() takes 1 positional argument but 2 were given",
              "ValueError: invalid literal for int() with base 10: '{v}'", "SyntaxError: Missing parentheses in call to "

@@ -26,7 +26,8 @@ def syntax_error(message, source):
                     "as in \"It's me\".")
         return "a text (string) starts with a quote but does not end with one. Add the closing quote."
     if message.startswith(("'break' outside loop", "'continue' not properly in loop")):
-        return f"{line.split()[0] if line else 'break'} can only be used inside a loop (for or while)."
+        word = "continue" if message.startswith("'continue'") else "break"
+        return f"{word} can only be used inside a loop (for or while)."
     if message.startswith("invalid syntax"):
         said = _invalid(message, line)
         if said:
