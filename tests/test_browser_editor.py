@@ -163,7 +163,7 @@ def test_a_runs_error_is_marked_and_its_lines_lead_to_it(ide):
     expect(page.locator(".tab.selected")).to_contain_text("helpers.py")
     expect(page.locator(".cm-run-error-line")).to_have_text(re.compile(r"return total / people"))
     expect(page.locator(".cm-run-error-message")).to_have_text("ZeroDivisionError: division by zero")
-    expect(page.locator(".cm-run-error-explanation")).to_contain_text("Line 2 of helpers.py: Your program divides by zero")
+    expect(page.locator(".cm-run-error-explanation")).to_contain_text("Line 2 of helpers.py: your program divides by zero")
     expect(page.locator(".cm-activeLine.cm-run-error-line")).to_have_count(1)  # the cursor is on it
     shot(page, "25-run-error-line-opened")
     # Editing the line takes its mark away; the next run starts clean.

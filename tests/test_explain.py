@@ -28,7 +28,7 @@ CASES = [
     ("print(10 / 0)\n", ["Line 1 of main.py", "divides by zero"]),
     ("items = [1, 2, 3]\nprint(items[3])\n", ["Line 2 of main.py", "position", "start at 0"]),
     ('ages = {"ada": 14}\nprint(ages["bob"])\n', ["Line 2 of main.py", "no key 'bob'"]),
-    ('name = "ada"\nprint(name.lenght)\n', ["Line 2 of main.py", "a str has no lenght"]),
+    ('name = "ada"\nprint(name.lenght)\n', ["Line 2 of main.py", "len(name)"]),
     ("import random\nprint(random.randit(1, 6))\n", ["Line 2 of main.py", "module random", "Did you mean randint?"]),
     ("import pygame\n", ["Line 1 of main.py", "no module named pygame"]),
     ("def f(n):\n    return f(n + 1)\n\nf(1)\n", ["Line 2 of main.py", "calling itself"]),
@@ -68,9 +68,37 @@ def test_frames_outside_the_students_files_do_not_name_a_line():
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=3000), st.sampled_from(["", "Traceback (most recent call last):\n"]),
        st.sampled_from(["", '  File "/home/student/a.py", line 7, in <module>\n']),
+       st.one_of(st.text(max_size=400), st.sampled_from(["print(x)", "x = x + 1", "else if x:", "print 'a' + b",
+                                                         "def f:", "a b = 1", "class = 1", "x.push(1)"])),
        st.sampled_from(["NameError", "SyntaxError", "TypeError", "ValueError", "KeyError", "AttributeError",
-                        "IndentationError", "ModuleNotFoundError", "x" * 100]))
-def test_whatever_a_program_writes_gives_a_bounded_sentence(noise, head, frame, kind):
-    sentence = explain(head + frame + f"{kind}: {noise}")
+                        "IndentationError", "ModuleNotFoundError", "IndexError", "ImportError", "x" * 100]))
+def test_whatever_a_program_writes_gives_a_bounded_sentence(noise, head, frame, source, kind):
+    """The error's message and the source line its traceback quotes are both the program's to write."""
+    quoted = f"    {source}\n" if frame else ""
+    sentence = explain(head + frame + quoted + f"{kind}: {noise}")
     assert isinstance(sentence, str) and len(sentence) < 600
     assert "\n" not in sentence
+
+
+TEMPLATES = ["NameError: name '{w}' is not defined", "NameError: name '{w}' is not defined. Did you mean: '{v}'?",
+             "AttributeError: '{w}' object has no attribute '{v}'",
+             "AttributeError: module '{w}' has no attribute '{v}'",
+             "ModuleNotFoundError: No module named '{w}'", "ImportError: cannot import name '{w}' from '{v}' (x)",
+             "TypeError: '{w}' object is not callable", "TypeError: {w}() takes 1 positional argument but 2 were given",
+             "ValueError: invalid literal for int() with base 10: '{v}'", "SyntaxError: Missing parentheses in call to "
+             "'print'. Did you mean print(...)?", "SyntaxError: expected ':'", "SyntaxError: invalid syntax",
+             "SyntaxError: unterminated string literal (detected at line 1)", "KeyError: '{v}'"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(TEMPLATES), st.from_regex(r"\A\w{1,80}\Z"), st.text(max_size=300),
+       st.text(max_size=300))
+def test_a_forged_error_of_a_known_kind_gives_a_bounded_sentence(template, word, value, source):
+    """Names, values and the quoted line come from the program: each is matched and cut short, never trusted."""
+    source = source.replace("\n", " ").replace("\r", " ")
+    value = value.replace("\n", " ").replace("\r", " ")
+    stderr = ('Traceback (most recent call last):\n  File "/home/student/main.py", line 3, in <module>\n'
+              f"    {source} {word}({value})\n" + template.format(w=word, v=value) + "\n")
+    sentence = explain(stderr)
+    assert sentence.startswith("Line 3 of main.py: ") and sentence.endswith((".", "?"))
+    assert "\n" not in sentence and len(sentence) < 600

@@ -65,6 +65,17 @@ def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
     assert rc.output("stdout") == "before\r\n"
 
 
+def test_an_error_ends_in_words_with_advice_that_fits_it(sandbox_server):
+    ada = student(sandbox_server, "ada")
+    exit_, _ = run(sandbox_server, ada, "items = [3, 1, 2]\nprint(lenght(items))\n")
+    assert exit_["reason"] == "error" and exit_["code"] == 1
+    assert exit_["message"] == "stopped with an error"  # the traceback and the sentence say which
+    assert "Did you mean len?" in exit_["explanation"] and "quotes" not in exit_["explanation"]
+    exit_, _ = run(sandbox_server, ada, "import sys\nsys.exit(3)\n")
+    assert exit_["reason"] == "error" and exit_["code"] == 3 and "explanation" not in exit_
+    assert exit_["message"] == "stopped with an error: it ended itself with the number 3, as sys.exit(3) does"
+
+
 def test_tracebacks_are_what_python3_prints_suggestions_included(sandbox_server):
     ada = student(sandbox_server, "ada")
     code = 'message = "hi"\nprnt(mesage)\n'

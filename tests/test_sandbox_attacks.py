@@ -14,7 +14,6 @@ import os
 import aiohttp
 import pytest
 
-from server.runs.run import MESSAGES
 from loadtest.run_client import RunClient
 from tests.runs_support import (assert_all_released, launcher_pids, metric,
                                 no_processes_of, probe, run, sandbox_uid, save, student, wait_for, REUSE_PROBE)
@@ -123,7 +122,7 @@ def test_a_program_cannot_reach_its_launcher_nor_pose_as_it(isolated_server):
     # The run ended when the program did, with its own exit code, in words of our own.
     assert "still running" in out
     assert exit_["reason"] == "error" and exit_["code"] == 3
-    assert exit_["message"] == MESSAGES["error"] + " (exit code 3)"
+    assert exit_["message"] == "stopped with an error: it ended itself with the number 3, as sys.exit(3) does"
     # The sandbox serves the next run, with nothing of this one in it.
     assert line == "run 2 interpreter state from before: False other processes: []"
     assert_all_released(server, ada)

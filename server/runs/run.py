@@ -55,6 +55,7 @@ CHANNEL_LINE_COST = 64  # output bytes a debug run's dropped channel line counts
 MESSAGES = {
     "ok": "finished",
     "error": "stopped with an error",
+    "error_code": "stopped with an error: it ended itself with the number {code}, as sys.exit({code}) does",
     "interrupted": "interrupted (Ctrl-C)",
     "timeout": "stopped: it ran for more than {wall} seconds. If it waits for something, "
                "check that it can finish; a loop that never ends keeps it running",
@@ -469,8 +470,8 @@ class Run:
         # A reason of its own is reported as the limit it is, in its own words.
         reason = {"idle": "timeout", "debug_idle": "timeout", "debug_slow": "timeout",
                   "debug_busy": "cpu_limit"}.get(reason, reason)
-        if reason == "error" and code is not None:
-            words += f" (exit code {code})"
+        if reason == "error" and code not in (None, 1):  # 1 is Python's own, for the error its traceback shows
+            words = MESSAGES["error_code"].format(code=code)
         ended = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
                  "message": words, "duration": round(duration, 3)}
         if reason == "error":
