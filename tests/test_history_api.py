@@ -127,3 +127,18 @@ def test_the_text_left_alone_before_a_burst_of_autosaves_is_kept_for_each_minute
     for minute in range(-(-saves[0][0] // MINUTE) * MINUTE, now, MINUTE):
         if not burst <= minute <= now:
             assert [text for at, text in saves if at <= minute][-1] in texts
+
+
+def test_each_version_says_from_when_until_when_it_was_the_file(ada):
+    # The kernel stamps files with a coarse clock: a few milliseconds either way are allowed.
+    slack, times, etag = 0.05, [], None
+    for text in ("one\n", "two\n", "three\n"):
+        before = time.time()
+        etag = put(ada, "w.py", text, etag).json()["etag"]
+        times.append((before, time.time()))
+    two, one = ada.get("/api/history/home/w.py").json()["versions"]
+    # "two" was the file from its save until the save of "three"; "one" until the save of "two".
+    assert times[1][0] - slack <= two["since"] <= times[1][1] + slack
+    assert times[2][0] - slack <= two["saved"] <= times[2][1] + slack
+    assert times[0][0] - slack <= one["since"] <= times[0][1] + slack
+    assert one["since"] <= one["saved"] <= two["since"]

@@ -252,3 +252,19 @@ def test_for_every_moment_kept_the_text_of_that_moment_is_kept(gaps, bound):
         text = text_at(saves, moment)
         if text != saves[-1][1] and (not full or text >= oldest):
             assert text in kept, f"the text of {(moment - START) / NS}s is gone"
+
+
+def test_a_version_copied_where_it_cannot_be_linked_still_says_when_its_text_was_written(tmp_path, clock, monkeypatch):
+    store = make_store(tmp_path)
+    etag = store.save(ADA, ("essay.py",), b"first\n", None)["etag"]
+    written = os.stat(os.path.join(store.home_path("ada"), "essay.py")).st_mtime_ns / NS
+
+    def no_link(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")  # EXDEV: history on another file system
+    monkeypatch.setattr(os, "link", no_link)
+    clock.advance(HOUR)
+    store.save(ADA, ("essay.py",), b"second\n", etag)
+    [version] = store.history(ADA, ("essay.py",))
+    assert store.read_version(ADA, ("essay.py",), version["version"]) == b"first\n"
+    assert version["since"] == written and version["saved"] == clock.at / NS
+    store.close()

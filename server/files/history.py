@@ -184,25 +184,34 @@ class History:
             with os.fdopen(vfd, "wb") as dst:
                 while block := src.read(1 << 20):
                     dst.write(block)
+                dst.flush()
+                st = os.fstat(src.fileno())
+                os.utime(dst.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))  # when its text was written
                 os.fsync(dst.fileno())
 
     def list(self, area, parts):
-        """Earlier versions of a file, newest first."""
+        """Earlier versions of a file, newest first: each the file's text
+        from `since` (when it was written) until `saved` (when it was
+        replaced), in seconds since 1970."""
         try:
             hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
         except FileNotFoundError:
             return []
         try:
             out = []
-            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns, reverse=True):
+            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns):
                 try:
                     st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # evicted meanwhile
+                # The inode's mtime is when its text was written (a program
+                # may have set it: kept between the versions around it).
+                saved = _made_ns(v)
+                since = min(max(st.st_mtime_ns, _made_ns(out[-1]["version"]) if out else 0), saved)
                 etag = (v.split("-") + [""])[1]
-                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": _made_ns(v) / 1e9,
-                            "deleted": v.endswith(DELETED)})
-            return out
+                out.append({"version": v, "etag": etag, "size": st.st_size, "since": since / 1e9,
+                            "saved": saved / 1e9, "deleted": v.endswith(DELETED)})
+            return out[::-1]
         finally:
             os.close(hfd)
 
