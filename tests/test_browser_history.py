@@ -23,7 +23,8 @@ MINUTE = 60 * 10**9
 
 def write_in_the_past(server, user, path, texts, minutes_ago, monkeypatch):
     """Save `texts` one after another, the n-th `minutes_ago[n]` minutes ago
-    (so the n-th version is the file as it was then)."""
+    (so the n-th version is the file as it was from then on), the file
+    stamped with that time as a save then would have."""
     store = Store(os.path.join(server.env["DATA_DIR"], "storage"),
                   Limits(quota_bytes=200 << 20, quota_files=5000, max_file_bytes=10 << 20, history_versions=100))
     area, etag = Area.home(user), None
@@ -32,6 +33,8 @@ def write_in_the_past(server, user, path, texts, minutes_ago, monkeypatch):
             for text, ago in zip(texts, minutes_ago):
                 m.setattr(history, "now_ns", lambda ago=ago: time.time_ns() - int(ago * MINUTE))
                 etag = store.save(area, (path,), text.encode(), etag)["etag"]
+                at = time.time_ns() - int(ago * MINUTE)
+                os.utime(os.path.join(store.home_path(user), path), ns=(at, at))
     finally:
         store.close()
     return etag
@@ -47,6 +50,7 @@ def test_history_lists_an_hour_ago_in_words_and_a_restore_can_be_undone(start_se
     server = start_server(processes=1)
     page, user, password = student_ide(new_page, server)
     # Written 70 minutes ago, replaced 65 minutes ago, replaced again just now.
+    before = datetime.datetime.now()
     write_in_the_past(server, user, "story.py",
                       ['print("what I had an hour ago")\n', 'print("later")\n', 'print("now")\n'],
                       [70, 65, 0], monkeypatch)
@@ -61,6 +65,12 @@ def test_history_lists_an_hour_ago_in_words_and_a_restore_can_be_undone(start_se
     expect(options).to_have_count(2)
     expect(options.nth(0).locator(".when")).to_have_text("a few seconds ago")
     expect(options.nth(1).locator(".when")).to_have_text("an hour ago")
+    # When it was the file: from its save 70 minutes ago until it was replaced 65 minutes ago
+    # (the minutes of the clock as this test began or now, if a minute has turned since).
+    def minutes(ago):
+        return "|".join({f"{t - datetime.timedelta(minutes=ago):%H:%M}" for t in (before, datetime.datetime.now())})
+    expect(options.nth(1).locator(".meta")).to_contain_text(
+        re.compile(rf"({minutes(70)}):\d\d to (.*, )?({minutes(65)}):\d\d"))
 
     # The version of an hour ago: its text, and what restoring it would change.
     options.nth(1).click()

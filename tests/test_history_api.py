@@ -99,3 +99,46 @@ def test_a_deleted_files_version_is_marked_and_outlives_a_new_file_of_that_name(
         "homework\n"
     [entry] = ada.get("/api/trash/home").json()["entries"]
     assert entry["files"][0]["version"] == deleted[0]["version"]
+
+
+def test_the_text_left_alone_before_a_burst_of_autosaves_is_kept_for_each_minute_it_was_there(ada, server, monkeypatch):
+    # Two and a half minutes ago: some typing, then the text left alone (saved through the store,
+    # with history's clock set back); now a burst of 25 autosaves through the API.
+    store = Store(os.path.join(server.env["DATA_DIR"], "storage"),
+                  Limits(quota_bytes=200 << 20, quota_files=5000, max_file_bytes=10 << 20, history_versions=100))
+    saves, etag, start = [], None, time.time_ns()
+    try:
+        for i, text in enumerate(["typing 0\n", "typing 1\n", "typing 2\n", "the text left alone\n"]):
+            at = start - 150 * 10**9 + i * 2 * 10**9
+            monkeypatch.setattr(history, "now_ns", lambda at=at: at)
+            etag = store.save(Area.home(ada.username), ("b.py",), text.encode(), etag)["etag"]
+            saves.append((at, text))
+    finally:
+        store.close()
+    burst = time.time_ns()
+    for i in range(25):
+        etag = put(ada, "b.py", f"burst {i}\n", etag).json()["etag"]
+    now = time.time_ns()
+    texts = [text for _, text in listed(ada, "b.py")] + ["burst 24\n"]
+    assert "the text left alone\n" in texts
+    assert len(texts) <= 1 + 10 + 3  # the file, the burst's last ten, a text per minute before
+    # Each minute since the first save (none during the burst, where the server's clock decides)
+    # shows the text the file had then.
+    for minute in range(-(-saves[0][0] // MINUTE) * MINUTE, now, MINUTE):
+        if not burst <= minute <= now:
+            assert [text for at, text in saves if at <= minute][-1] in texts
+
+
+def test_each_version_says_from_when_until_when_it_was_the_file(ada):
+    # The kernel stamps files with a coarse clock: a few milliseconds either way are allowed.
+    slack, times, etag = 0.05, [], None
+    for text in ("one\n", "two\n", "three\n"):
+        before = time.time()
+        etag = put(ada, "w.py", text, etag).json()["etag"]
+        times.append((before, time.time()))
+    two, one = ada.get("/api/history/home/w.py").json()["versions"]
+    # "two" was the file from its save until the save of "three"; "one" until the save of "two".
+    assert times[1][0] - slack <= two["since"] <= times[1][1] + slack
+    assert times[2][0] - slack <= two["saved"] <= times[2][1] + slack
+    assert times[0][0] - slack <= one["since"] <= times[0][1] + slack
+    assert one["since"] <= one["saved"] <= two["since"]

@@ -5,6 +5,7 @@ hours pass in a loop, never by waiting."""
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from server.files import history
 from server.files.history import retained
@@ -48,6 +49,37 @@ def ages(store, clock, path="essay.py"):
 
 def near(found, seconds, within):
     return any(abs(age - seconds) <= within for age in found)
+
+
+# The moments whose text the history keeps, by their age: each minute for ten
+# minutes, each ten minutes for two hours, each hour for the day, each day for
+# thirty days, each thirty days before.
+KEPT_MOMENTS = ((0, 10 * MINUTE, MINUTE), (10 * MINUTE, 2 * HOUR, 10 * MINUTE), (2 * HOUR, DAY, HOUR),
+                (DAY, 30 * DAY, DAY), (30 * DAY, None, 30 * DAY))
+
+
+def kept_moments(first, now):
+    """The moments (ns) from `first` to `now` whose text the history keeps at `now`."""
+    for older, younger, spacing in KEPT_MOMENTS:
+        step = spacing * NS
+        low = first if younger is None else max(first, now - younger * NS + 1)
+        moment = -(-low // step) * step
+        while moment <= now - older * NS:
+            yield moment
+            moment += step
+
+
+def text_at(saves, moment):
+    """The text a file had at `moment`, from its saves [(ns, text)] in order."""
+    return [text for at, text in saves if at <= moment][-1]
+
+
+def missing_moments(store, clock, saves, path="essay.py"):
+    """The kept moments whose text is neither the file now nor one of its versions."""
+    texts = {store.read_version(ADA, (path,), v["version"]) for v in store.history(ADA, (path,))}
+    texts.add(saves[-1][1])
+    return [(moment - START) / NS for moment in kept_moments(saves[0][0], clock.at)
+            if text_at(saves, moment) not in texts]
 
 
 def test_three_hours_of_autosaves_every_two_seconds_reach_back_hours(tmp_path, clock, monkeypatch):
@@ -106,9 +138,11 @@ def test_a_file_left_alone_is_thinned_only_when_it_is_saved_again(tmp_path, cloc
         etag = store.save(ADA, ("old.py",), f"back {i}\n".encode(), etag)["etag"]
         clock.advance(2)
     found = ages(store, clock, "old.py")
-    # The saves of weeks ago are one version now (one a month, at that age); the new ones are all there.
+    # The saves of weeks ago are one version now (one a month, at that age); the new ones are all there,
+    # and so is the text the file had all those weeks (replaced by the first of them).
     assert sum(age > 30 * DAY for age in found) == 1
-    assert sum(age < MINUTE for age in found) == 10
+    texts = [store.read_version(ADA, ("old.py",), v["version"]) for v in store.history(ADA, ("old.py",))]
+    assert b"v29\n" in texts and all(f"back {i}\n".encode() in texts for i in range(1, 11))
     assert store.usage(ADA) == store.usage(ADA, fresh=True)
     store.close()
 
@@ -161,4 +195,76 @@ def test_a_deleted_files_last_version_outlives_a_new_file_of_the_same_name(tmp_p
     # Put back beside the new one it cannot overwrite: the trash says so, and the text is there.
     assert store.trash_restore(ADA, deleted["id"])["skipped"][0]["path"] == "main.py"
     assert store.usage(ADA) == store.usage(ADA, fresh=True)
+    store.close()
+
+
+def test_the_text_left_alone_for_a_minute_outlives_the_burst_of_autosaves_that_replaces_it(tmp_path, clock):
+    store = make_store(tmp_path)
+    saves, etag = [], None
+
+    def save(text):
+        nonlocal etag
+        etag = store.save(ADA, ("essay.py",), text, etag)["etag"]
+        saves.append((clock.at, text))
+
+    clock.advance(-150)  # 7:57:30 (START is 8:00)
+    for i in range(4):
+        save(f"typing {i}\n".encode())
+        clock.advance(2)
+    save(b"the program at 7:58, 7:59 and 8:00\n")
+    clock.advance(152)  # left alone, then 25 autosaves in a burst at 8:00:10
+    for i in range(25):
+        save(f"burst {i}\n".encode())
+        clock.advance(2)
+    texts = [store.read_version(ADA, ("essay.py",), v["version"]) for v in store.history(ADA, ("essay.py",))]
+    assert b"the program at 7:58, 7:59 and 8:00\n" in texts
+    assert missing_moments(store, clock, saves) == []
+    assert len(texts) <= 10 + 3  # the burst's last ten, and a text per minute before it
+    store.close()
+
+
+def versions_made(gaps, bound):
+    """Saves `gaps` (ns) apart, the history thinned at each as the store does:
+    (the saves [(ns, text)], the texts kept, whether the bound was reached)."""
+    saves, kept, full = [(START, 0)], [], False
+    for i, gap in enumerate(gaps, 1):
+        at = saves[-1][0] + gap
+        kept = retained(kept + [f"{at}-{i - 1:020x}"], at, bound)  # the version holds the text it replaced
+        full = full or len(kept) == bound
+        saves.append((at, i))
+    return saves, [int(v.split("-")[1], 16) for v in kept], full
+
+
+gaps = st.lists(st.one_of(st.integers(1, 3 * NS), st.integers(1, 2 * HOUR * NS), st.integers(1, 3 * DAY * NS)),
+                min_size=1, max_size=150)
+
+
+@given(gaps=gaps, bound=st.sampled_from([20, 1000]))
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_for_every_moment_kept_the_text_of_that_moment_is_kept(gaps, bound):
+    saves, kept, full = versions_made(gaps, bound)
+    now = saves[-1][0]
+    assert len(kept) <= bound
+    assert kept == sorted(kept, reverse=True)
+    assert kept[:10] == list(range(len(saves) - 2, -1, -1))[:10]  # the last ten are all there
+    oldest = min(kept)  # within the bound: the oldest go first
+    for moment in kept_moments(START, now):
+        text = text_at(saves, moment)
+        if text != saves[-1][1] and (not full or text >= oldest):
+            assert text in kept, f"the text of {(moment - START) / NS}s is gone"
+
+
+def test_a_version_copied_where_it_cannot_be_linked_still_says_when_its_text_was_written(tmp_path, clock, monkeypatch):
+    store = make_store(tmp_path)
+    etag = store.save(ADA, ("essay.py",), b"first\n", None)["etag"]
+    written = os.stat(os.path.join(store.home_path("ada"), "essay.py")).st_mtime_ns / NS
+
+    def no_link(*args, **kwargs):
+        raise OSError(18, "Invalid cross-device link")  # EXDEV: history on another file system
+    monkeypatch.setattr(os, "link", no_link)
+    clock.advance(HOUR)
+    store.save(ADA, ("essay.py",), b"second\n", etag)
+    [version] = store.history(ADA, ("essay.py",))
+    assert store.read_version(ADA, ("essay.py",), version["version"]) == b"first\n"
+    assert version["since"] == written and version["saved"] == clock.at / NS
     store.close()

@@ -8,12 +8,13 @@ version shows the file as it was then.
 
 Autosave makes a version every few seconds of typing, so they are thinned
 as they age, the way Time Machine does (`retained`): the last RECENT are
-all kept, then one per minute for ten minutes, one per ten minutes for two
-hours, one per hour for the day, one per day for a month, one per month
-after that; at most `history_versions` per file. Thinning looks only at
-the file's own versions, whenever one is added. Besides, when a home needs
-room the oldest versions of the whole area go first (`evict`), since
-versions count in its quota. Callers hold the area's lock for every change.
+all kept, then the text as it was at each minute for ten minutes, at each
+ten minutes for two hours, each hour for the day, each day for a month,
+each month after that; at most `history_versions` per file. Thinning
+looks only at the file's own versions, whenever one is added. Besides,
+when a home needs room the oldest versions of the whole area go first
+(`evict`), since versions count in its quota. Callers hold the area's lock
+for every change.
 """
 import errno
 import hashlib
@@ -73,23 +74,70 @@ def _spacing(age):
     return OLDEST_SPACING
 
 
+def _bands():
+    """(older than, younger than, spacing) in seconds for each age of a
+    moment, None where unbounded: a moment in the future is a recent one."""
+    older_than = None
+    for younger_than, spacing in TIERS:
+        yield older_than, younger_than, spacing
+        older_than = younger_than
+    yield older_than, None, OLDEST_SPACING
+
+
+BANDS = tuple(_bands())
+
+
+def _holds_a_moment_kept(since, until, now):
+    """Does [since, until) (ns; since None: from the beginning) hold a
+    moment thinning keeps the text of at `now`: a multiple of the spacing
+    its age calls for (10:42:00 while minutes are kept, 10:40 once it is
+    ten minutes ...)? Every spacing divides the next, so a moment kept at
+    one age is kept at every older age too."""
+    for older_than, younger_than, spacing in BANDS:
+        low = since
+        if younger_than is not None:
+            earliest = now - younger_than * 10**9 + 1
+            low = earliest if low is None else max(low, earliest)
+        high = until - 1
+        if older_than is not None:
+            high = min(high, now - older_than * 10**9)
+        if low is None:
+            return True  # from the beginning: some moment of the oldest band
+        step = spacing * 10**9
+        if -(-low // step) * step <= high:
+            return True
+    return False
+
+
 def retained(versions, now, bound):
-    """Which of a file's versions to keep at time `now` (ns): the RECENT
-    newest, then the newest of each period its age calls for (a minute, ten
-    minutes, ...), at most `bound` in all, newest first. A version a delete
-    kept shares its period only with other such versions: saves of a new
-    file of the same name never thin away the one the trash can put back."""
-    kept, periods = [], set()
-    for i, version in enumerate(sorted(versions, key=_made_ns, reverse=True)):
-        if len(kept) >= bound:
-            break
-        made = _made_ns(version) // 10**9
-        spacing = _spacing(max(0, now // 10**9 - made))
-        period = (spacing, made // spacing, version.endswith(DELETED))
-        if i < RECENT or period not in periods:
-            kept.append(version)
-        periods.add(period)
-    return kept
+    """Which of a file's versions to keep at `now` (ns), newest first, at
+    most `bound` (the oldest go): the RECENT newest, and each that was the
+    file's text at a moment thinning keeps (`_holds_a_moment_kept`). A
+    version was the text from the replacing of the one before it until its
+    own (the first one: since ever). Not the newest version of each minute:
+    a text left alone for a minute, then replaced by a burst of autosaves,
+    is named in the burst's minute and would go. The text of a kept moment
+    is never dropped and kept moments only get sparser with age, so a span
+    widened by thinned neighbours takes no kept moment from another version.
+    A version a delete kept is also kept as the newest such of its period:
+    saves of a new file of the same name never thin away the one the trash
+    can put back."""
+    newest_first = sorted(versions, key=_made_ns, reverse=True)
+    keep, since = set(newest_first[:RECENT]), None
+    for version in reversed(newest_first):
+        made = _made_ns(version)
+        if _holds_a_moment_kept(since, made, now):
+            keep.add(version)
+        since = made
+    deleted_periods = set()
+    for version in newest_first:
+        if version.endswith(DELETED):
+            made = _made_ns(version) // 10**9
+            spacing = _spacing(max(0, now // 10**9 - made))
+            if (spacing, made // spacing) not in deleted_periods:
+                keep.add(version)
+            deleted_periods.add((spacing, made // spacing))
+    return [v for v in newest_first if v in keep][:bound]
 
 
 class History:
@@ -136,25 +184,34 @@ class History:
             with os.fdopen(vfd, "wb") as dst:
                 while block := src.read(1 << 20):
                     dst.write(block)
+                dst.flush()
+                st = os.fstat(src.fileno())
+                os.utime(dst.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))  # when its text was written
                 os.fsync(dst.fileno())
 
     def list(self, area, parts):
-        """Earlier versions of a file, newest first."""
+        """Earlier versions of a file, newest first: each the file's text
+        from `since` (when it was written) until `saved` (when it was
+        replaced), in seconds since 1970."""
         try:
             hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
         except FileNotFoundError:
             return []
         try:
             out = []
-            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns, reverse=True):
+            for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns):
                 try:
                     st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # evicted meanwhile
+                # The inode's mtime is when its text was written (a program
+                # may have set it: kept between the versions around it).
+                saved = _made_ns(v)
+                since = min(max(st.st_mtime_ns, _made_ns(out[-1]["version"]) if out else 0), saved)
                 etag = (v.split("-") + [""])[1]
-                out.append({"version": v, "etag": etag, "size": st.st_size, "saved": _made_ns(v) / 1e9,
-                            "deleted": v.endswith(DELETED)})
-            return out
+                out.append({"version": v, "etag": etag, "size": st.st_size, "since": since / 1e9,
+                            "saved": saved / 1e9, "deleted": v.endswith(DELETED)})
+            return out[::-1]
         finally:
             os.close(hfd)
 

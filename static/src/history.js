@@ -60,6 +60,19 @@ function exactTime(t) {
     hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
 }
 
+/** When a version was the file: from when its text was written until it was
+ * replaced ("Fri 15 Jan, 07:58:05 to 08:00:10"), so the text of a moment is found. */
+function spanSaid(v) {
+  if (typeof v.since !== "number" || v.saved - v.since < 1) return exactTime(v.saved);
+  const from = new Date(v.since * 1000);
+  const to = new Date(v.saved * 1000);
+  const sameDay = from.toDateString() === to.toDateString();
+  const until = sameDay
+    ? to.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
+    : exactTime(v.saved);
+  return `${exactTime(v.since)} to ${until}`;
+}
+
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 /** Lines a piece of text spans (a final line without its newline counts). */
@@ -154,7 +167,7 @@ async function historyDialog(doc) {
       },
     },
     h("span", { class: "when" }, whenSaid(v.saved)),
-    h("span", { class: "meta" }, [exactTime(v.saved), v.deleted && "deleted then", formatBytes(v.size)]
+    h("span", { class: "meta" }, [spanSaid(v), v.deleted && "deleted then", formatBytes(v.size)]
       .filter(Boolean).join(" · ")));
     list.append(item);
   });
