@@ -117,7 +117,7 @@ def test_a_broadcast_reaches_every_open_ide_of_the_class_on_both_workers_and_a_g
     assert [m["text"] for m in latest] == ["Look at line 4: lenght is not len."]
     assert [m["text"] for m in students[1].get("/api/talk").json()["messages"]] == \
         ["Save your work, we stop in 5 minutes."]
-    assert outsider.get("/api/talk").json() == {"messages": [], "hands": []}
+    assert outsider.get("/api/talk").json() == {"messages": [], "hands": [], "starters": []}
 
 
 def test_hands_queue_in_order_and_an_answer_lowers_the_students_hand(server2):
