@@ -56,6 +56,7 @@ from .transcript import Transcript, shown as shown_transcript
 log = logging.getLogger(__name__)
 
 CHECK_NICE = 5  # a check's programs run below students' interactive ones
+RETIRED_MAX = 64  # used sandboxes kept idle at most while checks wait, before they are killed anyway
 READY_SECONDS = 600  # a check's sandbox started ahead of time waits this long for its Check
 SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
@@ -106,6 +107,7 @@ class Grader:
         # user id -> (a check's sandbox started ahead of time, when): the student has an exercise in
         # front of them, so their next Check waits for no sandbox. One each, while their IDE is open here.
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
+        self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no check waits (retire)
 
     def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Check":
         if user["id"] in self.checking:
@@ -141,6 +143,22 @@ class Grader:
         place = self._place_for(user)
         place.warm_up()
         return place
+
+    def retire(self, place: "ScratchSandbox") -> None:
+        """A check is over with its sandbox (nothing runs in it). It goes after
+        the result is out, and while checks wait in line, once none does:
+        killing a sandbox costs the kernel CPU those checks need."""
+        self.retired.append(place)
+        if not self.line.waiting or len(self.retired) > RETIRED_MAX:
+            retired, self.retired = self.retired, []
+            self.jobs.track(asyncio.gather(*(p.close() for p in retired), return_exceptions=True))
+
+    async def close(self) -> None:
+        """The worker stops: every sandbox kept here goes."""
+        retired, self.retired = self.retired, []
+        for user_id in list(self.ready):
+            self._drop_ready(user_id)
+        await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
     def _place_for(self, user):
         return ScratchSandbox(self.jobs.warm.kind, self.cfg, self.jobs.warm.uid_of(user))
@@ -178,7 +196,9 @@ class Check:
         finally:
             self.grader.checking.pop(self.user["id"], None)
         await self.sink.send(message)
-        if self.user["id"] in self.grader.jobs.warm.wanted:  # still at their IDE: ready for their next press
+        # Still at their IDE: ready for their next press, unless checks wait in line (then it would
+        # take CPU from them; their next press starts it while it waits, as the first did).
+        if self.user["id"] in self.grader.jobs.warm.wanted and not self.grader.line.waiting:
             self.grader.prepare(self.user)
         self.done.set()
 
@@ -192,8 +212,7 @@ class Check:
         try:
             return await self._checked(found)
         finally:
-            # It goes once the result is out: the student does not wait for the kernel to kill it.
-            grader.jobs.track(self.place.close())
+            grader.retire(self.place)
 
     async def _checked(self, found):
         grader, user = self.grader, self.user

@@ -200,6 +200,6 @@ class RunManager:
                 self.closed(conn)
         await self.jobs.warm.close()
         if self.grader is not None:
-            await self.grader.checkers.close()
+            await self.grader.close()
         if self.jobs.tasks:
             await asyncio.wait(list(self.jobs.tasks), timeout=5)

@@ -394,9 +394,21 @@ def run_checking(go, channel_fd):
     Its exit code."""
     module = types.ModuleType("pyclassroom_checking")
     sys.modules[module.__name__] = module
-    exec(compile(go["code"], "<checking>", "exec"), module.__dict__)
+    exec(go.get("compiled") or compile(go["code"], "<checking>", "exec"), module.__dict__)
     guard_imports(go)  # after the check's own imports, before the student's module
     return module.main(go["mode"], go.get("options") or {}, channel_fd)
+
+
+CHECKING_COMPILED = {}  # the check's code (the server's, not the student's), compiled once a sandbox
+
+
+def compiled_checking(code):
+    """checking.py's code object, compiled here before the run's fork (12 ms
+    of CPU a time): every run of this sandbox inherits it."""
+    if code not in CHECKING_COMPILED:
+        CHECKING_COMPILED.clear()
+        CHECKING_COMPILED[code] = compile(code, "<checking>", "exec")
+    return CHECKING_COMPILED[code]
 
 
 def guard_imports(go):
@@ -567,6 +579,8 @@ def main():
         go = wait_for_go(frames)
         if go is None:
             os._exit(0)  # the server went away before the run started
+        if go.get("mode") and isinstance(go.get("code"), str):
+            go["compiled"] = compiled_checking(go["code"])
         copy = make_copy(go) if go.get("copy") else None
         try:
             result = run_checked(go, frames, wake_r, limits)
