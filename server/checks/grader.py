@@ -11,17 +11,18 @@ for its whole length (no Run meanwhile, no second check), and:
 2. runs it once per output check, fed the check's input, echo off, below
    interactive runs (CHECK_NICE), each for CHECK_SECONDS at most, with the
    exercise's no_import modules forbidden while it runs (code_rules.py):
-   jobs with a collector for a sink, in sandboxes of the check's own
-   (runs/scratch.py: a throwaway home, one per visibility), never the
-   student's, so nothing a run writes survives it and what a hidden
-   check's run is given never reaches a run whose result the student sees;
+   jobs with a collector for a sink, in a sandbox of the check's own
+   (runs/scratch.py: a throwaway home), never the student's, so nothing a
+   run writes survives it; the checks the student sees run first, the
+   hidden ones after (see _run), so what a hidden check's run is given
+   never reaches a result the student sees;
 3. runs the teacher's side in a checker sandbox (runs/checkers.py), which
    holds the exercise's tests.py and nothing of the student's: code checks
    on the source text, output comparisons (prompts apart: transcript.py),
    and tests.py's test functions. When a test calls a student's function,
    the call crosses as JSON to the student's program, served in the
-   sandbox of that test's visibility (a job in the launcher's `serve`
-   mode), and the value comes back the same way; each call has
+   check's sandbox (a job in the launcher's `serve` mode, one for each
+   phase), and the value comes back the same way; each call has
    CHECK_SECONDS. A program that exits, hangs or prints anything only
    fails the tests that needed it;
 4. records the attempt: the exercises service computes the score from the
@@ -125,9 +126,7 @@ class Grader:
                 self._drop_ready(user_id)
         if user["id"] in self.ready or user["id"] in self.checking or self.jobs.draining():
             return
-        place = self._place_for(user)
-        place.warm_up()
-        self.ready[user["id"]] = (place, now)
+        self.ready[user["id"]] = (self._started_place(user), now)
 
     def forget(self, user: dict) -> None:
         """`user` has no IDE open here any more: their ready sandbox goes."""
@@ -136,13 +135,11 @@ class Grader:
     def take_place(self, user: dict) -> "ScratchSandbox":
         """A sandbox for `user`'s check: the one started ahead of time, or a new one."""
         ready = self.ready.pop(user["id"], None)
-        if ready is not None and time.monotonic() - ready[1] <= READY_SECONDS:
-            return ready[0]
         if ready is not None:
+            if time.monotonic() - ready[1] <= READY_SECONDS:
+                return ready[0]
             self.jobs.track(ready[0].close())
-        place = self._place_for(user)
-        place.warm_up()
-        return place
+        return self._started_place(user)
 
     def retire(self, place: "ScratchSandbox") -> None:
         """A check is over with its sandbox (nothing runs in it). It goes after
@@ -160,8 +157,11 @@ class Grader:
             self._drop_ready(user_id)
         await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
-    def _place_for(self, user):
-        return ScratchSandbox(self.jobs.warm.kind, self.cfg, self.jobs.warm.uid_of(user))
+    def _started_place(self, user):
+        """A check's sandbox for `user`, starting now."""
+        place = ScratchSandbox(self.jobs.warm.kind, self.cfg, self.jobs.warm.uid_of(user))
+        place.warm_up()
+        return place
 
     def _drop_ready(self, user_id):
         ready = self.ready.pop(user_id, None)

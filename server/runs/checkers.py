@@ -14,11 +14,11 @@ import asyncio
 import logging
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 
 from ..accounts.uids import run_uid
 from .sandbox import SandboxKind
+from .scratch import make_folder, remove_folder
 from .warm import Sandboxed, discard, ready, start
 
 log = logging.getLogger(__name__)
@@ -80,26 +80,19 @@ class CheckerSandboxes:
     async def _new(self):
         loop = asyncio.get_running_loop()
         try:
-            home = await loop.run_in_executor(None, self._make_home)
+            home = await loop.run_in_executor(None, make_folder, self.folder, "checker-", self.uid)
         except OSError:
             log.exception("could not make a checker sandbox's folder")
             return None
         sandboxed = await start(self.kind, self.cfg, home, self.uid, "checker ")
         if sandboxed is None:
-            await loop.run_in_executor(None, shutil.rmtree, home, True)
+            await loop.run_in_executor(None, remove_folder, home)
             return None
         return Checker(sandboxed, home)
 
-    def _make_home(self):
-        os.makedirs(self.folder, mode=0o711, exist_ok=True)
-        home = tempfile.mkdtemp(prefix="checker-", dir=self.folder)
-        if self.uid is not None:
-            os.chown(home, self.uid, self.uid)
-        return home
-
     async def _drop(self, checker):
         await discard(checker.sandboxed.sandbox)
-        await asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, checker.home, True)
+        await asyncio.get_running_loop().run_in_executor(None, remove_folder, checker.home)
 
 
 def _empty(folder):

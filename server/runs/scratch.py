@@ -7,15 +7,17 @@ write them into its home and read them back through the files API; here
 its home is an empty scratch folder of its own (DATA_DIR/sandbox/scratch,
 0700, the student's uid), and the program runs a copy of the checked files
 that the launcher writes afresh for each run (Job: RunRequest.files). A
-check keeps one such sandbox per group of checks that may share what they
-saw (grader.py: one per visibility), and `close`s it when the check is
-over: the sandbox is killed as a whole and its folder removed, so nothing
-a check's run wrote survives it.
+check has one such sandbox (grader.py: started ahead of time, its shown
+checks run before its hidden ones) and `close`s it when it is over: the
+sandbox is killed as a whole and its folder removed, so nothing a check's
+run wrote survives it.
 
 It is taken and given back by a job as the student's ready sandbox is
-(`take`, `used`, `give_back`), and serves the group's runs one after
+(`take`, `used`, `give_back`), and serves the check's runs one after
 another while its launcher clears up after each; one that cannot serve
-again is replaced by a fresh one on the same scratch folder.
+again is replaced by a fresh one on the same scratch folder. The checker
+sandboxes (checkers.py) make and remove their folders with the same two
+functions (`make_folder`, `remove_folder`).
 """
 import asyncio
 import logging
@@ -33,14 +35,14 @@ log = logging.getLogger(__name__)
 
 
 class ScratchSandbox:
-    """One group's sandbox of a check (see the module docstring)."""
+    """One check's sandbox (see the module docstring)."""
 
     holds_home = False  # its programs never see the student's home: no quota, no change to announce
 
     def __init__(self, kind: SandboxKind, cfg, uid: int | None):
         self.kind, self.cfg, self.uid = kind, cfg, uid
         self.folder: str | None = None  # the scratch home, once made
-        self.idle: Sandboxed | None = None  # ready for the group's next run
+        self.idle: Sandboxed | None = None  # ready for the check's next run
         self.starting: asyncio.Future | None = None
         self.closed = False
 
@@ -64,8 +66,8 @@ class ScratchSandbox:
         sandboxed.runs_left -= 1
 
     async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
-        """Kept for the group's next run if its launcher cleared up after
-        this one (the scratch folder stays, with what the group wrote)."""
+        """Kept for the check's next run if its launcher cleared up after
+        this one (the scratch folder stays, with what the runs wrote)."""
         keep = not ran or (reusable and sandboxed.runs_left > 0)
         if keep and not self.closed and self.idle is None:
             if not ran or await ready(sandboxed.sandbox):
@@ -83,14 +85,16 @@ class ScratchSandbox:
         if idle is not None:
             await discard(idle.sandbox)
         if self.folder is not None:
-            await asyncio.get_running_loop().run_in_executor(None, _remove, self.folder)
+            await asyncio.get_running_loop().run_in_executor(None, remove_folder, self.folder)
 
     async def _new(self) -> Sandboxed | None:
         loop = asyncio.get_running_loop()
         began = time.monotonic()
         if self.folder is None:
             try:
-                self.folder = await loop.run_in_executor(None, self._make_folder)
+                # Named after its worker, for remove_leftovers.
+                self.folder = await loop.run_in_executor(None, make_folder, scratch_folder(self.cfg),
+                                                         worker_tag() + ".", self.uid)
             except OSError:
                 log.exception("could not make a check's scratch folder")
                 return None
@@ -99,20 +103,25 @@ class ScratchSandbox:
             metrics.SANDBOX_START.observe(time.monotonic() - began)
         return sandboxed
 
-    def _make_folder(self) -> str:
-        parent = scratch_folder(self.cfg)
-        os.makedirs(parent, mode=0o711, exist_ok=True)
-        folder = tempfile.mkdtemp(prefix=worker_tag() + ".", dir=parent)  # whose it is, for remove_leftovers
-        if self.uid is not None:
-            os.chown(folder, self.uid, self.uid)
-        return folder
 
 
-def _remove(folder: str) -> None:
+def make_folder(parent: str, prefix: str, uid: int | None) -> str:
+    """A new empty folder in `parent` (made 0711 if need be), 0700 and owned
+    by `uid`: a sandbox's home. Blocking: call it in a thread."""
+    os.makedirs(parent, mode=0o711, exist_ok=True)
+    folder = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    if uid is not None:
+        os.chown(folder, uid, uid)
+    return folder
+
+
+def remove_folder(folder: str) -> None:
+    """Remove a sandbox's home whatever its programs made of it (deep trees,
+    links: files.walk.remove_tree); they are gone. Blocking: call it in a thread."""
     try:
         remove_tree(folder)
-    except Exception:  # OSError, or walk.Changed: left for the log, never the check's failure
-        log.exception("could not remove the check's scratch folder %s", folder)
+    except Exception:  # OSError, or walk.Changed: left for the log, never the caller's failure
+        log.exception("could not remove the sandbox folder %s", folder)
 
 
 def scratch_folder(cfg) -> str:
@@ -129,6 +138,6 @@ def remove_leftovers(cfg) -> int:
         return 0
     for name in names:
         if not tag_alive(name.split(".", 1)[0]):
-            _remove(os.path.join(scratch_folder(cfg), name))
+            remove_folder(os.path.join(scratch_folder(cfg), name))
             removed += 1
     return removed
