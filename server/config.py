@@ -204,6 +204,14 @@ SETTINGS = [
             "and docker; each run is a fresh fork and nothing of the last run is left in it; 1: a new "
             "sandbox for every run)"),
     Setting("RUN_QUEUE_MAX", _int(0, 100000), "200", "runs that may wait for a free place on this host"),
+    Setting("SANDBOX_CPU", _choice("idle", "low"), "idle",
+            "students' programs' CPU priority, where cgroups rank them: idle (they get the CPU only when "
+            "nothing else on the host wants it: the server stays quick under a class's busy loops) or low "
+            "(one ordinary program's share in all, for a host shared with other work, such as the test "
+            "suite's browsers, where idle would starve them)"),
+    Setting("SANDBOX_STARTS_AT_ONCE", _int(0, 1000, ", 0 = one per CPU"), "0",
+            "sandboxes starting at once on this host; the others wait in line, their students told their "
+            "place (a start keeps about one CPU busy for a moment)"),
     Setting("RUN_SOCKETS_PER_USER", _int(1, 1000), "8",
             "IDE tabs one student may have connected to one worker; a new one closes their oldest idle one"),
     Setting("RUN_WALL_SECONDS", _int(1, 24 * HOUR), "900", "longest a run may last"),

@@ -28,6 +28,13 @@ RUN_QUEUE_WAIT = Histogram("pyclassroom_run_queue_wait_seconds", "Time a run wai
                            buckets=LATENCY_BUCKETS)
 SANDBOX_START = Histogram("pyclassroom_sandbox_start_seconds", "Time to start a sandbox until ready",
                           buckets=LATENCY_BUCKETS)
+SANDBOX_START_RETRIES = Counter("pyclassroom_sandbox_start_retries_total",
+                                "Sandbox starts that failed once and were tried again")
+SANDBOX_START_FAILURES = Counter("pyclassroom_sandbox_start_failures_total",
+                                 "Sandbox starts that failed twice (a student or a check was told), by reason",
+                                 ["reason"])
+SANDBOX_STARTING = Gauge("pyclassroom_sandbox_starts_waiting", "Sandbox starts waiting in line",
+                         multiprocess_mode="livesum")
 SANDBOX_REUSED = Counter("pyclassroom_sandbox_reused_total",
                          "Sandboxes made ready again after a run, to serve the same student's next run")
 RUN_DURATION = Histogram("pyclassroom_run_duration_seconds", "How long runs lasted",
@@ -58,12 +65,16 @@ def snapshot():
     histogram's buckets, as Prometheus' histogram_quantile does)."""
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
-    gauges, buckets, count = {}, {}, 0.0
+    gauges, buckets, count, failures = {}, {}, 0.0, {}
     for family in registry.collect():
         for sample in family.samples:
             if sample.name in ("pyclassroom_runs_active", "pyclassroom_run_queue_length",
-                               "pyclassroom_run_sockets", "pyclassroom_workers"):
+                               "pyclassroom_run_sockets", "pyclassroom_workers",
+                               "pyclassroom_sandbox_starts_waiting", "pyclassroom_sandbox_start_retries_total"):
                 gauges[sample.name] = gauges.get(sample.name, 0) + sample.value
+            elif sample.name == "pyclassroom_sandbox_start_failures_total":
+                reason = sample.labels["reason"]
+                failures[reason] = failures.get(reason, 0) + int(sample.value)
             elif sample.name == "pyclassroom_http_request_duration_seconds_bucket":
                 bound = float(sample.labels["le"])
                 buckets[bound] = buckets.get(bound, 0) + sample.value
@@ -73,6 +84,9 @@ def snapshot():
         "active_runs": int(gauges.get("pyclassroom_runs_active", 0)),
         "queued_runs": int(gauges.get("pyclassroom_run_queue_length", 0)),
         "connected_ides": int(gauges.get("pyclassroom_run_sockets", 0)),
+        "sandbox_starts": {"waiting": int(gauges.get("pyclassroom_sandbox_starts_waiting", 0)),
+                           "retried": int(gauges.get("pyclassroom_sandbox_start_retries_total", 0)),
+                           "failed": failures},
         "requests": int(count),
         "latency_ms": {f"p{q}": _quantile(buckets, count, q / 100) for q in (50, 95, 99)},
     }

@@ -32,6 +32,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .runs.starts import Starts
 from .runs import scratch
 from .runs.checkers import CheckerSandboxes
 from .runs.events import Guarded
@@ -94,11 +95,13 @@ async def open_database(ctx, dsn):
     ctx.inbox = Inbox(ctx.pool, ctx.notify)  # what teaching tells the students' open IDEs
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
-    warm = WarmSandboxes(ctx.sandbox_kind, ctx.cfg, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
+    # Every sandbox this worker starts waits its turn there (runs/starts.py).
+    starts = Starts(ctx.sandbox_kind, ctx.cfg, ctx.processes)
+    warm = WarmSandboxes(starts, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),
                          lambda: ctx.draining)
     # Every run of this worker is a job (runs/job.py); the IDE sockets' manager makes theirs.
     ctx.jobs = Jobs(ctx.cfg, ctx.pool, ctx.files, ctx.admission, warm, Guarded(ctx.teaching), lambda: ctx.draining)
-    ctx.grader = Grader(ctx.cfg, ctx.jobs, CheckerSandboxes(ctx.sandbox_kind, ctx.cfg), ctx.exercises, ctx.files,
+    ctx.grader = Grader(ctx.cfg, ctx.jobs, CheckerSandboxes(starts), ctx.exercises, ctx.files,
                         ctx.processes)
     ctx.runs = manager.RunManager(ctx.jobs, ctx.grader)
     # Writes that wait for the worker's next flush (flush_batches).

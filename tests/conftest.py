@@ -34,6 +34,11 @@ pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_
 # servers the tests start are without them unless a test asks (the shared
 # `server`, as users meet it, the editor's browser tests and the fuzzing).
 os.environ.setdefault("ASSIST_PROCESSES", "0")
+# Students' programs at a low CPU weight, not idle (SANDBOX_CPU): the suite's
+# browsers and servers keep both CPUs busy, and in the idle group a program
+# got next to nothing (a traceback took over 30 s to print in CI). The tests
+# of the idle group and of starts under starvation ask for it.
+os.environ.setdefault("SANDBOX_CPU", "low")
 EDITING_HELP = {"ASSIST_PROCESSES": "2"}
 # Each file process costs about 0.1 s of CPU to start, and the suite starts
 # a server a hundred times: two per worker run calls side by side; the

@@ -438,7 +438,7 @@ def test_queue_position_help_and_dark_theme(start_server, new_page):
     login(second, waiting, waiting_password, lands_on="/ide")
     write_program(second, "hi.py", 'print("my turn")\n')
     second.get_by_role("button", name="Run").click()
-    expect(second.locator("#run-state")).to_have_text(re.compile("Waiting for a free place: you are next"))
+    expect(second.locator("#run-state")).to_have_text(re.compile("The server is busy. Your program is next"))
     shot(second, "17-queued")
     first.get_by_role("button", name="Stop").click()
     wait_terminal(second, "my turn")

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from server.runs.child import checking
 from server.runs.protocol import frame
 from server.runs.run import Run
-from server.runs.warm import ready
+from server.runs.starts import ready
 from tests.test_sandboxes import UID, home, sandbox, settings, write  # noqa: F401 (home, sandbox: fixtures)
 
 TIMEOUT = 60

@@ -429,7 +429,7 @@ def test_a_paused_program_gives_its_place_to_the_class(one_place_server):
     first, alone, waited, bob_end, ada_next, ada_end, after = asyncio.run(go())
     assert first["line"] == 1
     assert "queued" not in alone and "queued" not in after
-    assert waited == {"type": "queued", "position": 1}
+    assert waited["type"] == "queued" and waited["line"] == "run" and waited["position"] == 1
     assert bob_end["reason"] == "ok"
     assert ada_next["type"] == "paused" and ada_next["line"] == 2
     assert ada_end["reason"] == "ok"

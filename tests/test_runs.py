@@ -371,7 +371,7 @@ def test_a_class_opening_at_once_runs_every_program_in_a_lowered_cpu_group(start
     # Each worker gets half of RUN_MAX_CONCURRENT, and a burst of sockets may
     # all land on one worker (it accepts many at each wake-up): room for all
     # 40 on either, or the last ones queue behind programs waiting for input.
-    server = start_server(processes=2, SANDBOX="local", RUN_MAX_CONCURRENT=80)
+    server = start_server(processes=2, SANDBOX="local", SANDBOX_CPU="idle", RUN_MAX_CONCURRENT=80)
     names = [f"g{i:02d}" for i in range(40)]
     clients = {n: student(server, n) for n in names}
     for n in names:
@@ -424,9 +424,10 @@ def test_beyond_the_limit_runs_queue_with_positions_and_all_finish(start_server,
     positions = [m["position"] for _, msgs in results for m in msgs if m["type"] == "queued"]
     assert positions, "with 10 runs and a limit of 4 some must have waited"
     assert min(positions) == 1
-    for _, msgs in results:  # a waiting run only moves forward
-        mine = [m["position"] for m in msgs if m["type"] == "queued"]
-        assert mine == sorted(mine, reverse=True)
+    for _, msgs in results:  # a waiting run only moves forward, in each line (a sandbox's start, a place)
+        for line in ("start", "run"):
+            mine = [m["position"] for m in msgs if m["type"] == "queued" and m["line"] == line]
+            assert mine == sorted(mine, reverse=True), line
 
 
 def test_one_run_per_student_across_tabs_and_workers(start_server):
@@ -563,9 +564,16 @@ def test_bad_messages_get_clear_errors(local_server):
 
 # Where a root server puts student code: an idle CPU group (each sandbox's
 # cgroup under one marked idle) where the machine has one, else an autogroup
-# at the lowest nice.
+# at the lowest nice; with SANDBOX_CPU=low, a group of the sandboxes' own
+# at one program's weight.
 _GROUPS = cgroups.Groups.detect()
 EXPECTED_RANK = "idle group" if _GROUPS and _GROUPS.idle else "nice 19"
+
+
+def expected_rank(server):
+    if _GROUPS and server.env.get("SANDBOX_CPU") == "low":
+        return "low group"
+    return EXPECTED_RANK
 
 
 def _cpu_rank(pid):
@@ -578,6 +586,8 @@ def _cpu_rank(pid):
                              if "cpu" in line.split(":")[1].split(",")), "")
         root = os.path.join("/sys/fs/cgroup/cpu", cpu_path.lstrip("/"))
         while root.startswith("/sys/fs/cgroup/cpu/"):
+            if os.path.basename(root) == cgroups.priority("low")["parent"]:
+                return "low group"
             try:
                 with open(os.path.join(root, "cpu.idle")) as f:
                     if f.read().strip() == "1":
@@ -660,7 +670,7 @@ def test_student_code_runs_at_a_lower_priority_than_the_server(sandbox_server):
     elif os.geteuid() != 0:
         assert weight.endswith("nice 19") or kind == "local"  # the launcher lowered its own group
     else:  # the launcher and the program: in the idle group where there is one
-        assert list(seen.values()) == [EXPECTED_RANK] * 2, seen
+        assert list(seen.values()) == [expected_rank(sandbox_server)] * 2, seen
 
 
 def test_run_again_right_after_exit_is_not_refused(sandbox_server):

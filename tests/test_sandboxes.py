@@ -19,7 +19,7 @@ import pytest
 from server import config
 from server.runs import cgroups
 from server.runs.protocol import INPUT, OSC, PROMPT
-from server.runs.warm import ready
+from server.runs.starts import ready
 from server.runs.protocol import ImageParser, frame, read_frame
 from server.runs.sandbox import SandboxKind, StartedSandbox
 from server.runs.sandbox.launch import LAUNCHER_PROCESSES, ProgramLimits

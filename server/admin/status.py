@@ -42,6 +42,8 @@ async def status(ctx):
         "defences": ctx.sandbox_kind.defences(),
         "editing_help": ctx.assist.describe(),
         "runs": {k: live[k] for k in ("active_runs", "queued_runs", "connected_ides")},
+        # Starts in line, tried again, and failed twice by reason (starts.py; the log has each one's words).
+        "sandbox_starts": live["sandbox_starts"],
         "requests": {"count": live["requests"], "latency_ms": live["latency_ms"]},
         "settings": dict(ctx.cfg.masked()),
     }

@@ -126,7 +126,7 @@ class Grader:
                 self._drop_ready(user_id)
         if user["id"] in self.ready or user["id"] in self.checking or self.jobs.draining():
             return
-        self.ready[user["id"]] = (self._started_place(user), now)
+        self.ready[user["id"]] = (self._started_place(user, ahead=True), now)
 
     def forget(self, user: dict) -> None:
         """`user` has no IDE open here any more: their ready sandbox goes."""
@@ -157,10 +157,10 @@ class Grader:
             self._drop_ready(user_id)
         await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
-    def _started_place(self, user):
-        """A check's sandbox for `user`, starting now."""
-        place = ScratchSandbox(self.jobs.warm.kind, self.cfg, self.jobs.warm.uid_of(user))
-        place.warm_up()
+    def _started_place(self, user, ahead=False):
+        """A check's sandbox for `user`, starting now (`ahead`: before their Check)."""
+        place = ScratchSandbox(self.jobs.warm.starts, self.jobs.warm.uid_of(user))
+        place.warm_up(ahead)
         return place
 
     def _drop_ready(self, user_id):

@@ -6,6 +6,10 @@ talking to each other. Within a worker the line is first come, first
 served, and everyone in it is told their position when it has changed,
 at most every ANNOUNCE_SECONDS: each admission moves the whole line, and
 telling everyone at once cost 14 messages per run at 30 students.
+
+A place may be asked for ahead of need (a sandbox started for a student
+who has not pressed Run yet: starts.py): it goes after every place that
+somebody waits for, until it is `hurry`-ed because somebody now does.
 """
 import asyncio
 
@@ -28,17 +32,21 @@ class Admission:
     def share(cls, cfg, processes):
         return cls(cfg.RUN_MAX_CONCURRENT // processes, cfg.RUN_QUEUE_MAX // processes)
 
-    async def enter(self, notify):
+    async def enter(self, notify, place: "Place | None" = None):
         """Return once this run may start. `notify(position)` is called
-        (and awaited) when queued and each time the position changes."""
+        (and awaited) when queued and each time the position changes.
+        `place`: the caller's own Place (one asked for ahead of need, to
+        `hurry` later), else one is made with `notify`."""
         if self.running < self.slots and not self.waiting:
             self.running += 1
             return
         if len(self.waiting) >= self.queue_max:
             raise QueueFull()
-        entry = _Waiter(asyncio.get_running_loop().create_future(), notify, len(self.waiting) + 1)
-        self.waiting.append(entry)
-        await notify(entry.told)
+        entry = place or Place(notify)
+        entry.future = asyncio.get_running_loop().create_future()
+        self._line_up(entry)
+        if entry.notify is not None:
+            await entry.notify(entry.told)
         try:
             await entry.future
         except asyncio.CancelledError:
@@ -48,6 +56,31 @@ class Admission:
             elif entry.future.done() and not entry.future.cancelled():
                 self.leave()  # admitted just as it gave up: pass the place on
             raise
+
+    def hurry(self, place: "Place", notify) -> None:
+        """Somebody now waits for `place` (asked for ahead of need): it goes
+        before every place still ahead of need, and `notify` hears of it."""
+        place.ahead, place.notify = False, notify
+        if place in self.waiting:
+            self.waiting.remove(place)
+            self._line_up(place)
+            asyncio.ensure_future(notify(place.told))
+            self._announce()
+
+    def position(self, place: "Place") -> int | None:
+        """Where `place` stands in the line (1 = next); None once admitted."""
+        return self.waiting.index(place) + 1 if place in self.waiting else None
+
+    def _line_up(self, entry):
+        """Into the line: at its end, or, when somebody waits for it, before
+        the first place asked for ahead of need."""
+        at = len(self.waiting)
+        if not entry.ahead:
+            at = next((i for i, e in enumerate(self.waiting) if e.ahead), at)
+        self.waiting.insert(at, entry)
+        entry.told = at + 1
+        if at + 1 < len(self.waiting):
+            self._announce()  # those behind it moved back
 
     def leave(self):
         """A run ended: its place goes to the first in line."""
@@ -68,14 +101,17 @@ class Admission:
         for position, entry in enumerate(self.waiting, start=1):
             if position != entry.told:
                 entry.told = position
-                asyncio.ensure_future(entry.notify(position))
+                if entry.notify is not None:
+                    asyncio.ensure_future(entry.notify(position))
 
 
-class _Waiter:
-    """A run in the line: admitted when `future` is done; `told` is the
-    position it was last told."""
+class Place:
+    """A place asked for in the line: admitted when `future` is done;
+    `notify(position)` hears where it stands (None: nobody to tell yet),
+    `told` is the position it was last told; `ahead`: asked for ahead of
+    need, so it goes after every place somebody waits for."""
 
-    __slots__ = ("future", "notify", "told")
+    __slots__ = ("future", "notify", "told", "ahead")
 
-    def __init__(self, future, notify, told):
-        self.future, self.notify, self.told = future, notify, told
+    def __init__(self, notify=None, ahead=False):
+        self.future, self.notify, self.told, self.ahead = None, notify, 0, ahead

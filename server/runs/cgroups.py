@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 PARENT = "pyclassroom-sandboxes"
 ASSIST_PARENT = "pyclassroom-assist"  # editing help's processes (server/assist/jail.py): not idle
-ENDING = "pyclassroom-ending"  # v1: where a killed run's processes exit at normal CPU priority
+ENDING = "pyclassroom-ending"  # v1: where a launcher starts, and a killed run's processes exit, at normal CPU priority
 SERVER_LEAF = "pyclassroom-server"
 V1_REQUIRED = ("memory", "pids", "freezer")
 V1_OPTIONAL = ("cpu", "cpuacct")
@@ -186,7 +186,10 @@ class RunGroup:
         """Take the run's processes out of the idle parent for the CPU (only:
         their memory, pids and freezer groups stay): a process must run to
         freeze and to exit, and an idle one waits while anything else on
-        the host wants the CPU, which made a kill take seconds."""
+        the host wants the CPU, which made a kill take seconds. A launcher
+        starts there too (`starting`): it is the server's code, not yet the
+        student's, and in the idle group a busy host starved it past its
+        deadline to be ready."""
         if self.ending is None:
             return
         for pid in _pids_in(os.path.join(self.dirs["cpu"], "cgroup.procs")):
@@ -194,6 +197,20 @@ class RunGroup:
                 _write(os.path.join(self.ending, "cgroup.procs"), pid)
             except OSError:
                 pass  # gone meanwhile
+
+    starting = _hurry
+
+    def settle(self):
+        """The launcher is ready (nothing of the student's has run yet): its
+        processes go back into the run's own idle group for the CPU, where
+        the program will run."""
+        if self.ending is None:
+            return
+        for pid in self.pids():
+            try:
+                _write(os.path.join(self.dirs["cpu"], "cgroup.procs"), pid)
+            except OSError:
+                pass  # gone meanwhile: its end is reported by wait()
 
     def oom_kills(self):
         """Processes the kernel killed for want of memory in this group."""
@@ -231,6 +248,13 @@ class RunGroup:
                 if e.errno != errno.EBUSY:
                     raise
                 log.warning("sandbox cgroup %s is not empty yet; left in place", path)
+
+
+def priority(name):
+    """Groups.detect's arguments for SANDBOX_CPU `name`: each priority has a
+    parent of its own, so servers of both kinds on one host (the tests')
+    never set each other's."""
+    return {"parent": PARENT, "idle": True} if name == "idle" else {"parent": PARENT + "-low", "idle": False}
 
 
 class Groups:
@@ -373,4 +397,6 @@ class Groups:
 
     def describe(self):
         return f"cgroup v{self.version}: " + ", ".join(self.limits_active or ["no limits"]) + \
-            " per run, killed as a whole" + (", idle CPU priority" if self.idle else "")
+            " per run, killed as a whole" + (", idle CPU priority" if self.idle else
+                                             ", low CPU priority" if self.parents.get("cpu", "").endswith("-low") or
+                                             self.parents.get("", "").endswith("-low") else "")

@@ -17,9 +17,8 @@ import shutil
 from dataclasses import dataclass
 
 from ..accounts.uids import run_uid
-from .sandbox import SandboxKind
 from .scratch import make_folder, remove_folder
-from .warm import Sandboxed, discard, ready, start
+from .starts import Sandboxed, Starts, discard, ready
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +33,9 @@ class Checker:
 
 
 class CheckerSandboxes:
-    def __init__(self, kind: SandboxKind, cfg, keep: int = 2):
-        self.kind = kind
-        self.cfg = cfg
+    def __init__(self, starts: Starts, keep: int = 2):
+        self.starts = starts
+        cfg = self.cfg = starts.cfg
         self.keep = keep
         self.uid = run_uid(cfg, CHECKER_USER_ID)
         self.folder = os.path.join(cfg.DATA_DIR, "sandbox", "checkers")
@@ -84,7 +83,7 @@ class CheckerSandboxes:
         except OSError:
             log.exception("could not make a checker sandbox's folder")
             return None
-        sandboxed = await start(self.kind, self.cfg, home, self.uid, "checker ")
+        sandboxed = await self.starts.start(home, self.uid, "checker ")
         if sandboxed is None:
             await loop.run_in_executor(None, remove_folder, home)
             return None

@@ -31,6 +31,7 @@ import enum
 import logging
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -43,7 +44,8 @@ from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
-from .warm import Sandboxed, WarmSandboxes
+from .starts import Sandboxed
+from .warm import WarmSandboxes
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +95,9 @@ class SandboxSource(Protocol):
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
 
-    async def take(self, user: dict) -> Sandboxed | None:
-        """A ready sandbox; None if none could start."""
+    async def take(self, user: dict, notify) -> Sandboxed | None:
+        """A ready sandbox; None if none could start, twice. `notify(position)`
+        hears where its start is in line, if it waits for one."""
 
     def used(self, user: dict, sandboxed: Sandboxed) -> None:
         """A run starts in it."""
@@ -142,7 +145,10 @@ def refused(error: Exception, doing: str) -> dict:
     return refusal("internal_error", "Something went wrong on the server. It has been logged.")
 
 
-SANDBOX_FAILED = refusal("sandbox_failed", "The sandbox could not start. Tell your teacher.")
+# Said only once a start failed twice (starts.py): the server, not the student's program, is at fault.
+SANDBOX_FAILED = refusal("sandbox_failed", "Your program could not start: the server could not make room for it "
+                                           "just now. Press Run to try again; if this keeps happening, tell your "
+                                           "teacher.")
 
 
 @dataclass
@@ -156,6 +162,7 @@ class Jobs:
     events: RunEvents
     draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
     live: set = field(default_factory=set)  # jobs not ended
+    took: deque = field(default_factory=lambda: deque([5.0], maxlen=50))  # the latest runs' seconds, for estimates
     held: set = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
     tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
 
@@ -164,6 +171,12 @@ class Jobs:
         job = Job(request, sink, self)
         job.task = self.track(job.live())
         return job
+
+    def estimate(self, position: int) -> float:
+        """Seconds until a run at `position` in the line for a place starts:
+        the places free as the latest runs lasted, `slots` at a time."""
+        each = sum(self.took) / len(self.took)
+        return round(each * position / self.admission.slots, 1)
 
     def left(self, user: dict) -> None:
         """`user` has no IDE open here any more: what is kept for them goes
@@ -302,7 +315,7 @@ class Job:
             except SessionEnded:
                 self.session_ended = True
                 raise
-        self.sandboxed = await self.sandboxes.take(user)
+        self.sandboxed = await self.sandboxes.take(user, self._waiting_for_sandbox)
         if self.sandboxed is None:
             return SANDBOX_FAILED
         if self.sink.gone.is_set():
@@ -347,8 +360,15 @@ class Job:
                                              request.etag, request.echo, request.nice, request.stdin, copy,
                                              request.debug, writable=request.files is not None)
         metrics.RUN_DURATION.observe(message["duration"])
+        jobs.took.append(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
+
+    async def _waiting_for_sandbox(self, position):
+        """Its sandbox waits in the line of starts (starts.py): the student is told where."""
+        if not self.sink.gone.is_set():
+            estimate = self.jobs.warm.starts.estimate(position)
+            await self.sink.send({"type": "queued", "line": "start", "position": position, "estimate": estimate})
 
     async def _admit(self):
         """Wait for a place; False if the sink went first."""
@@ -356,7 +376,8 @@ class Job:
 
         async def queued(position):
             metrics.RUN_QUEUE.set(len(admission.waiting))
-            await self.sink.send({"type": "queued", "position": position})
+            await self.sink.send({"type": "queued", "line": "run", "position": position,
+                                  "estimate": self.jobs.estimate(position)})
         entering = asyncio.ensure_future(admission.enter(queued))
         going = asyncio.ensure_future(self.sink.gone.wait())
         try:

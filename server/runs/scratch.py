@@ -23,13 +23,11 @@ import asyncio
 import logging
 import os
 import tempfile
-import time
 
-from .. import metrics
 from ..files.walk import remove_tree
+from .admission import Place
 from .cgroups import tag_alive, worker_tag
-from .sandbox import SandboxKind
-from .warm import Sandboxed, discard, ready, start
+from .starts import Sandboxed, Starts, discard, ready
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +37,24 @@ class ScratchSandbox:
 
     holds_home = False  # its programs never see the student's home: no quota, no change to announce
 
-    def __init__(self, kind: SandboxKind, cfg, uid: int | None):
-        self.kind, self.cfg, self.uid = kind, cfg, uid
+    def __init__(self, starts: Starts, uid: int | None):
+        self.starts, self.cfg, self.uid = starts, starts.cfg, uid
         self.folder: str | None = None  # the scratch home, once made
         self.idle: Sandboxed | None = None  # ready for the check's next run
         self.starting: asyncio.Future | None = None
+        self.place: Place | None = None  # the starting sandbox's place in the starts' line
         self.closed = False
 
-    def warm_up(self) -> None:
-        """Start the sandbox now, so that it is ready by the time a run needs it."""
+    def warm_up(self, ahead: bool = False) -> None:
+        """Start the sandbox now, so that it is ready by the time a run needs
+        it (`ahead`: before anyone waits for it, so after those who do)."""
         if self.starting is None and self.idle is None and not self.closed:
-            self.starting = asyncio.ensure_future(self._new())
+            self.place = Place(ahead=ahead)
+            self.starting = asyncio.ensure_future(self._new(self.place))
 
-    async def take(self, user: dict) -> Sandboxed | None:
-        """The ready sandbox (started if need be); None if none could start."""
+    async def take(self, user: dict, notify=None) -> Sandboxed | None:
+        """The ready sandbox (started if need be); None if none could start.
+        `notify(position)` hears where its start is in line, if it waits."""
         if self.closed:
             return None
         if self.idle is not None:
@@ -60,6 +62,8 @@ class ScratchSandbox:
             return sandboxed
         self.warm_up()
         starting, self.starting = self.starting, None
+        if self.place.ahead and not starting.done():
+            self.starts.hurry(self.place, notify)
         return await starting
 
     def used(self, user: dict, sandboxed: Sandboxed) -> None:
@@ -87,9 +91,8 @@ class ScratchSandbox:
         if self.folder is not None:
             await asyncio.get_running_loop().run_in_executor(None, remove_folder, self.folder)
 
-    async def _new(self) -> Sandboxed | None:
+    async def _new(self, place) -> Sandboxed | None:
         loop = asyncio.get_running_loop()
-        began = time.monotonic()
         if self.folder is None:
             try:
                 # Named after its worker, for remove_leftovers.
@@ -98,10 +101,7 @@ class ScratchSandbox:
             except OSError:
                 log.exception("could not make a check's scratch folder")
                 return None
-        sandboxed = await start(self.kind, self.cfg, self.folder, self.uid, "check ")
-        if sandboxed is not None:
-            metrics.SANDBOX_START.observe(time.monotonic() - began)
-        return sandboxed
+        return await self.starts.start(self.folder, self.uid, "check ", place)
 
 
 

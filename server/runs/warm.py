@@ -12,41 +12,29 @@ class does not replace all its sandboxes at the same run).
 """
 import asyncio
 import logging
-import random
-import time
-from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from .. import metrics
 from ..errors import Refused
-from .protocol import BadFrame, read_frame
-from .sandbox import SandboxKind, StartedSandbox
-from .sandbox.launch import ProgramLimits
+from .admission import Place
+from .starts import Sandboxed, Starts, discard, ready
 
 log = logging.getLogger(__name__)
-
-READY_TIMEOUT = 20.0
-
-
-@dataclass
-class Sandboxed:
-    """A sandbox whose launcher said ready, and how many runs it may still serve."""
-    sandbox: StartedSandbox
-    runs_left: int
 
 
 class WarmSandboxes:
     holds_home = True  # a sandbox here is the student's home: their programs write it
 
-    def __init__(self, kind: SandboxKind, cfg, home_of: Callable[[dict], Awaitable[str]],
+    def __init__(self, starts: Starts, home_of: Callable[[dict], Awaitable[str]],
                  uid_of: Callable[[dict], int | None], draining: Callable[[], bool]):
-        self.kind = kind
-        self.cfg = cfg
+        self.starts = starts  # every sandbox start of the worker goes through its line
+        self.kind = starts.kind
         self.home_of = home_of  # async (user) -> the path of their home, made if need be
         self.uid_of = uid_of  # (user) -> the uid their programs run as
         self.draining = draining  # () -> True once the worker shuts down: no new sandboxes
         self.wanted = {}  # user id -> the user, while they have an IDE open here
         self.ready = {}  # user id -> Future of a Sandboxed (or None: it failed)
+        self.places = {}  # user id -> the Place of their ready sandbox's start while it waits in line
         self.discarding = set()  # tasks killing sandboxes nobody wants: awaited by close
 
     def want(self, user: dict) -> None:
@@ -58,6 +46,7 @@ class WarmSandboxes:
         """Their last IDE here closed: the ready sandbox goes (a running one
         goes when its run ends)."""
         self.wanted.pop(user["id"], None)
+        self.places.pop(user["id"], None)
         ready = self.ready.pop(user["id"], None)
         if ready is not None:
             task = asyncio.ensure_future(self._discard_when_ready(ready))
@@ -67,13 +56,18 @@ class WarmSandboxes:
     def warm_up(self, user: dict) -> None:
         """Start `user`'s ready sandbox, unless they have one or are not wanted."""
         if user["id"] in self.wanted and user["id"] not in self.ready and not self.draining():
-            self.ready[user["id"]] = asyncio.ensure_future(self.new(user))
+            place = self.places[user["id"]] = Place(ahead=True)
+            self.ready[user["id"]] = asyncio.ensure_future(self.new(user, place))
 
-    async def take(self, user: dict) -> Sandboxed | None:
-        """The user's ready sandbox, or a fresh one; None if none could start."""
+    async def take(self, user: dict, notify=None) -> Sandboxed | None:
+        """The user's ready sandbox, or a fresh one; None if none could start.
+        `notify(position)` hears where its start is in line, if it waits."""
         ready = self.ready.pop(user["id"], None)
+        place = self.places.pop(user["id"], None)
+        if ready is not None and place is not None and not ready.done():
+            self.starts.hurry(place, notify)  # they wait for it now
         sandboxed = await ready if ready else None
-        return sandboxed or await self.new(user)
+        return sandboxed or await self.new(user, Place(notify))
 
     async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
         """A job is done with `sandboxed` (`ran`: a program ran in it;
@@ -96,18 +90,19 @@ class WarmSandboxes:
         if sandboxed.runs_left == 0 and self.kind.reusable:
             self.warm_up(user)
 
-    async def new(self, user: dict) -> Sandboxed | None:
-        """Start a sandbox for `user` and wait until its launcher is ready."""
-        began = time.monotonic()
+    async def new(self, user: dict, place: Place) -> Sandboxed | None:
+        """Start a sandbox for `user` (its `place` in the starts' line) and
+        wait until its launcher is ready."""
         try:
-            home = await self.home_of(user)
-        except Refused as e:  # the storage's answer (failing, hung): logged once per episode by files/faults.py
-            log.info("no %s sandbox for %s now: %s", self.kind.name, user["username"], e.message)
-            return None
-        sandboxed = await start(self.kind, self.cfg, home, self.uid_of(user))
-        if sandboxed is not None:
-            metrics.SANDBOX_START.observe(time.monotonic() - began)
-        return sandboxed
+            try:
+                home = await self.home_of(user)
+            except Refused as e:  # the storage's answer (failing, hung): logged once per episode by files/faults.py
+                log.info("no %s sandbox for %s now: %s", self.kind.name, user["username"], e.message)
+                return None
+            return await self.starts.start(home, self.uid_of(user), place=place)
+        finally:
+            if self.places.get(user["id"]) is place:
+                del self.places[user["id"]]
 
     async def _reuse(self, sandboxed, fresh):
         """A sandbox back from a run (or one that never ran), once ready again."""
@@ -128,46 +123,3 @@ class WarmSandboxes:
         self.wanted.clear()
         ready, self.ready = list(self.ready.values()), {}
         await asyncio.gather(*(self._discard_when_ready(r) for r in ready), *self.discarding, return_exceptions=True)
-
-
-def runs_per_sandbox(most: int) -> int:
-    """How many runs a new sandbox serves: `most`, less up to a fifth at
-    random, so that a class that opened the IDE together does not replace
-    all its sandboxes at the same run."""
-    return max(1, most - random.randrange(most // 5 + 1))
-
-
-async def start(kind: SandboxKind, cfg, home: str, uid: int | None, what: str = "") -> Sandboxed | None:
-    """A sandbox of `kind` for `home`, its programs run as `uid`, once its
-    launcher is ready; None (logged) when it could not start. `what` says
-    whose it is in the log ("checker ")."""
-    runs = runs_per_sandbox(cfg.RUN_SANDBOX_RUNS) if kind.reusable else 1
-    settings = {"limits": ProgramLimits.from_config(cfg).__dict__, "nice": 10, "runs": runs}
-    try:
-        sandbox = await kind.prepare(home, uid, settings)
-    except Exception:
-        log.exception("could not start a %s %ssandbox", kind.name, what)
-        return None
-    if not await ready(sandbox):
-        await discard(sandbox)
-        log.error("a %s %ssandbox did not become ready: %s", kind.name, what,
-                  sandbox.diagnostics() or "(it said nothing)")
-        return None
-    return Sandboxed(sandbox, runs)
-
-
-async def ready(sandbox: StartedSandbox, timeout: float = READY_TIMEOUT) -> bool:
-    """Wait for the launcher's `ready` frame; False if it ended or broke."""
-    try:
-        item = await asyncio.wait_for(read_frame(sandbox.stdout), timeout)
-    except (asyncio.TimeoutError, BadFrame):
-        return False
-    if item is None or item[0] != b"R":
-        return False
-    sandbox.on_ready()
-    return True
-
-
-async def discard(sandbox: StartedSandbox) -> None:
-    await sandbox.kill()
-    await sandbox.release()

@@ -8,7 +8,7 @@
 // control's (run.js) to say.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
-import { h, clear } from "./dom.js";
+import { h, clear, duration } from "./dom.js";
 import { settings } from "./settings.js";
 import { framesIn } from "./traceback.js";
 
@@ -196,11 +196,14 @@ export class Console extends EventTarget {
 
   message(msg) {
     switch (msg.type) {
-      case "queued":
+      case "queued": {
+        // The server is busy: the run waits its turn (a sandbox to start, or a place to run).
+        const about = msg.estimate ? `, about ${duration(msg.estimate)}` : "";
         this.setState("queued", msg.position === 1
-          ? "Waiting for a free place: you are next."
-          : `Waiting for a free place: number ${msg.position} in line.`);
+          ? `The server is busy. Your program is next${about}.`
+          : `The server is busy. Your program is number ${msg.position} in line${about}.`);
         break;
+      }
       case "started":
         this.setState("running", "Running…");
         break;

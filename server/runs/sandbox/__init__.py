@@ -49,8 +49,9 @@ class StartedSandbox(Protocol):
     async def release(self) -> None:
         """After `kill`: give back what it held (its cgroup, its container)."""
 
-    def on_ready(self) -> None:
-        """The launcher said ready: no student code runs before `go`."""
+    async def on_ready(self) -> None:
+        """The launcher said ready: no student code runs before `go` (it
+        may now go down to the students' CPU priority)."""
 
     def diagnostics(self) -> str:
         """What the launcher (or what started it) said of itself, for the log."""

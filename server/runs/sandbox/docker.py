@@ -279,7 +279,7 @@ class LauncherContainer:
         self._exit = None
         self.counts = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
 
-    def on_ready(self):
+    async def on_ready(self):
         """Nothing to do: the container's cgroup sets its CPU weight."""
 
     def diagnostics(self):

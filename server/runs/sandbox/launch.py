@@ -114,6 +114,7 @@ class LauncherProcess:
         self._pool = pool  # the sandbox's threads: cgroup writes may wait for the kernel
         self.writes = GroupWrites.of(group)  # what the run wrote to files, for its disk guard
         self._lower_at_ready = lower_at_ready  # the launcher's pid, if its autogroup is lowered
+        self._settled = False  # its processes are in the run's idle group for the CPU (on_ready)
         self._stderr = collections.deque(maxlen=STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
         self._killed = None
@@ -131,11 +132,15 @@ class LauncherProcess:
     def diagnostics(self):
         return bytes(self._stderr).decode(errors="replace").strip()
 
-    def on_ready(self):
+    async def on_ready(self):
         """The launcher said ready: its session exists now, and no student
-        code runs before `go`."""
+        code runs before `go`. It started at normal CPU priority; from now
+        on it is the student's: the lowest."""
         if self._lower_at_ready:
             lower_group(self._lower_at_ready, GROUP_NICE)
+        if self.group is not None and not self._settled:
+            self._settled = True
+            await asyncio.get_running_loop().run_in_executor(self._pool, self.group.settle)
 
     def send(self, frame):
         try:

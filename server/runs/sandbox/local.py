@@ -41,7 +41,7 @@ class ProcessKind:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.groups = cgroups.Groups.detect()
+        self.groups = cgroups.Groups.detect(**cgroups.priority(cfg.SANDBOX_CPU))
         self.seccomp = seccomp_program(cfg.SANDBOX_PYTHON)
         self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="sandbox")
 
@@ -202,6 +202,7 @@ class LocalKind(ProcessKind):
 def _enter(group, pids):
     for pid in sorted(pids):
         group.add(pid)
+    group.starting()  # at normal CPU priority until ready (LauncherProcess.on_ready settles it)
 
 
 async def read_to_end(fd, limit):
