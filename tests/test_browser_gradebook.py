@@ -107,7 +107,7 @@ def test_a_class_of_60_fits_sorts_and_filters(class_of_60, new_page):
     # A cell says everything it stands for in its name.
     book.get_by_label("Show").select_option(label="Everyone")
     cell = book.locator('tr[data-username="s00"] td[data-slug="average"] button')
-    expect(cell).to_have_attribute("aria-label", "Student 00, Average: best 0/4, latest 0/4, 1 attempt, "
+    expect(cell).to_have_attribute("aria-label", "Student 00, Average: best 0/4 · 1×; best 0/4, latest 0/4, 1 attempt, "
                                                  f"last checked {cell.get_attribute('title').split('last checked ')[1]}. "
                                                  "Open the latest attempt.")
     assert page.errors == []

@@ -38,6 +38,7 @@ export function helpDialog() {
         h("tr", {}, h("td", {}, what), h("td", {}, keys.split(" · ").map((k, i) =>
           [i ? " or " : "", ...k.split("+").map((part, j) => [j ? "+" : "", h("kbd", {}, part)])])))))),
     className: "help-dialog",
+    scrolls: true,
     buttons: [{ label: "Close", value: true, kind: "primary" }],
   });
 }
