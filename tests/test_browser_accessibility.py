@@ -165,6 +165,12 @@ def test_the_teachers_and_the_admins_pages_pass_axe_and_fit(lesson, new_page):
     expect(teacher.locator('#class-panel .student[data-username="ada"]')).to_be_visible(timeout=WAIT)
     check(teacher, "the teacher's page", zoomed=True)
 
+    # The message form, to chosen students: a tick box a student, a radio button a choice (2.2's 24 px).
+    teacher.locator("#class-panel").get_by_label("Only these students:").check()
+    expect(teacher.locator("#class-panel .talk-picker")).to_be_visible()
+    check(teacher, "the message form to chosen students")
+    teacher.locator("#class-panel").get_by_label("Everyone in the class").check()
+
     teacher.locator('#class-panel .student[data-username="ada"]').click()
     expect(teacher.locator("#class-panel .student-detail .detail-name")).to_contain_text("Ada Lovelace")
     check(teacher, "the teacher's page with a student's detail")
