@@ -1,7 +1,8 @@
 # The two set-up commands of the README: `make start` and `make test`.
 # `make start` installs what the server needs (requirements.txt) and says
 # what it is doing at each step; `make test` adds the test tools
-# (requirements-test.txt: pytest, Playwright, moto, ...) to the same virtualenv.
+# (requirements-test.txt: pytest, Playwright, moto, ...) to the same virtualenv
+# and the JavaScript packages (axe-core, for the browser tests).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -23,6 +24,14 @@ $(VENV)/.installed-test: $(VENV)/.installed-runtime requirements-test.txt loadte
 	$(PIP) -r requirements-test.txt
 	@touch $@
 
+# axe-core, which the browser tests inject into each page (package.json pins
+# it): npm ci installs the locked JavaScript packages, scripts not run.
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package.json package-lock.json
+	@echo "==> Installing the JavaScript packages (npm ci): axe-core for the browser tests' accessibility checks"
+	npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
 server-deps:
 	@echo "==> Checking the system packages the server needs (scripts/install-system-deps server)"
 	@scripts/install-system-deps server
@@ -37,5 +46,5 @@ start: server-deps $(VENV)/.installed-runtime
 	@echo "==> Starting the server (the first start also makes its PostgreSQL database under ./data)"
 	DEMO=$${DEMO:-1} $(PY) -m server
 
-test: system-deps $(VENV)/.installed-test
+test: system-deps $(VENV)/.installed-test $(AXE)
 	$(PY) -m pytest

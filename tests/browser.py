@@ -151,6 +151,48 @@ def write_program(page, name, code):
     expect_saved(page)
 
 
+# axe-core (package.json pins it; `make test` installs it): WCAG 2.0 and 2.1,
+# levels A and AA, and 2.2's AA target size (the only rule tagged wcag22aa).
+AXE = os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+
+
+def axe_violations(page):
+    """axe-core's violations on the page as it is now: a list of dicts."""
+    if not os.path.exists(AXE):
+        pytest.fail(f"{AXE} is missing: `make test` installs it (npm ci --ignore-scripts)")
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        with open(AXE, encoding="utf-8") as f:
+            source = f.read()
+        # Evaluated through the DevTools protocol: the page's Content-Security-Policy
+        # (script-src 'self') refuses an inline <script> tag, and rightly so.
+        page.evaluate("(source) => { (0, eval)(source); }", source)
+    return page.evaluate("""(tags) => axe.run(document, {runOnly: {type: 'tag', values: tags},
+                                                         resultTypes: ['violations']})
+        .then((r) => r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+                                               targets: v.nodes.map((n) => n.target.join(' '))})))""", AXE_TAGS)
+
+
+def assert_accessible(page, state):
+    """Zero axe-core violations (WCAG 2.1 A/AA and 2.2's target size) in
+    `state`, else a failure listing each: rule, impact, elements, what to do."""
+    violations = axe_violations(page)
+    if violations:
+        raise AssertionError(f"{len(violations)} accessibility violations in {state}:\n" + "\n".join(
+            f"- {v['id']} ({v['impact']}): {v['help']}\n    " + "\n    ".join(v["targets"][:8])
+            + (f"\n    ... and {len(v['targets']) - 8} more" if len(v["targets"]) > 8 else "")
+            for v in violations))
+
+
+def assert_no_sideways_scroll(page, state):
+    """The page is no wider than its window, and its top bar no wider than
+    itself (a bar that clips would hide its last buttons): nothing to scroll sideways to."""
+    wide = page.evaluate("""() => [document.documentElement, ...document.querySelectorAll('.topbar')]
+        .filter((el) => el.scrollWidth > el.clientWidth)
+        .map((el) => `${el.tagName.toLowerCase()}.${el.className}: ${el.scrollWidth} CSS px in ${el.clientWidth}`)""")
+    assert not wide, f"{state} scrolls sideways: " + "; ".join(wide)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

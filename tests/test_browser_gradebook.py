@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from server.accounts.passwords import hash_password
-from tests.browser import LIMITS, expect, login, shot
+from tests.browser import LIMITS, assert_accessible, expect, login, shot
 from tests.helpers import create_user, sql
 from tests.live_support import a_class, user_of
 from tests.test_exercises import grader
@@ -74,6 +74,7 @@ def test_a_class_of_60_fits_sorts_and_filters(class_of_60, new_page):
     }""")
     shot(page, "63-gradebook-60")
     assert in_view >= 30, in_view
+    assert_accessible(page, "the gradebook of 60 students")
     # Scrolled to the end, the header is still there, on top of the rows.
     wrap.evaluate("(wrap) => { wrap.scrollTop = wrap.scrollHeight; }")
     header, box = book.locator("table.gradebook thead th").first.bounding_box(), wrap.bounding_box()
@@ -107,7 +108,7 @@ def test_a_class_of_60_fits_sorts_and_filters(class_of_60, new_page):
     # A cell says everything it stands for in its name.
     book.get_by_label("Show").select_option(label="Everyone")
     cell = book.locator('tr[data-username="s00"] td[data-slug="average"] button')
-    expect(cell).to_have_attribute("aria-label", "Student 00, Average: best 0/4, latest 0/4, 1 attempt, "
+    expect(cell).to_have_attribute("aria-label", "Student 00, Average: best 0/4 · 1× · stuck; best 0/4, latest 0/4, 1 attempt, "
                                                  f"last checked {cell.get_attribute('title').split('last checked ')[1]}. "
                                                  "Open the latest attempt.")
     assert page.errors == []

@@ -52,7 +52,7 @@ def test_a_teacher_resets_a_password_and_prints_the_class_slips(server, room, ne
 
     # One student forgot her password: a new one, shown once, on a slip of its own.
     panel.locator(f'.student[data-username="{ada.username}"]').click()
-    panel.get_by_role("button", name=f"Reset the password of {HOSTILE}").click()
+    panel.get_by_role("button", name=f"Reset password of {HOSTILE}").click()
     page.get_by_role("button", name="Reset password").last.click()  # the confirmation
     dialog = page.locator(".passwords-dialog")
     row = dialog.locator(f'.passwords-table tr[data-username="{ada.username}"]')

@@ -95,7 +95,7 @@ def test_open_files_come_back_after_a_reload_and_the_keys_move_between_them(star
     expect(editor(page)).to_contain_text('print("second")')
 
     # A closed tab stays closed; the tab shown last is shown again.
-    page.get_by_role("button", name="Close second.py").click()
+    page.get_by_title("Close second.py (Delete)").click()  # the tab's cross, for the mouse
     expect(tabs).to_have_count(2)
     page.get_by_role("tab", name="hello.py").click()
     page.reload()

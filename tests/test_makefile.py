@@ -7,6 +7,7 @@ import subprocess
 import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AXE = "node_modules/axe-core/axe.min.js"
 
 # `python3 -m venv DIR` makes DIR/bin/python: a script that logs its arguments.
 FAKE_PYTHON = textwrap.dedent("""\
@@ -25,7 +26,7 @@ def make(tmp_path, target):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     log = tmp_path / "calls.log"
     # -o: the system packages are checked by a script of their own, not here.
-    r = subprocess.run(["make", "-o", "server-deps", "-o", "system-deps", target, f"PYTHON={fake}",
+    r = subprocess.run(["make", "-o", "server-deps", "-o", "system-deps", "-o", AXE, target, f"PYTHON={fake}",
                         f"VENV={tmp_path / 'venv'}"], cwd=ROOT, env={**os.environ, "LOG": str(log)},
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -53,3 +54,15 @@ def test_make_test_adds_the_test_tools(tmp_path):
     assert [i.split()[-1] for i in installs] == ["requirements.txt", "requirements-test.txt"], calls
     assert calls[-1] == "-m pytest"
     assert "Installing the test tools" in out
+
+
+def test_make_test_installs_axe_core_when_missing_or_the_lock_changed(tmp_path):
+    """The browser tests inject node_modules/axe-core/axe.min.js: `make test`
+    runs `npm ci` (the locked versions, no install scripts) before pytest
+    when it is missing or package-lock.json is newer. (-n: said, not done.)"""
+    r = subprocess.run(["make", "-n", "-o", "server-deps", "-o", "system-deps", "-W", "package-lock.json", "test",
+                        f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    npm = [n for n, line in enumerate(lines) if line == "npm ci --ignore-scripts --no-audit --no-fund"]
+    assert npm and npm[0] < len(lines) - 1 and lines[-1].endswith("-m pytest"), r.stdout

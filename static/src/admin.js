@@ -105,7 +105,7 @@ async function loadAccounts() {
       h("td", {}, new Date(u.created_at).toLocaleDateString()),
       h("td", {}, u.last_save_at ? ago(u.last_save_at) : "—"),
       h("td", { class: "actions" },
-        h("button", { class: "btn small", type: "button", "aria-label": `Reset the password of ${u.username}`, onclick: () => resetPassword(u) }, "Reset password"),
+        h("button", { class: "btn small", type: "button", "aria-label": `Reset password of ${u.username}`, onclick: () => resetPassword(u) }, "Reset password"),
         u.username === user.username ? null : h("button", {
           class: `btn small ${u.active ? "danger-outline" : ""}`, type: "button",
           "aria-label": `${u.active ? "Deactivate" : "Activate"} ${u.username}`, onclick: () => setActive(u, !u.active),

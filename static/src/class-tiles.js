@@ -138,7 +138,9 @@ export class Tiles extends EventTarget {
       meta: h("span", { class: "tile-meta" }),
     };
     const button = h("button", { type: "button", class: "tile-btn", "aria-pressed": "false", onclick: () => this.select(username) },
-      h("span", { class: "tile-head" }, parts.presence, parts.name, parts.username), parts.state, parts.detail, parts.meta);
+      // Spaces between the lines (the grid ignores them): read as words, not "Ada Lovelaceada".
+      h("span", { class: "tile-head" }, parts.presence, parts.name, " ", parts.username), " ", parts.state, " ",
+      parts.detail, " ", parts.meta);
     const li = h("li", { class: "tile", dataset: { username } }, button);
     return { li, button, parts, student: null };
   }
@@ -173,8 +175,9 @@ export class Tiles extends EventTarget {
     parts.meta.textContent = [saved, check ? `checked ${check}` : "", s.over_quota ? "over quota" : ""].filter(Boolean).join(" · ");
     parts.meta.title = s.over_quota
       ? "Their folder is over its quota: their next save or run is refused until they delete something." : "";
-    button.setAttribute("aria-label", [`${s.display_name} (${s.username})`, s.online ? "online" : "offline", state,
-      detail, parts.meta.textContent].filter(Boolean).join(", "));
+    // The name says the tile's visible text in its order (WCAG 2.5.3), then what only the dot shows.
+    button.setAttribute("aria-label", [parts.name.textContent, s.username, state, detail, parts.meta.textContent,
+      s.online ? "online" : "offline"].filter(Boolean).join(", "));
     this.mark(tile);
   }
 

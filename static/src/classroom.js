@@ -177,7 +177,7 @@ class DetailDrawer extends EventTarget {
     const student = this.socket.students.get(username);
     this.username = username;
     this.title.textContent = student ? `${student.display_name} (${username})` : username;
-    this.password.setAttribute("aria-label", `Reset the password of ${student?.display_name || username}`);
+    this.password.setAttribute("aria-label", `Reset password of ${student?.display_name || username}`);
     this.el.hidden = false;
     this.detail.show(username);
   }

@@ -9,8 +9,10 @@ let counter = 0;
  * openDialog({title, body, buttons: [{label, value, kind}], wide, onOpen})
  * -> a promise of the value of the button pressed (null for Escape/close).
  * A button may have `action: async (close) => ...` to do work first.
+ * `scrolls`: the body may scroll and holds nothing focusable (a long text).
  */
-export function openDialog({ title, body, buttons = [{ label: "Close", value: null }], wide = false, onOpen, className = "" }) {
+export function openDialog({ title, body, buttons = [{ label: "Close", value: null }], wide = false, onOpen, className = "",
+  scrolls = false }) {
   const id = `dialog-title-${++counter}`;
   const previous = document.activeElement;
   return new Promise((resolve) => {
@@ -21,7 +23,9 @@ export function openDialog({ title, body, buttons = [{ label: "Close", value: nu
       h("div", { class: "dialog-head" },
         h("h2", { id, text: title }),
         h("button", { class: "icon-btn", type: "button", "aria-label": "Close", title: "Close (Esc)", onclick: () => close(null) }, icon("close"))),
-      h("div", { class: "dialog-body" }, body),
+      // A body with nothing to focus that may scroll (`scrolls`) is itself a stop for Tab, so the
+      // arrow keys scroll it (WCAG 2.1.1); it is named after the dialog.
+      h("div", { class: "dialog-body", ...(scrolls && { tabindex: "0", role: "region", "aria-label": title }) }, body),
       footer,
     );
     let done = false;

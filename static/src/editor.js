@@ -72,6 +72,8 @@ export function commonExtensions({ path = "x.py", readOnly = false } = {}) {
     wrapSlot.of(wrapping()),
     EditorState.readOnly.of(readOnly),
     EditorView.editable.of(!readOnly),
+    // Tab reaches the text, to scroll and read it, even read-only (not contenteditable then) (WCAG 2.1.1).
+    EditorView.contentAttributes.of({ tabindex: "0" }),
     languageFor(path),
   ];
 }

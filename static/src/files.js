@@ -94,10 +94,12 @@ export class FileTree extends EventTarget {
         h("button", { class: "icon-btn", type: "button", title: "Refresh", "aria-label": `Refresh ${this.title}`,
           onclick: () => this.load() }, icon("refresh"))),
     );
-    const list = h("ul", { class: "tree", role: "tree", "aria-labelledby": titleId });
+    // A tree must hold tree items: an empty or failed listing is a plain list with its note.
+    const hasRows = !this.error && this.entries.length > 0;
+    const list = h("ul", { class: "tree", role: hasRows ? "tree" : null, "aria-labelledby": titleId });
     if (this.writable) this.dropTarget(list, "");
-    if (this.error) list.append(h("li", { class: "tree-note error", role: "none" }, this.error));
-    else if (!this.entries.length) list.append(h("li", { class: "tree-note", role: "none" }, this.writable ? "No files yet: use “New file” above." : "No files."));
+    if (this.error) list.append(h("li", { class: "tree-note error" }, this.error));
+    else if (!this.entries.length) list.append(h("li", { class: "tree-note" }, this.writable ? "No files yet: use “New file” above." : "No files."));
     else this.renderLevel(list, "", 1);
     if (this.truncated) list.append(h("li", { class: "tree-note", role: "none" }, "Some files are not shown: too many, or in folders nested too deep."));
     const trash = this.writable && !this.collapsed ? h("button", {

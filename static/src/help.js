@@ -21,6 +21,7 @@ const SHORTCUTS = [
   ["Go to the file tree / editor / console", "Alt+1 · Alt+2 · Alt+3"],
   ["Hide / show the file tree", "Ctrl+B"],
   ["Next / previous open file", "Alt+PageDown · Alt+PageUp"],
+  ["On the tab of an open file: close it", "Delete"],
   ["Bigger / smaller code", "Ctrl+Alt+= · Ctrl+Alt+-"],
   ["In the console: copy the selected text", "Ctrl+C"],
   ["In the console, nothing selected: interrupt (KeyboardInterrupt)", "Ctrl+C"],
@@ -38,6 +39,7 @@ export function helpDialog() {
         h("tr", {}, h("td", {}, what), h("td", {}, keys.split(" · ").map((k, i) =>
           [i ? " or " : "", ...k.split("+").map((part, j) => [j ? "+" : "", h("kbd", {}, part)])])))))),
     className: "help-dialog",
+    scrolls: true,
     buttons: [{ label: "Close", value: true, kind: "primary" }],
   });
 }

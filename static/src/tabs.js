@@ -53,7 +53,7 @@ export class Tabs extends EventTarget {
       const marker = doc.readOnly ? "readonly" : doc.status;
       const tab = h("div", {
         class: `tab ${selected ? "selected" : ""}`, role: "tab", "aria-selected": String(selected),
-        tabindex: selected ? "0" : "-1", title: this.label(doc), dataset: { key: doc.key, status: marker },
+        tabindex: selected ? "0" : "-1", title: this.label(doc), "aria-keyshortcuts": "Delete", dataset: { key: doc.key, status: marker },
         onclick: () => this.dispatchEvent(new CustomEvent("select", { detail: doc })),
         onauxclick: (e) => { if (e.button === 1) this.dispatchEvent(new CustomEvent("close", { detail: doc })); },
         onkeydown: (e) => {
@@ -69,9 +69,12 @@ export class Tabs extends EventTarget {
       },
       doc.readOnly ? icon("lock") : null,
       h("span", { class: "tab-name" }, this.label(doc)),
-      h("span", { class: "tab-dot", "aria-label": marker === "saved" || marker === "readonly" ? "" : statusWord(marker), title: statusWord(marker) }),
-      h("button", {
-        class: "tab-close", type: "button", tabindex: "-1", "aria-label": `Close ${this.label(doc)}`,
+      h("span", { class: "tab-dot", title: statusWord(marker) },
+        marker === "saved" || marker === "readonly" ? null : h("span", { class: "sr-only" }, `, ${statusWord(marker)}`)),
+      // A control inside a tab is a control no screen reader reaches (WCAG 4.1.2):
+      // the cross is for the mouse, and the tab's own Delete key closes it.
+      h("span", {
+        class: "tab-close", "aria-hidden": "true", title: `Close ${this.label(doc)} (Delete)`,
         onclick: (e) => { e.stopPropagation(); this.dispatchEvent(new CustomEvent("close", { detail: doc })); },
       }, icon("close")));
       return tab;

@@ -184,7 +184,9 @@ class ClassView extends EventTarget {
     const saved = s.last_save_at ? `saved ${ago(local(s.last_save_at, this.socket.skew))}` : "never saved";
     const check = s.last_check ? `checked ${s.last_check.exercise}: ${s.last_check.score}/${s.last_check.max_score}, `
       + ago(local(s.last_check.at, this.socket.skew)) : "";
-    const label = `${s.display_name}, ${s.online ? "online" : "offline"}, ${words}, ${saved}${check ? ", " + check : ""}`;
+    // The name says the visible lines in their order (WCAG 2.5.3), then what only the dot shows.
+    const label = [`${s.display_name}${s.active ? "" : " (deactivated)"}`, words, check, `${s.username} · ${saved}`,
+      s.over_quota ? "over quota" : "", s.online ? "online" : "offline"].filter(Boolean).join(", ");
     let button = li.firstChild;
     if (!button) {
       button = h("button", { type: "button", class: "student", onclick: () => this.choose(s.username) });
@@ -200,9 +202,10 @@ class ClassView extends EventTarget {
       h("span", { class: "student-line" },
         h("span", { class: `presence ${s.online ? "on" : ""}`, title: s.online ? "Online: the IDE is open" : "Offline" }),
         h("span", { class: "student-name" }, s.display_name, s.active ? null : " (deactivated)")),
-      h("span", { class: `run-line ${kind}`, title: words }, words),
-      check ? h("span", { class: "student-meta check-meta" }, check) : null,
-      h("span", { class: "student-meta" }, `${s.username} · ${saved}`,
+      // Spaces between the lines (the grid ignores them): read as words, not "Ada Lovelacelast run".
+      " ", h("span", { class: `run-line ${kind}`, title: words }, words),
+      " ", check ? h("span", { class: "student-meta check-meta" }, check) : null,
+      " ", h("span", { class: "student-meta" }, `${s.username} · ${saved}`,
         s.over_quota ? h("span", { class: "badge warn", title: "Their folder is over its quota: their next save or run is refused until they delete something." }, " · over quota") : null));
   }
 
@@ -234,7 +237,7 @@ class ClassView extends EventTarget {
     clear(this.files,
       h("div", { class: "student-actions" },
         h("button", { class: "btn small", type: "button", id: "student-password",
-          "aria-label": `Reset the password of ${student?.display_name || username}`,
+          "aria-label": `Reset password of ${student?.display_name || username}`,
           onclick: () => resetStudentPassword(this.current, this.socket.students.get(username) || { username, display_name: username }) },
         "Reset password")),
       this.tree.el);
