@@ -23,8 +23,9 @@ socket each (/ws/run), as bench_class_view's and bench_checks' do. Then
   push     the teacher saves a new lesson.py (a text new each round) and
            pushes it to the class: the push request sent → the new text in
            the editor of each student's page.
-  check    each API student shows the exercise (`prepare_check`) and all
-           press Check within 1 s (bench_checks' `press_check`, every score
+  check    each API student's IDE shows the exercise (`prepare_check`,
+           once: after a check the server prepares the next) and all press
+           Check within 1 s (bench_checks' `press_check`, every score
            verified): `check` sent → the `done` attempt received.
   message  the teacher writes to the class (at most 6 a minute per class,
            so at least 10.5 s apart): the request sent → the message on
@@ -38,7 +39,8 @@ same wall clock as this script's time.time() (one machine), to the
 millisecond. Shown means the DOM holds it; the paint that follows within
 the frame is not included. A page that showed it before this script read
 its event (it lags) counts as 0 ms, and is counted apart. Socket figures
-are timed here, from the send to the receipt.
+are timed here, from the send to the receipt. The API students' sockets
+are read all along (the server closes a socket that answers no ping).
 
 Every event is measured or a failure, counted by kind: not shown within
 --timeout, a refused request, a run that did not end with the NameError, a
@@ -158,6 +160,7 @@ class Lesson:
     def __init__(self, server, timeout, figures):
         self.server, self.url, self.timeout, self.figures = server, server.url, timeout, figures
         self.last_message = 0.0
+        self.exercise_open = False
 
     async def set_up(self, stack, teacher, logins, browsers):
         from .bench_checks import start_and_save, write_exercise
@@ -212,11 +215,38 @@ class Lesson:
         return resp.status
 
     async def round(self, n):
-        await self.steps()
-        await self.errors(n)
-        await self.pushed(n)
+        async with self.listening(self.sockets):
+            await self.steps()
+        async with self.listening(self.sockets[len(self.erring):]):
+            await self.errors(n)
+        async with self.listening(self.sockets):
+            await self.pushed(n)
         await self.checks()
-        await self.message(n)
+        async with self.listening(self.sockets):
+            await self.message(n)
+
+    @contextlib.asynccontextmanager
+    async def listening(self, sockets):
+        """Read (and drop) what these IDE sockets receive meanwhile: aiohttp
+        answers the server's pings only as a socket is read, and the server
+        closes a socket whose pings go unanswered."""
+        from .client import CheckFailed
+        stop = asyncio.Event()
+
+        async def drain(sock):
+            while not stop.is_set():
+                try:
+                    await sock.receive(0.25)
+                except asyncio.TimeoutError:
+                    pass
+                except CheckFailed:
+                    return  # closed: the next figure that uses it counts the failure
+        readers = asyncio.gather(*(drain(s) for s in sockets))
+        try:
+            yield
+        finally:
+            stop.set()
+            await readers
 
     async def steps(self):
         from .bench_debug import stepping
@@ -277,8 +307,13 @@ class Lesson:
 
         from .bench_checks import SPREAD, exercise_shown, press_check
         from .client import error_kind
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as http:
-            await exercise_shown(http, self.url, self.sockets)
+        if not self.exercise_open:  # once: after a check the server starts the next one's sandbox itself
+            self.exercise_open = True
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as http:
+                try:
+                    await exercise_shown(http, self.url, self.sockets)
+                except Exception as e:  # a socket that closed, or a refusal: its Check is counted as failed below
+                    say(f"  showing the exercise failed: {e}")
         count = len(self.sockets)
         seen = {"positions": [], "estimates": [], "waits": [], "runnings": []}
         begun = time.monotonic()
