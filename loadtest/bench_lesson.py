@@ -161,6 +161,7 @@ class Lesson:
         self.server, self.url, self.timeout, self.figures = server, server.url, timeout, figures
         self.last_message = 0.0
         self.exercise_open = False
+        self.check_steps = {"positions": [], "estimates": [], "waits": [], "runnings": []}  # what press_check saw
 
     async def set_up(self, stack, teacher, logins, browsers):
         from .bench_checks import start_and_save, write_exercise
@@ -315,7 +316,7 @@ class Lesson:
                 except Exception as e:  # a socket that closed, or a refusal: its Check is counted as failed below
                     say(f"  showing the exercise failed: {e}")
         count = len(self.sockets)
-        seen = {"positions": [], "estimates": [], "waits": [], "runnings": []}
+        seen = self.check_steps
         begun = time.monotonic()
 
         async def one(index, delay):
@@ -366,7 +367,11 @@ async def play(server, teacher, logins, args, deadline):
             server.ensure_running()
         wall = time.monotonic() - started
         load_after = [round(v, 2) for v in os.getloadavg()]
-        return {"students": len(logins), "in_browsers": len(lesson.student_pages), "through_api": len(lesson.users),
+        from .bench_checks import latencies
+        steps = lesson.check_steps
+        return {"check_wait": latencies(steps["waits"]), "check_running": latencies(steps["runnings"]),
+                "check_largest_place": max((p for p in steps["positions"] if isinstance(p, int)), default=None),
+                "students": len(logins), "in_browsers": len(lesson.student_pages), "through_api": len(lesson.users),
                 "group": len(lesson.erring), "debuggers": len(lesson.debuggers), "rounds": played,
                 "wall_s": round(wall, 1), "load_average_before": load_before, "load_average_after": load_after,
                 "page_errors": lesson.page_errors[:20], **figures.summaries()}
@@ -408,6 +413,11 @@ def report(args, info, results):
         start = r["debug_start"]
         lines.append(f"  Debug → first pause: p50 {fmt(start['p50_ms'], '.0f')} ms, p95 "
                      f"{fmt(start['p95_ms'], '.0f')} ms ({start['count']} ok, {start['errors']} failed)")
+        wait, running = r["check_wait"], r["check_running"]
+        lines.append(f"  Check → running (waiting in line): p50 {fmt(wait['p50_ms'], '.0f')} ms, p95 "
+                     f"{fmt(wait['p95_ms'], '.0f')} ms (largest place in line {fmt(r['check_largest_place'], 'd')}); "
+                     f"running → result: p50 {fmt(running['p50_ms'], '.0f')} ms, p95 "
+                     f"{fmt(running['p95_ms'], '.0f')} ms")
         for key in [k for k, _ in FIGURES] + ["debug_start"]:
             lines += error_lines(f"{key}, {where}", r[key]["errors_by_kind"])
             if r[key]["shown_before_event"]:
