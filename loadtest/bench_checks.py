@@ -207,11 +207,9 @@ def steps_between(before, after):
 
 
 async def set_up_class(server, logins, teacher, timeout):
-    """The class, its teacher's exercise, every student's started exercise
-    and saved submission. Returns (class id, [VirtualUser], [(etag,
-    right?)]) on a stack the caller closes."""
+    """The class and its teacher's exercise: (class id, slug, file,
+    submission(index))."""
     from .client import Client
-    from .check_exercise import FILE, SLUG, pyclassroom_form, submission
     admin = Client(server.url)
     admin.login_ok("admin", server.env["ADMIN_PASSWORD"])
     r = admin.post("/api/classes", json={"name": f"bench checks {time.time_ns()}"})
@@ -221,12 +219,20 @@ async def set_up_class(server, logins, teacher, timeout):
     r = admin.post(f"/api/classes/{class_id}/members", json={"add": [teacher[0]] + [u for u, _ in logins]})
     if r.status_code != 200:
         raise Aborted(f"could not fill the class: {r.status_code} {r.text[:300]}")
-    writer = Client(server.url)
+    return (class_id, *write_exercise(server.url, class_id, teacher))
+
+
+def write_exercise(url, class_id, teacher):
+    """The teacher writes loadtest/check_exercise.py's exercise in the
+    class: (its slug, the file students submit, submission(index))."""
+    from .check_exercise import FILE, SLUG, pyclassroom_form, submission
+    from .client import Client
+    writer = Client(url)
     writer.login_ok(*teacher)
     r = writer.request("PUT", f"/api/classes/{class_id}/exercises/{SLUG}", json=pyclassroom_form())
     if r.status_code != 200 or r.json().get("problems"):
         raise Aborted(f"the teacher could not write the exercise: {r.status_code} {r.text[:500]}")
-    return class_id, SLUG, FILE, submission
+    return SLUG, FILE, submission
 
 
 async def start_and_save(users, class_id, slug, file, submission):

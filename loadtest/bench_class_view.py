@@ -56,11 +56,9 @@ from datetime import datetime
 from .cli import bounds, int_list, run_benchmark, say, server_root_option
 from .harness import each_load, insert_users, make_credentials, run_async
 from .machine import CpuWatch, describe
+from .pages import launch, signed_in_page
 from .recording import Recorder, error_lines, fmt, pct
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-VIEWPORT = {"width": 1366, "height": 768}  # a school Chromebook
 SAVED = "work.py"
 ERROR_LINE = 3
 PROGRAMS = {  # name: (text, the exit reason it must end with, the tile's state)
@@ -292,19 +290,10 @@ async def memory(page, cdp, started):
             "renderer_rss_mib": round((renderer_rss() or 0) / 2 ** 20, 1)}
 
 
-async def open_view(browser, server, login, number, count, timeout):
-    """The teacher's /class/<number>, signed in, every student's tile drawn."""
-    context = await browser.new_context(base_url=server.url, viewport=VIEWPORT)
-    await context.add_init_script(WATCH_JS)
-    page = await context.new_page()
-    await page.request.get("/api/me")
-    xsrf = next((c["value"] for c in await context.cookies() if c["name"] == "_xsrf"), "")
-    answer = await page.request.post("/api/login", data={"username": login[0], "password": login[1]},
-                                     headers={"X-XSRFToken": xsrf})
-    if not answer.ok:
-        raise RuntimeError(f"the teacher's sign-in was refused: {answer.status}")
-    await page.goto(f"/class/{number}")
-    await page.wait_for_selector("body[data-ready=true]", timeout=timeout * 1000)
+async def open_view(browser, server, login, number, count, timeout, script=WATCH_JS):
+    """The teacher's /class/<number> with `script` in it (its watcher),
+    signed in, every student's tile drawn."""
+    context, page = await signed_in_page(browser, server.url, login, f"/class/{number}", timeout, script)
     await page.wait_for_function(f"document.querySelectorAll('li.tile').length >= {count}", timeout=timeout * 1000)
     cdp = await context.new_cdp_session(page)
     await cdp.send("Performance.enable")
@@ -312,7 +301,6 @@ async def open_view(browser, server, login, number, count, timeout):
 
 
 async def run_class(server, teacher, logins, duration, timeout, every):
-    from playwright.async_api import async_playwright
     from .client import VirtualUser, log_in_all, save_file
     from .run_client import open_ides
     screen = Screen(timeout)
@@ -328,9 +316,7 @@ async def run_class(server, teacher, logins, duration, timeout, every):
         ides, failed = await open_ides(server.url, users, stack, timeout)
         setup.update({f"socket_{k}": n for k, n in failed.items()})
         users = [users[ide.index] for ide in ides]  # the students whose IDE opened
-        p = await stack.enter_async_context(async_playwright())
-        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-        stack.push_async_callback(browser.close)
+        browser = await launch(stack)
         context, page, cdp = await open_view(browser, server, teacher, number, len(logins), timeout)
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)[:200]))

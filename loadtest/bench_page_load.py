@@ -17,8 +17,7 @@ import json
 import statistics
 import sys
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-VIEWPORT = {"width": 1366, "height": 768}  # a school Chromebook
+from .pages import CHROMIUM_ARGS, VIEWPORT
 PROFILES = {
     "local": None,
     "school (20 Mbit/s, 40 ms RTT, CPU /4)": {"latency": 40, "download": 20e6 / 8, "upload": 5e6 / 8, "cpu": 4},

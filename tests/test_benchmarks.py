@@ -17,6 +17,7 @@ from packaging.requirements import Requirement
 
 from loadtest import jupyter, otter
 from loadtest.bench_files import PARTS
+from loadtest.bench_lesson import FIGURES
 from loadtest.harness import ROOT
 
 
@@ -137,6 +138,23 @@ def test_bench_class_view_sees_every_save_and_run_end_on_the_teachers_screen_or_
     assert all(m["renderer_rss_mib"] > 0 for m in memory), memory
 
 
+def test_bench_lesson_shows_every_figure_of_a_lesson_to_the_teacher_and_students(tmp_path):
+    out = tmp_path / "lesson.json"
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_lesson", "--processes", "2", "--students", "4",
+                           "--browsers", "1", "--rounds", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    [result] = json.loads(out.read_text())["results"]
+    assert result["rounds"] == 1 and result["group"] == 3 and result["in_browsers"] == 1, result
+    assert result["page_errors"] == [], result
+    for key, label in FIGURES + [("debug_start", "Debug → first pause")]:
+        figure = result[key]
+        assert figure["errors"] == 0 and figure["count"] == figure["events"] > 0, (key, figure)
+        assert label in done.stdout
+    # One group, one push and one message shown, each on the one page; every API student's check graded.
+    assert [result[k]["count"] for k in ("errors", "push", "message", "check")] == [1, 1, 1, 3], result
+
+
 def test_bench_ranking_finds_what_beginners_mean(tmp_path):
     out = tmp_path / "ranking.json"
     done = subprocess.run([sys.executable, "-m", "loadtest.bench_ranking", "--json", str(out)],
@@ -166,7 +184,8 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
                                     "loadtest.bench_runs", "loadtest.efs_bench", "loadtest.bench_zip",
                                     "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
                                     "loadtest.bench_follow", "loadtest.bench_ranking",
-                                    "loadtest.bench_checks", "loadtest.bench_class_view"])
+                                    "loadtest.bench_checks", "loadtest.bench_class_view",
+                                    "loadtest.bench_lesson"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
