@@ -17,8 +17,14 @@ VIEWPORT = {"width": 1366, "height": 768}  # a school Chromebook
 # Servers for the browser tests: programs in the local sandbox, limits a test cannot hit by accident.
 LIMITS = dict(SANDBOX="local", RUN_CPU_SECONDS=5, RUN_MEMORY_MB=400, RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)
 
+# Hang guards, not timings: the suite keeps both CPUs busy (three test
+# processes, their browsers and servers), and Playwright's own 5 s for an
+# `expect` was met by a sign-in or a page load on a busy machine.
+WAIT_MS = 30_000
+
 try:
     from playwright.sync_api import expect, sync_playwright
+    expect.set_options(timeout=WAIT_MS)
 except ImportError:  # pragma: no cover - requirements-test.txt pins it
     sync_playwright = expect = None
 
@@ -44,7 +50,7 @@ def new_page(browser):
 
     def make(server, viewport=VIEWPORT):
         context = browser.new_context(base_url=server.url, viewport=viewport)
-        context.set_default_timeout(15_000)
+        context.set_default_timeout(WAIT_MS)
         contexts.append(context)
         page = context.new_page()
         page.errors = []

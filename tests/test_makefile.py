@@ -60,8 +60,10 @@ def test_make_test_installs_axe_core_when_missing_or_the_lock_changed(tmp_path):
     """The browser tests inject node_modules/axe-core/axe.min.js: `make test`
     runs `npm ci` (the locked versions, no install scripts) before pytest
     when it is missing or package-lock.json is newer. (-n: said, not done.)"""
-    r = subprocess.run(["make", "-n", "-o", "server-deps", "-o", "system-deps", "-W", "package-lock.json", "test",
-                        f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # --no-print-directory: under `make test` this make is a sub-make, which would say where it is.
+    r = subprocess.run(["make", "-n", "--no-print-directory", "-o", "server-deps", "-o", "system-deps",
+                        "-W", "package-lock.json", "test", f"VENV={tmp_path / 'venv'}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     npm = [n for n, line in enumerate(lines) if line == "npm ci --ignore-scripts --no-audit --no-fund"]
