@@ -99,16 +99,25 @@ class StorageHealth:
 
     # -- what the calls say ---------------------------------------------------
 
-    def failed(self, condition: str, detail: str) -> None:
-        """A call or probe met `condition`; logged when it begins."""
+    def failed(self, condition: str, detail: str, began: float | None = None) -> None:
+        """A call or probe met `condition`; logged when it begins. `began`:
+        when the call started; one that started before the last change of
+        condition is older news than that change, and is not heard (calls
+        in flight as the storage changed finished in any order, and the
+        condition flipped back and forth, logged each time)."""
+        if began is not None and began < self.since:
+            return
         if condition != self.condition:
             log.error("file storage %s: %s (logged once until it changes)", condition.replace("_", "-"), detail)
             self.condition, self.detail, self.since = condition, detail, time.time()
 
-    def worked(self, changed: bool) -> None:
+    def worked(self, changed: bool, began: float | None = None) -> None:
         """A call or probe was answered: the storage answers again. Only a
-        change (a save, the probe's write) shows it is no longer read-only or full."""
+        change (a save, the probe's write) shows it is no longer read-only or
+        full. `began`: as for `failed`."""
         if self.condition == OK or (self.condition in (READ_ONLY, FULL) and not changed):
+            return
+        if began is not None and began < self.since:
             return
         log.warning("file storage works again after %.0f s of being %s", time.time() - self.since,
                     self.condition.replace("_", "-"))

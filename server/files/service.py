@@ -101,7 +101,7 @@ class Files:
         server is not answering. A storage error (read-only, full, I/O)
         becomes a refusal that says so (faults.py)."""
         loop = asyncio.get_running_loop()
-        started = time.perf_counter()
+        started, began = time.perf_counter(), time.time()
         deadline = loop.time() + (seconds or self.cfg.FILE_DEADLINE)
         try:
             async with gate.place(username, deadline):
@@ -115,11 +115,11 @@ class Files:
             refusal = faults.refusal(e)
             if refusal is None:
                 raise
-            self.health.failed(faults.condition_of(e), f"{op}: {e.strerror or e}")
+            self.health.failed(faults.condition_of(e), f"{op}: {e.strerror or e}", began)
             raise refusal from None
         finally:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
-        self.health.worked(changed=op in _CHANGES)
+        self.health.worked(changed=op in _CHANGES, began=began)
         return result
 
     async def _in_process(self, username: str, op: str, operation: Op, *args, seconds: float = None):
