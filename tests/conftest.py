@@ -315,18 +315,20 @@ def local_server(request, shared_servers):
 
 # -- markers, to run a part: `pytest -m "not browser and not docker"` ------------------
 
-KIND_OF_MODULE = {"test_browser": "browser", "test_browser_tabs": "browser", "test_files_browser": "browser",
-                  "test_browser_class": "browser", "test_browser_passwords": "browser",
-                  "test_browser_debugger": "browser",
-                  "test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
+KIND_OF_MODULE = {"test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
                   "test_loadgen": "tools", "test_efs_bench": "tools",
                   "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}
 
 
 def pytest_collection_modifyitems(items):
+    """Markers from what a test uses, so that `-m "not browser"` is true:
+    Chromium (the `browser` fixture, and `new_page` over it), Docker."""
     for item in items:
         kind = KIND_OF_MODULE.get(item.module.__name__.rsplit(".", 1)[-1])
         if kind:
             item.add_marker(kind)
-        if "docker" in item.nodeid or "docker_image" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "browser" in fixtures:
+            item.add_marker("browser")
+        if "docker" in item.nodeid or "docker_image" in fixtures:
             item.add_marker("docker")

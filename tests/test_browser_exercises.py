@@ -1,17 +1,12 @@
 """Exercises in Chromium (issue 23): a teacher writes an exercise with the
 browser's form and it appears for the class's student, who opens it (the
 instructions rendered safely), starts it and checks it; the teacher's
-gradebook shows the student's row and grades.csv downloads. The tests
-that need the grader (the server's answer to Check) wait for it: they run
-once `server.checks` exists."""
+gradebook shows the student's row and grades.csv downloads."""
 import csv
-import importlib.util
 import io
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
-
-import pytest
 
 from tests.browser import LIMITS, editor, expect, expect_saved, login, replace_text, shot, student
 from tests.helpers import create_user
@@ -32,13 +27,6 @@ Read numbers until an empty line, then print `Average: ` and their average.
 STARTER = 'numbers = []\nwhile (line := input()):\n    numbers.append(float(line))\nprint("Average: 0")\n'
 SOLUTION = 'numbers = []\nwhile (line := input()):\n    numbers.append(float(line))\n' \
            'print("Average:", sum(numbers) / len(numbers) if numbers else "none")\n'
-
-
-def grader_available():
-    return importlib.util.find_spec("server.checks") is not None
-
-
-needs_grader = pytest.mark.skipif(not grader_available(), reason="the grader (server.checks) is not merged yet")
 
 
 def people(server):
@@ -327,7 +315,6 @@ def recording(page):
 
 # -- with the grader ----------------------------------------------------------------------
 
-@needs_grader
 def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start_server, new_page):
     server = start_server(**LIMITS)
     people(server)
@@ -391,7 +378,6 @@ def test_a_student_fails_a_visible_check_sees_the_diff_fixes_it_and_passes(start
 PROMPTING = 'n = int(input("A number: "))\nprint("Double:", n * 2)\n'
 
 
-@needs_grader
 def test_a_result_says_how_the_output_was_compared_and_greys_the_prompt(start_server, new_page):
     """A prompt is not compared by default (the form says so); the result
     says which comparison was used and shows the run, the prompt and what
@@ -455,7 +441,6 @@ def test_a_result_says_how_the_output_was_compared_and_greys_the_prompt(start_se
     assert teacher.errors == [] and page.errors == []
 
 
-@needs_grader
 def test_check_waits_for_a_running_program_and_code_that_does_not_parse_costs_no_attempt(start_server, new_page):
     """Check while the student's own program runs: a sentence, and nothing
     checked; code that does not parse: said so, and no attempt counted."""

@@ -1,6 +1,7 @@
 """Settings: bad values stop start-up with one clear line; --help and
 --print-config tell an operator what is in force."""
 import os
+import re
 import subprocess
 import sys
 
@@ -69,3 +70,11 @@ def test_defaults_and_derived_values(tmp_path):
 def test_short_cookie_secret_is_refused():
     with pytest.raises(config.ConfigError, match="COOKIE_SECRET='\\*+' is not valid: expected at least 32"):
         config.load({"COOKIE_SECRET": "short"})
+
+
+def test_every_setting_is_documented_in_the_readme():
+    """An operator reads the README, not config.py: a setting it never names
+    is one nobody can find (four had gone missing)."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    missing = [s.name for s in config.SETTINGS if not re.search(rf"\b{s.name}\b", readme)]
+    assert not missing, f"settings the README never names: {missing}"
