@@ -37,6 +37,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -84,10 +85,12 @@ async def press_run(sock, timeout):
     """Run PROGRAM_PATH on this open IDE and read until its `exit` or
     `error`: {"outcome": "ok" or the failure's kind, "started_s", "exit_s"
     (from sending `run`; None when none came), "lines": the lines it was
-    queued in, "largest_place", "said": the error's or exit's words}."""
+    queued in, "largest_place", "first_estimate" (s, the first `queued`
+    message's, with its time from `run`: what the student was promised),
+    "said": the error's or exit's words}."""
     from .client import error_kind
     seen = {"outcome": None, "started_s": None, "exit_s": None, "lines": set(), "largest_place": None,
-            "said": ""}
+            "first_estimate": None, "said": ""}
     out = []
     began = time.perf_counter()
     deadline = time.monotonic() + timeout
@@ -101,6 +104,9 @@ async def press_run(sock, timeout):
                 place = message.get("position")
                 if isinstance(place, int):
                     seen["largest_place"] = max(place, seen["largest_place"] or 0)
+                estimate = message.get("estimate")
+                if seen["first_estimate"] is None and isinstance(estimate, (int, float)):
+                    seen["first_estimate"] = time.perf_counter() - began + estimate
             elif kind == "started":
                 seen["started_s"] = time.perf_counter() - began
             elif kind == "output" and message.get("stream") == "stdout":
@@ -187,11 +193,23 @@ async def the_class(server, logins, args):
         "failed_by_kind": dict(sorted(failed.items())), "failures_said": said,
         "waited": sum(bool(r["lines"]) for r in runs), "waited_by_line": dict(sorted(waited.items())),
         "largest_place": max((r["largest_place"] for r in runs if r["largest_place"]), default=None),
+        **promised(runs),
         **{f"started_{k}": s[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         **{f"exit_{k}": e[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         "wall_s": round(wall, 1), "load_average_start": load_start, "load_average_end": load_end,
         "sandbox_starts": status, "status_error": status_error, **used,
     }
+
+
+def promised(runs):
+    """The runs told an estimate: the median start they were promised (from
+    Run) against the median start they got, in seconds."""
+    told = [r for r in runs if r["first_estimate"] is not None and r["started_s"] is not None]
+    if not told:
+        return {"estimated": 0, "estimate_p50_s": None, "estimated_started_p50_s": None}
+    return {"estimated": len(told),
+            "estimate_p50_s": round(statistics.median(r["first_estimate"] for r in told), 2),
+            "estimated_started_p50_s": round(statistics.median(r["started_s"] for r in told), 2)}
 
 
 def server_commit(root):
@@ -225,7 +243,7 @@ def measure(args, deadline):
             server.ensure_running()
     root = server_root()
     return {"processes": args.processes, "server_root": root, "server_commit": server_commit(root),
-            **result, "server_log_problems": dict(log.counts)}
+            **result, "server_log_problems": dict(log.counts), "server_log_last_problems": list(log.problems)}
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -254,6 +272,9 @@ def report(info, r):
                 lines.append(f"  {kind} said: {words}")
     if r["largest_place"]:
         lines.append(f"largest place in a line: {r['largest_place']}")
+    if r["estimated"]:
+        lines.append(f"{r['estimated']} runs were told an estimate: promised to start {r['estimate_p50_s']} s "
+                     f"after Run, started {r['estimated_started_p50_s']} s after (medians)")
     if r["sandbox_starts"] is not None:
         lines.append(f"the server's /api/status sandbox_starts: {r['sandbox_starts']}")
     else:
