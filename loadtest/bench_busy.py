@@ -23,7 +23,8 @@ never opened). Waited: the students who got a `queued` message, by line
 (`start`: their sandbox waited to start; `run`: a place among the running
 programs; an older server's `queued` names no line, and only had the
 runs'). Times from sending `run`: → `started`, → `exit`. The 1-minute load
-average is read when the class presses Run and when the last run is over;
+average is read when the class presses Run and when the last run is over,
+and the tasks running or ready to run (/proc/loadavg) every 0.5 s between;
 the server's /api/status `sandbox_starts` (waiting, retried, failed by
 reason) is read after, signed in as the admin, when the server has it; its
 log's ERROR and WARNING records are counted.
@@ -77,6 +78,20 @@ def busy_loops(count, seconds):
 
 def load_average():
     return round(os.getloadavg()[0], 2)
+
+
+def runnable():
+    """Tasks running or waiting for a CPU on the host right now (the 1-minute
+    average lags behind a burst by tens of seconds), less this reader."""
+    with open("/proc/loadavg") as f:
+        return int(f.read().split()[3].split("/")[0]) - 1
+
+
+async def sample_runnable(samples, every=0.5):
+    """Append `runnable()` to `samples` every `every` s until cancelled."""
+    while True:
+        samples.append(runnable())
+        await asyncio.sleep(every)
 
 
 # -- one student's Run --------------------------------------------------------------------
@@ -165,8 +180,13 @@ async def the_class(server, logins, args):
             load_start = load_average()
             watch = CpuWatch(server.pids).start()
             began = time.monotonic()
-            sockets, open_failures = await open_ides(server.url, users, stack, args.timeout)
-            runs = await asyncio.gather(*(press_run(s, args.timeout) for s in sockets))
+            queue_lengths = []
+            sampler = asyncio.ensure_future(sample_runnable(queue_lengths))
+            try:
+                sockets, open_failures = await open_ides(server.url, users, stack, args.timeout)
+                runs = await asyncio.gather(*(press_run(s, args.timeout) for s in sockets))
+            finally:
+                sampler.cancel()
             wall = time.monotonic() - began
             used = watch.stop()
             load_end = load_average()
@@ -197,6 +217,7 @@ async def the_class(server, logins, args):
         **{f"started_{k}": s[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         **{f"exit_{k}": e[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         "wall_s": round(wall, 1), "load_average_start": load_start, "load_average_end": load_end,
+        "runnable_p50": statistics.median(queue_lengths), "runnable_max": max(queue_lengths),
         "sandbox_starts": status, "status_error": status_error, **used,
     }
 
@@ -262,8 +283,9 @@ def report(info, r):
         lines.append(f"{label:<16} {fmt(r[f'{key}_p50_ms'], '8.0f')} {fmt(r[f'{key}_p95_ms'], '8.0f')} "
                      f"{fmt(r[f'{key}_max_ms'], '8.0f')}")
     lines.append(f"load average (1 min): {r['load_average_start']} when the class pressed Run, "
-                 f"{r['load_average_end']} when the last run was over ({r['wall_s']:.1f} s later); "
-                 f"all CPUs busy {fmt(r['machine_busy'], '.0%')}, the server's processes "
+                 f"{r['load_average_end']} when the last run was over ({r['wall_s']:.1f} s later); tasks "
+                 f"running or ready meanwhile (every 0.5 s): median {r['runnable_p50']:g}, most "
+                 f"{r['runnable_max']}; all CPUs busy {fmt(r['machine_busy'], '.0%')}, the server's processes "
                  f"{fmt(r['server_cpu'], '.2f')} of a core")
     if r["failed_by_kind"]:
         lines.append("failed by kind: " + ", ".join(f"{k} {n}" for k, n in r["failed_by_kind"].items()))
