@@ -180,7 +180,7 @@ async def the_class(server, logins, args):
             load_start = load_average()
             watch = CpuWatch(server.pids).start()
             began = time.monotonic()
-            queue_lengths = []
+            queue_lengths = [runnable()]
             sampler = asyncio.ensure_future(sample_runnable(queue_lengths))
             try:
                 sockets, open_failures = await open_ides(server.url, users, stack, args.timeout)
