@@ -22,7 +22,8 @@ program's line on stdout), or failed, by kind (`refused_<code>` for an
 never opened). Waited: the students who got a `queued` message, by line
 (`start`: their sandbox waited to start; `run`: a place among the running
 programs; an older server's `queued` names no line, and only had the
-runs'). Times from sending `run`: → `started`, → `exit`. The 1-minute load
+runs'). Times from sending `run`: → `started`, → `exit`; and from the
+moment the class began opening its sockets to `started`. The 1-minute load
 average is read when the class presses Run and when the last run is over,
 and the tasks running or ready to run (/proc/loadavg) every 0.5 s between;
 the server's /api/status `sandbox_starts` (waiting, retried, failed by
@@ -96,15 +97,19 @@ async def sample_runnable(samples, every=0.5):
 
 # -- one student's Run --------------------------------------------------------------------
 
-async def press_run(sock, timeout):
+async def press_run(sock, timeout, opened):
     """Run PROGRAM_PATH on this open IDE and read until its `exit` or
     `error`: {"outcome": "ok" or the failure's kind, "started_s", "exit_s"
-    (from sending `run`; None when none came), "lines": the lines it was
+    (from sending `run`; None when none came), "opened_s" (from `opened`,
+    the perf_counter() when the class began opening the IDE, to `started`:
+    Run pressed on a socket that took long to open may find its sandbox
+    ready), "lines": the lines it was
     queued in, "largest_place", "first_estimate" (s, the first `queued`
     message's, with its time from `run`: what the student was promised),
     "said": the error's or exit's words}."""
     from .client import error_kind
-    seen = {"outcome": None, "started_s": None, "exit_s": None, "lines": set(), "largest_place": None,
+    seen = {"outcome": None, "started_s": None, "opened_s": None, "exit_s": None, "lines": set(),
+            "largest_place": None,
             "first_estimate": None, "said": ""}
     out = []
     began = time.perf_counter()
@@ -124,6 +129,7 @@ async def press_run(sock, timeout):
                     seen["first_estimate"] = time.perf_counter() - began + estimate
             elif kind == "started":
                 seen["started_s"] = time.perf_counter() - began
+                seen["opened_s"] = time.perf_counter() - opened
             elif kind == "output" and message.get("stream") == "stdout":
                 out.append(message.get("data", ""))
             elif kind == "exit":
@@ -179,23 +185,24 @@ async def the_class(server, logins, args):
             await asyncio.sleep(args.spin_up)
             load_start = load_average()
             watch = CpuWatch(server.pids).start()
-            began = time.monotonic()
+            began, opened = time.monotonic(), time.perf_counter()
             queue_lengths = [runnable()]
             sampler = asyncio.ensure_future(sample_runnable(queue_lengths))
             try:
                 sockets, open_failures = await open_ides(server.url, users, stack, args.timeout)
-                runs = await asyncio.gather(*(press_run(s, args.timeout) for s in sockets))
+                runs = await asyncio.gather(*(press_run(s, args.timeout, opened) for s in sockets))
             finally:
                 sampler.cancel()
             wall = time.monotonic() - began
             used = watch.stop()
             load_end = load_average()
         status, status_error = await sandbox_starts_status(server.url, server.env["ADMIN_PASSWORD"], args.timeout)
-    started, exited = Recorder(), Recorder()
+    started, since_open, exited = Recorder(), Recorder(), Recorder()
     failed, waited, said = Counter(), Counter(), {}
     for r in runs:
         if r["started_s"] is not None:
             started.success(r["started_s"])
+            since_open.success(r["opened_s"])
         if r["exit_s"] is not None:
             exited.success(r["exit_s"])
         if r["outcome"] != "ok":
@@ -205,7 +212,7 @@ async def the_class(server, logins, args):
             waited[line] += 1
     for kind, n in open_failures.items():
         failed[f"open_{kind}"] += n
-    s, e = started.summary(), exited.summary()
+    s, o, e = started.summary(), since_open.summary(), exited.summary()
     return {
         "students": len(users), "hogs": args.hogs, "hog_pids": [h.pid for h in hogs], "runs": len(users),
         "started": sum(r["started_s"] is not None for r in runs),
@@ -215,6 +222,7 @@ async def the_class(server, logins, args):
         "largest_place": max((r["largest_place"] for r in runs if r["largest_place"]), default=None),
         **promised(runs),
         **{f"started_{k}": s[k] for k in ("p50_ms", "p95_ms", "max_ms")},
+        **{f"opened_started_{k}": o[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         **{f"exit_{k}": e[k] for k in ("p50_ms", "p95_ms", "max_ms")},
         "wall_s": round(wall, 1), "load_average_start": load_start, "load_average_end": load_end,
         "runnable_p50": statistics.median(queue_lengths), "runnable_max": max(queue_lengths),
@@ -278,9 +286,10 @@ def report(info, r):
              f"loops; server {r['server_root']}{commit}, {r['processes']} worker process(es)",
              f"{'runs':>5} {'started':>8} {'ok':>5} {'failed':>7} {'waited':>7}  waited by line",
              f"{r['runs']:>5} {r['started']:>8} {r['ok']:>5} {r['failed']:>7} {r['waited']:>7}  {waited}",
-             f"{'':<16} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}"]
-    for key, label in (("started", "Run → started"), ("exit", "Run → exit")):
-        lines.append(f"{label:<16} {fmt(r[f'{key}_p50_ms'], '8.0f')} {fmt(r[f'{key}_p95_ms'], '8.0f')} "
+             f"{'':<21} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}"]
+    for key, label in (("started", "Run → started"), ("exit", "Run → exit"),
+                       ("opened_started", "IDE opening → started")):
+        lines.append(f"{label:<21} {fmt(r[f'{key}_p50_ms'], '8.0f')} {fmt(r[f'{key}_p95_ms'], '8.0f')} "
                      f"{fmt(r[f'{key}_max_ms'], '8.0f')}")
     lines.append(f"load average (1 min): {r['load_average_start']} when the class pressed Run, "
                  f"{r['load_average_end']} when the last run was over ({r['wall_s']:.1f} s later); tasks "
