@@ -169,9 +169,10 @@ def test_bench_busy_counts_every_run_of_a_class_pressing_run_beside_busy_loops(t
     assert result["waited"] <= sum(result["waited_by_line"].values()) <= 2 * result["waited"] <= 6, result
     assert result["sandbox_starts"]["failed"] == {}, result  # this checkout's server reports its starts
     assert result["exit_p50_ms"] >= result["started_p50_ms"] > 0, result
-    for label in ("runs", "started", "ok", "failed", "waited", "start ", "run ", "Run → started", "Run → exit", "IDE opening → started",
-                  "load average (1 min)", "tasks running or ready", "sandbox_starts"):
+    for label in ("runs", "started", "ok", "failed", "waited", "start ", "run ", "Run → started", "Run → exit",
+                  "IDE opening → started", "load average (1 min)", "tasks running or ready", "sandbox_starts"):
         assert label in done.stdout, label
+    assert len(result["hog_pids"]) == 1, result
     for pid in result["hog_pids"]:  # the busy loops were killed
         cmdline = pathlib.Path(f"/proc/{pid}/cmdline")
         assert not cmdline.exists() or b"monotonic" not in cmdline.read_bytes(), pid
