@@ -27,10 +27,10 @@ def int_list(text):
     return values
 
 
-def bounds(parser, max_seconds, what="request"):
+def bounds(parser, max_seconds, what="request", timeout=REQUEST_TIMEOUT):
     """The options every benchmark has: its time limits, and --json."""
-    parser.add_argument("--timeout", type=float, default=REQUEST_TIMEOUT,
-                        help=f"seconds allowed per {what} (default {REQUEST_TIMEOUT:g})")
+    parser.add_argument("--timeout", type=float, default=timeout,
+                        help=f"seconds allowed per {what} (default {timeout:g})")
     parser.add_argument("--max-seconds", type=float, default=max_seconds,
                         help=f"bound on the whole run (default {max_seconds:g})")
     parser.add_argument("--json", metavar="OUT", help="also write every figure and setting to this file")

@@ -155,6 +155,29 @@ def test_bench_lesson_shows_every_figure_of_a_lesson_to_the_teacher_and_students
     assert [result[k]["count"] for k in ("errors", "push", "message", "check")] == [1, 1, 1, 3], result
 
 
+def test_bench_busy_counts_every_run_of_a_class_pressing_run_beside_busy_loops(tmp_path):
+    out = tmp_path / "busy.json"
+    done = subprocess.run([sys.executable, "-m", "loadtest.bench_busy", "--students", "3", "--hogs", "1",
+                           "--spin-up", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())["results"]
+    assert result["runs"] == result["started"] == result["ok"] == 3, result
+    assert result["failed"] == 0 and result["failed_by_kind"] == {}, result
+    # Whoever waited was told in which line (a student may have waited in both).
+    assert set(result["waited_by_line"]) <= {"start", "run"}, result
+    assert result["waited"] <= sum(result["waited_by_line"].values()) <= 2 * result["waited"] <= 6, result
+    assert result["sandbox_starts"]["failed"] == {}, result  # this checkout's server reports its starts
+    assert result["exit_p50_ms"] >= result["started_p50_ms"] > 0, result
+    for label in ("runs", "started", "ok", "failed", "waited", "start ", "run ", "Run → started", "Run → exit",
+                  "IDE opening → started", "load average (1 min)", "tasks running or ready", "sandbox_starts"):
+        assert label in done.stdout, label
+    assert len(result["hog_pids"]) == 1, result
+    for pid in result["hog_pids"]:  # the busy loops were killed
+        cmdline = pathlib.Path(f"/proc/{pid}/cmdline")
+        assert not cmdline.exists() or b"monotonic" not in cmdline.read_bytes(), pid
+
+
 def test_bench_ranking_finds_what_beginners_mean(tmp_path):
     out = tmp_path / "ranking.json"
     done = subprocess.run([sys.executable, "-m", "loadtest.bench_ranking", "--json", str(out)],
@@ -185,7 +208,7 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
                                     "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
                                     "loadtest.bench_follow", "loadtest.bench_ranking",
                                     "loadtest.bench_checks", "loadtest.bench_class_view",
-                                    "loadtest.bench_lesson"])
+                                    "loadtest.bench_lesson", "loadtest.bench_busy"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
