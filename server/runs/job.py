@@ -49,6 +49,7 @@ from .warm import WarmSandboxes
 
 log = logging.getLogger(__name__)
 
+RUN_FIRST_GUESS = 5.0  # seconds a run lasts, until this worker has seen one end
 WROTE_MEASURE_NOW = 1 << 20  # a run that wrote this much to files has its home walked at once
 
 
@@ -162,7 +163,7 @@ class Jobs:
     events: RunEvents
     draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
     live: set = field(default_factory=set)  # jobs not ended
-    took: deque = field(default_factory=lambda: deque([5.0], maxlen=50))  # the latest runs' seconds, for estimates
+    took: deque = field(default_factory=lambda: deque(maxlen=50))  # the latest runs' seconds, for estimates
     held: set = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
     tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
 
@@ -175,7 +176,7 @@ class Jobs:
     def estimate(self, position: int) -> float:
         """Seconds until a run at `position` in the line for a place starts:
         the places free as the latest runs lasted, `slots` at a time."""
-        each = sum(self.took) / len(self.took)
+        each = sum(self.took) / len(self.took) if self.took else RUN_FIRST_GUESS
         return round(each * position / self.admission.slots, 1)
 
     def left(self, user: dict) -> None:

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 20.0  # from the start (not the line) to the launcher's ready
 ATTEMPTS = 2  # a failed start is tried once more before anyone is told
+FIRST_GUESS = 0.3  # seconds a start takes, until this worker has seen one (a seed of 1 s told 8 s for 2)
 WAITING_MAX = 4096  # starts in line on a worker: one per open IDE and check, far below this
 
 
@@ -52,7 +53,7 @@ class Starts:
         self.kind, self.cfg = kind, cfg
         self.at_once = at_once(cfg, processes)
         self.line = Admission(self.at_once, WAITING_MAX)
-        self.took = deque([1.0], maxlen=20)  # seconds the latest starts took, for estimates
+        self.took: deque[float] = deque(maxlen=20)  # seconds the latest starts took, for estimates
 
     async def start(self, home: str, uid: int | None, what: str = "", place: Place | None = None) -> Sandboxed | None:
         """A sandbox for `home`, its programs run as `uid`, once its launcher
@@ -90,7 +91,7 @@ class Starts:
 
     def estimate(self, position: int) -> float:
         """Seconds until the start at `position` in the line is ready."""
-        each = sum(self.took) / len(self.took)
+        each = sum(self.took) / len(self.took) if self.took else FIRST_GUESS
         return round(each * (1 + position / self.at_once), 1)
 
     def describe(self) -> dict:
