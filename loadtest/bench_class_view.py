@@ -294,7 +294,9 @@ async def open_view(browser, server, login, number, count, timeout, script=WATCH
     """The teacher's /class/<number> with `script` in it (its watcher),
     signed in, every student's tile drawn."""
     context, page = await signed_in_page(browser, server.url, login, f"/class/{number}", timeout, script)
-    await page.wait_for_function(f"document.querySelectorAll('li.tile').length >= {count}", timeout=timeout * 1000)
+    # A function, not an expression: Playwright polls an expression through eval, which the page's CSP refuses.
+    await page.wait_for_function("(n) => document.querySelectorAll('li.tile').length >= n", arg=count,
+                                 timeout=timeout * 1000)
     cdp = await context.new_cdp_session(page)
     await cdp.send("Performance.enable")
     return context, page, cdp

@@ -78,7 +78,7 @@ def launcher_pids(uid):
         try:
             with open(f"/proc/{pid}/cmdline") as f:
                 argv = f.read().split("\0")
-        except FileNotFoundError:
+        except OSError:  # gone meanwhile (opened, then ESRCH on the read)
             continue
         if not argv[0].endswith("bwrap") and any(a.startswith('"""The launcher') for a in argv):
             launchers.add(pid)

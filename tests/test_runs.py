@@ -597,7 +597,7 @@ def _cpu_rank(pid):
             root = os.path.dirname(root)
         with open(f"/proc/{pid}/autogroup") as f:
             return f.read().strip().split(" ", 1)[-1]
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
         return None
 
 
@@ -611,7 +611,7 @@ def _ranks_of(uid):
                 argv = f.read().split("\0")
             if argv[0].endswith("bwrap") or not any(a.startswith('"""The launcher') for a in argv):
                 continue
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone meanwhile
             continue
         rank = _cpu_rank(pid)
         if rank:
