@@ -38,6 +38,8 @@ def parse_args(argv):
         epilog=config.help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--print-config", action="store_true",
                         help="print the effective settings (secrets masked) and exit")
+    parser.add_argument("--settings-markdown", action="store_true",
+                        help="print every setting as the Markdown table of docs/settings.md and exit")
     return parser.parse_args(argv)
 
 
@@ -81,6 +83,9 @@ def serving_line(cfg, port, pids):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.settings_markdown:
+        print(config.markdown_table(), end="")
+        return 0
     try:
         cfg = config.load()
     except config.ConfigError as e:

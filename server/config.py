@@ -284,6 +284,18 @@ def load(environ=None):
     return Config(values)
 
 
+def markdown_table():
+    """Every setting as a Markdown table, for docs/settings.md (written by
+    `python -m server --settings-markdown`; a test fails when they differ)."""
+    def cell(text):
+        return text.replace("|", "\\|")
+    rows = ["| setting | default | allowed | what it does |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        default = f"`{s.default}`" if s.default else "empty"
+        rows.append(f"| `{s.name}` | {cell(default)} | `{cell(s.parse.allowed)}` | {cell(s.help)} |")
+    return "\n".join(rows) + "\n"
+
+
 def help_text():
     lines = ["Settings (environment variables):", ""]
     for s in SETTINGS:

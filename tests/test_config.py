@@ -78,3 +78,14 @@ def test_every_setting_is_documented_in_the_readme():
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     missing = [s.name for s in config.SETTINGS if not re.search(rf"\b{s.name}\b", readme)]
     assert not missing, f"settings the README never names: {missing}"
+
+
+def test_the_settings_reference_is_the_one_the_code_generates():
+    """docs/settings.md holds config.markdown_table() as it is now (as
+    Datasette's docs test does): regenerate it with
+    `python -m server --settings-markdown`."""
+    text = open(os.path.join(ROOT, "docs", "settings.md"), encoding="utf-8").read()
+    table = text[text.index("| setting | default | allowed |"):]
+    assert table == config.markdown_table(), "docs/settings.md is out of date: regenerate its table"
+    out = run_server("--settings-markdown")
+    assert out.returncode == 0 and out.stdout == config.markdown_table(), out.stderr
