@@ -100,8 +100,14 @@ def _unavailable(exc):
         return (exc.sqlstate or "")[:2] in UNAVAILABLE_CLASSES
     # asyncpg's own words when the server went away under a connection, or
     # the worker is shutting down; its other InterfaceErrors are our bugs.
-    return type(exc) is asyncpg.InterfaceError and (
-        "connection is closed" in str(exc) or str(exc) in ("pool is closing", "pool is closed"))
+    if type(exc) is asyncpg.InterfaceError and (
+            "connection is closed" in str(exc) or str(exc) in ("pool is closing", "pool is closed")):
+        return True
+    # A connection whose earlier statement was cancelled while the server was
+    # frozen still waits for that answer ("cannot switch to state ...;
+    # another operation is in progress"): it is of no more use (the caller
+    # closes it), and the database is not answering.
+    return isinstance(exc, asyncpg.InternalClientError) and "another operation" in str(exc)
 
 
 class DatabaseUnavailable(Refused):
