@@ -63,9 +63,8 @@ class Admission:
         place.ahead, place.notify = False, notify
         if place in self.waiting:
             self.waiting.remove(place)
-            self._line_up(place)
+            self._line_up(place)  # (which tells those it passed)
             asyncio.ensure_future(notify(place.told))
-            self._announce()
 
     def position(self, place: "Place") -> int | None:
         """Where `place` stands in the line (1 = next); None once admitted."""

@@ -398,5 +398,8 @@ class Groups:
     def describe(self):
         return f"cgroup v{self.version}: " + ", ".join(self.limits_active or ["no limits"]) + \
             " per run, killed as a whole" + (", idle CPU priority" if self.idle else
-                                             ", low CPU priority" if self.parents.get("cpu", "").endswith("-low") or
-                                             self.parents.get("", "").endswith("-low") else "")
+                                             ", low CPU priority" if self._parent_name() == priority("low")["parent"]
+                                             else "")
+
+    def _parent_name(self):
+        return os.path.basename(next(iter(self.parents.values())))

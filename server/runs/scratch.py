@@ -52,7 +52,7 @@ class ScratchSandbox:
             self.place = Place(ahead=ahead)
             self.starting = asyncio.ensure_future(self._new(self.place))
 
-    async def take(self, user: dict, notify=None) -> Sandboxed | None:
+    async def take(self, user: dict, notify) -> Sandboxed | None:
         """The ready sandbox (started if need be); None if none could start.
         `notify(position)` hears where its start is in line, if it waits."""
         if self.closed:

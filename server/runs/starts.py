@@ -94,9 +94,6 @@ class Starts:
         each = sum(self.took) / len(self.took) if self.took else FIRST_GUESS
         return round(each * (1 + position / self.at_once), 1)
 
-    def describe(self) -> dict:
-        return {"at_once": self.at_once, "starting": self.line.running, "waiting": len(self.line.waiting)}
-
     async def _start_once(self, home, uid):
         """(Sandboxed, None, None), or (None, the reason's code, what was said)."""
         runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1

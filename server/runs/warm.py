@@ -59,7 +59,7 @@ class WarmSandboxes:
             place = self.places[user["id"]] = Place(ahead=True)
             self.ready[user["id"]] = asyncio.ensure_future(self.new(user, place))
 
-    async def take(self, user: dict, notify=None) -> Sandboxed | None:
+    async def take(self, user: dict, notify) -> Sandboxed | None:
         """The user's ready sandbox, or a fresh one; None if none could start.
         `notify(position)` hears where its start is in line, if it waits."""
         ready = self.ready.pop(user["id"], None)
