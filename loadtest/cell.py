@@ -20,8 +20,8 @@ SCENARIOS = {cls.name: cls for cls in (Login, Files, Run, Classroom, Perf)}
 def merged(recs, latencies, errors):
     out = Recorder()
     for name in latencies:
-        out.histogram.add(recs[name].histogram)
-        out.workers.update(recs[name].workers)
+        out.merge(recs[name])
+    out.errors.clear()  # only the rows in `errors` count theirs
     for name in errors:
         out.errors.update(recs[name].errors)
     return out

@@ -140,7 +140,10 @@ class Classroom(Scenario):
                 at += AUTOSAVE_S / pace * random.uniform(0.5, 1.5)
 
         async def running():
-            at = time.perf_counter() + RUN_EVERY_S / pace * random.uniform(0.0, 1.0)  # spread, not in step
+            spread = RUN_EVERY_S / pace
+            if budget.duration is not None:
+                spread = min(spread, budget.duration / 4)  # a short window still sees every student run
+            at = time.perf_counter() + spread * random.uniform(0.0, 1.0)  # spread, not in step
             last_exit = 0.0
             while budget.take(at):
                 await sleep_until(at)

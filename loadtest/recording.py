@@ -32,8 +32,13 @@ class Recorder:
 
     def merge(self, other):
         """Add another recorder's figures (HdrHistogram is not thread-safe,
-        so threads record into their own and are merged afterwards)."""
-        self.histogram.add(other.histogram)
+        so threads record into their own and are merged afterwards). hdrh's
+        add() takes an empty histogram's minimum, on either side, as 0."""
+        if other.count:
+            empty = not self.count
+            self.histogram.add(other.histogram)
+            if empty:
+                self.histogram.min_value = other.histogram.min_value
         self.errors.update(other.errors)
         self.workers.update(other.workers)
         return self

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from loadtest import loadgen, report
-from loadtest.cell import run_cell
+from loadtest.cell import merged, run_cell
 from loadtest.harness import ROOT, students
 from loadtest.recording import Recorder
 from loadtest.scenarios import Budget, Cell
@@ -36,7 +36,7 @@ def make_users(dsn, n):
 
 def test_smoke_run_of_the_script_reports_both_modes_in_full(tmp_path):
     out = tmp_path / "out"
-    result = run_script("--processes", "1,2", "--concurrency", "3", "--duration", "1", "--warmup", "0.2",
+    result = run_script("--processes", "1,2", "--concurrency", "3", "--duration", "2", "--warmup", "0.2",
                         "--scenario", "login,files,run,classroom", "--pace", "30", "--out", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     text = result.stdout
@@ -69,7 +69,7 @@ def test_smoke_run_of_the_script_reports_both_modes_in_full(tmp_path):
     assert document["machine"]["cpus"] >= 1 and document["machine"]["memory_gib"] > 0
     assert set(document["versions"]) >= {"python", "tornado", "server"}
     assert "commit" in document["git"]
-    assert document["settings"]["concurrency"] == [3] and document["settings"]["duration_s"] == 1
+    assert document["settings"]["concurrency"] == [3] and document["settings"]["duration_s"] == 2
     assert "--scenario login,files,run,classroom" in document["command"]
     with open(out / "results.csv") as f:
         rows = list(csv.DictReader(f))
@@ -236,6 +236,22 @@ def record(mode, p95, errors=0, kinds=None):
 def test_verdict(one, two, pick, words):
     found, text = report.verdict([one, two])
     assert found == pick and words in text and pick in text
+
+
+def test_an_aggregate_row_has_the_figures_of_the_rows_that_have_some():
+    """A row with no successes (no run fell in a short window) adds nothing
+    to the aggregate: hdrh would make its minimum 0 ms. Only the named rows'
+    errors are summed (no server needed)."""
+    saves, runs = Recorder(), Recorder()
+    saves.success(0.004)
+    saves.success(0.010)
+    saves.error("timeout")
+    runs.error("closed")
+    row = merged({"save": saves, "run": runs}, ("run", "save"), ("run",))
+    stats = report.row_stats(row, 1.0)
+    assert stats["count"] == 2 and stats["min_ms"] == pytest.approx(4, rel=0.01)
+    assert stats["max_ms"] == pytest.approx(10, rel=0.01)
+    assert stats["errors_by_kind"] == {"closed": 1}
 
 
 def test_server_timing_is_read_and_averaged():
