@@ -31,7 +31,7 @@ class BadFrame(Exception):
     """The launcher broke the protocol: the sandbox cannot be trusted."""
 
 
-def frame(kind, payload=b""):
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
     return kind + struct.pack(">I", len(payload)) + payload
 
 
