@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings as hypothesis_settings, stra
 from server.runs.child import checking
 from server.runs.protocol import frame
 from server.runs.run import Run
+from server.runs.spec import Limits, Mode, RunSpec
 from server.runs.starts import ready
 from tests.test_sandboxes import UID, home, sandbox, settings, write  # noqa: F401 (home, sandbox: fixtures)
 
@@ -290,11 +291,16 @@ for line in channel:
 """
 
 
+def spec_of(cfg, path, **fields):
+    """A run of `path` (in the sandbox's home) with the worker's limits."""
+    return RunSpec(0, "test", tuple(path.split("/")), Limits.of(cfg), **fields)
+
+
 async def echo_works(kind, prepared):
     """A run of ECHO (in prepared's home) gets back what it was told."""
     messages = Messages()
-    run = Run(kind.cfg, prepared, collect([]), channel=messages)
-    going = asyncio.ensure_future(run.execute("echo.py", [], 80, 24))
+    run = Run(spec_of(kind.cfg, "echo.py"), prepared, collect([]), channel=messages)
+    going = asyncio.ensure_future(run.go())
     for n in (1, 2, 3):
         await asyncio.sleep(0)
         run.tell({"n": n})
@@ -309,8 +315,8 @@ async def one_run(kind, home, path, channel=None, meanwhile=None, **options):
     prepared = await started(kind, home, runs=1)
     try:
         output = []
-        run = Run(kind.cfg, prepared, collect(output), channel=channel)
-        going = asyncio.ensure_future(run.execute(path, [], 80, 24, **options))
+        run = Run(spec_of(kind.cfg, path, **options), prepared, collect(output), channel=channel)
+        going = asyncio.ensure_future(run.go())
         await asyncio.sleep(0)
         if meanwhile:
             meanwhile(run, prepared)
@@ -417,8 +423,8 @@ def test_a_hostile_channel_does_not_disturb_the_launcher_or_the_server(sandbox, 
         prepared = await started(kind, home)
         try:
             output, messages = [], Messages(pause=0.001 if attack == "flood" else 0)
-            run = Run(kind.cfg, prepared, collect(output), channel=messages)
-            going = asyncio.ensure_future(run.execute("prog.py", [], 80, 24))
+            run = Run(spec_of(kind.cfg, "prog.py"), prepared, collect(output), channel=messages)
+            going = asyncio.ensure_future(run.go())
             await asyncio.sleep(0.2)
             for n in range(20):  # told to a program that does not read (or closed its end)
                 run.tell({"n": n, "pad": "x" * 100000})
@@ -509,11 +515,13 @@ class Grader:
 
     async def _check(self, student_box, checker_box, options):
         cfg = self.kind.cfg
-        self.serve = Run(cfg, student_box, collect(self.serve_output), channel=self.replies.put)
-        tester = Run(cfg, checker_box, collect([]), channel=self._from_tests)
-        self.serving = asyncio.ensure_future(self.serve.check("serve", {"file": "average.py"}, nice=5))
+        self.serve = Run(spec_of(cfg, "average.py", mode=Mode.SERVE, nice=5), student_box,
+                         collect(self.serve_output), channel=self.replies.put)
+        tester = Run(spec_of(cfg, "tests.py", mode=Mode.TEST, nice=5, tests=options), checker_box, collect([]),
+                     channel=self._from_tests)
+        self.serving = asyncio.ensure_future(self.serve.go())
         self.imported = await self._answer(lambda m: m.get("type") in ("ready", "import_failed"))
-        testing = asyncio.ensure_future(tester.check("test", options, nice=5))
+        testing = asyncio.ensure_future(tester.go())
         while True:
             getting = asyncio.ensure_future(self.calls.get())
             await asyncio.wait([getting, testing], return_when=asyncio.FIRST_COMPLETED)

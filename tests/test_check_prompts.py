@@ -17,7 +17,7 @@ from server.checks.grader import Collected
 from server.checks.transcript import Transcript
 from server.runs.child import checking
 from server.runs.run import Run
-from tests.test_check_channel import closed, started
+from tests.test_check_channel import closed, spec_of, started
 from tests.test_sandboxes import home, sandbox, write  # noqa: F401 (home, sandbox: fixtures; they need root)
 
 TIMEOUT = 60
@@ -89,8 +89,8 @@ async def collected(kind, home, source, typed):
     prepared = await started(kind, home, runs=1)
     try:
         sink = Collected()
-        run = Run(kind.cfg, prepared, sink.send)
-        exit_ = await asyncio.wait_for(run.execute("prog.py", [], 80, 24, echo=False, stdin=typed), TIMEOUT)
+        run = Run(spec_of(kind.cfg, "prog.py", echo=False, stdin=typed), prepared, sink.send)
+        exit_ = await asyncio.wait_for(run.go(), TIMEOUT)
         assert exit_["reason"] == "ok", exit_
         return sink
     finally:

@@ -18,11 +18,18 @@ from server.files.area import Area
 from server.instance import Instance
 from server.runs import sandbox
 from server.runs.job import Job, RunRequest, State, WrongState
+from server.runs.spec import Limits, RunSpec
 
 TIMEOUT = 60  # only catches a hang
 
 if os.geteuid() != 0:
     pytest.skip("programs run as students' uids in cgroups: these tests need root", allow_module_level=True)
+
+
+def asked(user, session, parts, claim=None, **fields):
+    """A run of `parts` in `user`'s home, asked for by `session`, with the worker's limits."""
+    return RunRequest(RunSpec(user["id"], user["username"], parts, Limits.of(config.load({})), **fields), user, session,
+                      claim=claim)
 
 
 class Collector:
@@ -103,7 +110,7 @@ def test_a_job_with_no_socket_runs_with_every_defence_and_gives_everything_back(
         await save(ctx, user, "main.py", "import os, sys\nprint('hello', sys.argv[1:], os.getuid() != 0)\n"
                                          "open('out.txt', 'w').write('made by a job')\n")
         collector = Collector()
-        job = ctx.jobs.start(RunRequest(user, session, ("main.py",), ("a", "b")), collector)
+        job = ctx.jobs.start(asked(user, session, ("main.py",), args=("a", "b")), collector)
         await asyncio.wait_for(job.done.wait(), TIMEOUT)
 
         assert [m["type"] for m in collector.messages][0] == "started"
@@ -124,12 +131,12 @@ def test_a_job_stopped_midway_or_refused_gives_everything_back(worker_here):
     async def story(ctx, user, session):
         await save(ctx, user, "spin.py", "import os\nos.fork()\nprint('spinning', flush=True)\nwhile True: pass\n")
         collector = Collector()
-        job = ctx.jobs.start(RunRequest(user, session, ("spin.py",)), collector)
+        job = ctx.jobs.start(asked(user, session, ("spin.py",)), collector)
         await asyncio.wait_for(collector.output.wait(), TIMEOUT)
         assert job.state is State.RUNNING
         # A second job of the same student is refused by the run lock, whoever asks.
         second = Collector()
-        other = ctx.jobs.start(RunRequest(user, session, ("spin.py",)), second)
+        other = ctx.jobs.start(asked(user, session, ("spin.py",)), second)
         await asyncio.wait_for(other.done.wait(), TIMEOUT)
         assert [m.get("error") for m in second.messages] == ["already_running"]
         await job.run.stop("killed")
@@ -142,7 +149,7 @@ def test_a_job_stopped_midway_or_refused_gives_everything_back(worker_here):
         # A session that ended: refused before anything is taken.
         await ctx.pool.execute("DELETE FROM sessions")
         late = Collector()
-        refused = ctx.jobs.start(RunRequest(user, session, ("spin.py",)), late)
+        refused = ctx.jobs.start(asked(user, session, ("spin.py",)), late)
         await asyncio.wait_for(refused.done.wait(), TIMEOUT)
         assert [m.get("error") for m in late.messages] == ["session_ended"] and refused.session_ended
         assert refused.sandboxed is None and refused.state is State.ENDED
@@ -154,7 +161,7 @@ def test_a_job_whose_asker_left_before_it_ran_starts_nothing(worker_here):
         await save(ctx, user, "main.py", "print('never')\n")
         collector = Collector()
         collector.gone.set()
-        job = ctx.jobs.start(RunRequest(user, session, ("main.py",)), collector)
+        job = ctx.jobs.start(asked(user, session, ("main.py",)), collector)
         await asyncio.wait_for(job.done.wait(), TIMEOUT)
         assert job.run is None and collector.messages == []
         assert held_by(ctx, job) == NOTHING
@@ -171,13 +178,13 @@ def test_runs_under_one_lock_with_their_input_given(worker_here):
         outputs = []
         for given in ("3\n4\n", "10\n-2\n"):
             collector = Collector()
-            job = ctx.jobs.start(RunRequest(user, session, ("add.py",), claim=claim, stdin=given), collector)
+            job = ctx.jobs.start(asked(user, session, ("add.py",), claim=claim, stdin=given), collector)
             await asyncio.wait_for(job.done.wait(), TIMEOUT)
             assert collector.of("exit")[0]["reason"] == "ok", collector.messages
             outputs.append("".join(m["data"] for m in collector.of("output")).replace("\r\n", "\n"))
             # Between the runs the lock is still the asker's: another run is refused.
             refused = Collector()
-            other = ctx.jobs.start(RunRequest(user, session, ("add.py",)), refused)
+            other = ctx.jobs.start(asked(user, session, ("add.py",)), refused)
             await asyncio.wait_for(other.done.wait(), TIMEOUT)
             assert [m.get("error") for m in refused.messages] == ["already_running"]
         assert [o.splitlines()[-1].endswith(f"sum {n}") for o, n in zip(outputs, (7, 8))] == [True, True], outputs
@@ -189,7 +196,7 @@ def test_runs_under_one_lock_with_their_input_given(worker_here):
 
 
 def test_a_step_in_the_wrong_state_is_an_error_not_a_silent_no_op():
-    job = Job(RunRequest({"id": 1, "username": "ada"}, b"", ("main.py",)), Collector(), jobs=None)
+    job = Job(asked({"id": 1, "username": "ada"}, b"", ("main.py",)), Collector(), jobs=None)
     with pytest.raises(WrongState):  # preparing: it cannot start running before it had its place
         job._step(State.READY, State.RUNNING)
     job._step(State.PREPARING, State.READY)

@@ -50,6 +50,7 @@ from ..runs.events import NoEvents
 from ..runs.job import Jobs, RunRequest, outcome, refused
 from ..runs.run import Run
 from ..runs.scratch import ScratchSandbox
+from ..runs.spec import Limits, Mode, RunSpec
 from ..valid_text import valid_value
 from . import code_rules
 from .transcript import Transcript, shown as shown_transcript
@@ -102,6 +103,7 @@ class Grader:
         self.checkers = checkers
         self.exercises = exercises  # the exercises service: the exercise, and recording the attempt
         self.files = files
+        self.limits = Limits.of(cfg)  # a check's runs have these, with CHECK_SECONDS of wall and idle time
         self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
         self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
         self.checking = {}  # user id -> Check: one at a time per student
@@ -339,18 +341,17 @@ class Check:
         self.graded = {"file": "/".join(parts), "version": version, "source": data}
         return data
 
-    def _request(self, parts, claim, **asked) -> RunRequest:
-        """A run of the snapshot in the check's sandbox."""
-        return RunRequest(self.user, self.session, parts, claim=claim, files=self.snapshot, forbid=self.forbid,
-                          sandboxes=self.place, events=CHECK_RUN_EVENTS, nice=CHECK_NICE, **asked)
+    def _request(self, parts, claim, seconds, **asked) -> RunRequest:
+        """A run of the snapshot in the check's sandbox, for `seconds` at most."""
+        spec = RunSpec(self.user["id"], self.user["username"], parts, self.grader.limits.lasting(seconds),
+                       files=tuple(self.snapshot.items()), forbid=self.forbid, nice=CHECK_NICE, **asked)
+        return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=CHECK_RUN_EVENTS)
 
     async def _output_run(self, parts, claim, check):
-        cfg = self.grader.cfg
         sink = Collected()
         self.ran.append(sink)
-        job = self.grader.jobs.start(self._request(
-            parts, claim, stdin=check.input, echo=False,
-            limits={"RUN_WALL_SECONDS": cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": cfg.CHECK_SECONDS}), sink)
+        job = self.grader.jobs.start(self._request(parts, claim, self.grader.cfg.CHECK_SECONDS, stdin=check.input,
+                                                   echo=False), sink)
         await job.done.wait()
         if sink.exit is None or sink.exit.get("type") == "error":
             raise Refused(503, "check_failed", (sink.exit or {}).get("message") or
@@ -374,8 +375,6 @@ class Check:
                        "output_checks": output_checks}
             tests = {c.test: c for c in checks if c.kind == "function"}
             collected = Collected()
-            cfg = grader.cfg.but(RUN_WALL_SECONDS=3 * grader.cfg.CHECK_SECONDS,
-                                 RUN_IDLE_SECONDS=3 * grader.cfg.CHECK_SECONDS)
             verdicts = {}
 
             async def from_checker(message):
@@ -393,8 +392,11 @@ class Check:
                     verdicts.setdefault(test.id if test else message["id"], valid_value(message))
                 elif kind == "not_gradable":
                     verdicts["not_gradable"] = valid_value(message.get("error") or {})
-            run = Run(cfg, checker.sandboxed.sandbox, collected.send, channel=from_checker)
-            exit_ = await run.check("test", options, CHECK_NICE)
+            spec = RunSpec(self.user["id"], self.user["username"], ("tests.py",),
+                           grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=CHECK_NICE,
+                           tests=options)
+            run = Run(spec, checker.sandboxed.sandbox, collected.send, channel=from_checker)
+            exit_ = await run.go()
             reusable = run.reusable
             if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
                 log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
@@ -445,9 +447,7 @@ class Check:
         cfg = self.grader.cfg
         sink = Collected(channel_messages=asyncio.Queue(maxsize=16))
         self.ran.append(sink)
-        job = self.grader.jobs.start(self._request(
-            parts, claim, serve={"file": parts[-1]},
-            limits={"RUN_WALL_SECONDS": 3 * cfg.CHECK_SECONDS, "RUN_IDLE_SECONDS": 3 * cfg.CHECK_SECONDS}), sink)
+        job = self.grader.jobs.start(self._request(parts, claim, 3 * cfg.CHECK_SECONDS, mode=Mode.SERVE), sink)
         self.serving = (job, sink)
         first = await self._next_message(sink, job, cfg.CHECK_SECONDS)
         if first is not None and first.get("type") == "ready":

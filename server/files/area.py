@@ -23,6 +23,16 @@ class Area:
         return Area(f"class/{class_id}", ("classes", str(class_id)), False)
 
     @staticmethod
+    def of_key(key: str) -> "Area":
+        """The course folder whose key is `key` ('course', 'class/3'), as a run names it."""
+        if key == "course":
+            return Area.course()
+        kind, _, class_id = key.partition("/")
+        if kind != "class" or not class_id.isdigit():
+            raise ValueError(f"not a course folder's key: {key!r}")
+        return Area.of_class(int(class_id))
+
+    @staticmethod
     def checks(class_id):
         """A class's exercises with their checks: its teachers' only (students
         must never read the hidden checks, nor their programs reach them)."""

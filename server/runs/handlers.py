@@ -22,6 +22,7 @@ from ..files.area import Area
 from ..sockets import answering, message_of
 from ..web import user_for_session
 from . import debugging
+from .spec import DebugOptions, Limits, Mode, RunSpec
 
 MAX_ARGS = 32
 ETAG = re.compile(r"[0-9a-f]{20}")
@@ -103,9 +104,7 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "watch":
             return self.start_watching()
         if kind in ("run", "debug"):
-            request = self.run_request(msg)  # checked before the database is asked anything
-            debug = debugging.options(msg) if kind == "debug" else None
-            return self.manager.start(self.conn, *request, course=await self.course_of(msg), debug=debug)
+            return self.manager.start(self.conn, await self.run_spec(msg, Mode(kind)))
         if kind in DEBUG_KINDS:
             session = self.manager.debugging(self.conn)
             if session is None:
@@ -155,15 +154,21 @@ class RunSocket(websocket.WebSocketHandler):
                                                     "Copy this file to My files to run it.")
         return await self.application.settings["ctx"].files.area(self.user, spec, write=False)
 
-    @staticmethod
-    def run_request(msg):
-        """(path parts, args, cols, rows, etag) of a `run` message, checked."""
+    async def run_spec(self, msg, mode: Mode) -> RunSpec:
+        """The run a `run` or `debug` message asks for, its fields checked
+        before the database is asked anything (the course folder's access)."""
         parts = paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False)
         args = msg.get("args", [])
         if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
                 isinstance(a, str) and len(a) <= 1000 and "\x00" not in a and _encodable(a) for a in args):
             raise Refused(400, "bad_args", f"args must be a list of at most {MAX_ARGS} strings.")
-        return parts, args, _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24), _etag(msg)
+        cols, rows = _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24)
+        etag = _etag(msg)
+        debug = DebugOptions.of(**debugging.options(msg)) if mode is Mode.DEBUG else None
+        course = await self.course_of(msg)
+        return RunSpec(self.user["id"], self.user["username"], parts, Limits.of(self.application.settings["ctx"].cfg),
+                       mode, course=None if course is None else course.key, args=tuple(args), cols=cols, rows=rows,
+                       etag=etag, debug=debug)
 
     async def send(self, message):
         if self.ws_connection is None or self.ws_connection.is_closing():

@@ -1,8 +1,7 @@
 """A run's life, from "run this" to its last message, whoever asked for it.
 
-A `Job` is made from who runs what (a `RunRequest`: the user and the session
-that asks, the file, its arguments, the terminal's size, the version the
-asker saw) and where its messages go (a `RunSink`: the IDE socket is one,
+A `Job` is made from who runs what (a `RunRequest`: the run's `RunSpec`,
+and the user and the session that ask) and where its messages go (a `RunSink`: the IDE socket is one,
 a grader's collector another). Its collaborators are explicit (`Jobs`,
 which makes every job of the worker and holds what they share). It goes
 through its states in order, each step checking the state it needs (an
@@ -44,6 +43,7 @@ from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
+from .spec import Mode, RunSpec
 from .starts import Sandboxed
 from .warm import WarmSandboxes
 
@@ -67,28 +67,15 @@ class WrongState(RuntimeError):
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Who runs what."""
+    """A run (its RunSpec: spec.py) and what only this worker holds for it."""
+    spec: RunSpec
     user: dict
     session: bytes  # the token hash of the session that asks: no run once it has ended
-    parts: tuple[str, ...]  # the file in the user's home (or in `course`)
-    args: tuple[str, ...] = ()
-    cols: int = 80
-    rows: int = 24
-    etag: str | None = None  # the version the asker saw: nothing else may run
     claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
-    stdin: str | None = None  # typed in as the program starts, then the end of input
-    echo: bool = True  # False: the terminal does not echo what is typed (a check compares the output)
-    nice: int = 0  # 0..10 more: a check's runs go below interactive ones
-    serve: dict | None = None  # the options of checking.py's serve mode: the program's functions serve a check
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
-    limits: dict = field(default_factory=dict)  # settings in place of the worker's (RUN_WALL_SECONDS ...)
-    course: Area | None = None  # a course folder the user may read: its file runs as a read-only copy
-    debug: dict | None = None  # {"breakpoints", "watches"} (debugging.options): the program runs under the debugger
-    files: dict | None = None  # {name: bytes}, `parts[-1]` one of them: run a fresh copy of these (a check's snapshot)
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
     events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
 
-    forbid: tuple[str, ...] = ()  # modules a check's program may not import: importing one ends it (import_guard.py)
 
 class SandboxSource(Protocol):
     """Where a job takes its sandbox from and gives it back to: the user's
@@ -116,7 +103,7 @@ class RunSink(Protocol):
     async def send(self, message: dict) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
 
-    # A job that serves a check (RunRequest.serve) also has its program's
+    # A job that serves a check or runs its tests (Mode.SERVE, Mode.TEST) also has its program's
     # channel messages: `async def channel(self, message: dict) -> None`.
 
 
@@ -303,13 +290,13 @@ class Job:
     async def _go(self):
         """preparing → ready → running: the exit message, or a refusal (None
         when nobody waits for it any more)."""
-        jobs, request = self.jobs, self.request
+        jobs, request, spec = self.jobs, self.request, self.request.spec
         user, area = request.user, Area.home(request.user["username"])
-        copy, used = request.files, None  # a check's snapshot: the files are given
-        if request.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
-            used, copy = await jobs.files.course_copy(user["username"], request.course, request.parts)
-        elif copy is None:
-            used = await jobs.files.check_runnable(user["username"], area, request.parts)  # a file, within its quota
+        copy, used = None, None
+        if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
+            used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
+        elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
+            used = await jobs.files.check_runnable(user["username"], area, spec.parts)  # a file, within its quota
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)
@@ -336,15 +323,14 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        cfg = jobs.cfg.but(**request.limits) if request.limits else jobs.cfg
-        channel = self.sink.channel if request.serve is not None else None
-        if request.debug is not None:
-            self.debug = DebugSession(self.sink.send, self, **request.debug)  # pauses: the IDE's, not the teacher's view
+        channel = self.sink.channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
+        if spec.mode is Mode.DEBUG:
+            options = spec.debug.to_dict() if spec.debug else {}
+            self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
-        self.run = Run(cfg, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
-                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug,
-                       forbid=request.forbid)
+        self.run = Run(spec, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
+                       disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
             self.debug.attach(self.run)
         self.sandboxes.used(user, self.sandboxed)
@@ -353,13 +339,7 @@ class Job:
         if self.sink.gone.is_set():
             self.run.stop("killed")
         await self._send_teed({"type": "started", "run_id": self.run.id})
-        if request.serve is not None:
-            message = await self.run.check("serve", request.serve, request.nice, copy)
-        else:
-            path = request.parts[-1] if copy else "/".join(request.parts)
-            message = await self.run.execute(path, list(request.args), request.cols, request.rows,
-                                             request.etag, request.echo, request.nice, request.stdin, copy,
-                                             request.debug, writable=request.files is not None)
+        message = await self.run.go(copy)
         metrics.RUN_DURATION.observe(message["duration"])
         jobs.took.append(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
@@ -439,13 +419,13 @@ class Job:
         """The run's write budget (disk_guard.py): what the home's quota
         leaves of `used`, or in a scratch home RUN_FILE_MB in all; None
         where the sandbox has no cgroup to count its writes."""
-        cfg, files, username = self.jobs.cfg, self.jobs.files, self.request.user["username"]
+        limits, files, username = self.request.spec.limits, self.jobs.files, self.request.user["username"]
         if sandbox.writes is not None and not self.sandboxes.holds_home:
-            return DiskGuard(sandbox.writes, _no_room, cfg.RUN_FILE_MB << 20, cfg.RUN_FILE_MB << 20)
+            return DiskGuard(sandbox.writes, _no_room, limits.file_mb << 20, limits.file_mb << 20)
         if sandbox.writes is None or not isinstance(used, int):
             return None
-        return DiskGuard(sandbox.writes, lambda: files.room_left(username, area), cfg.QUOTA_BYTES - used,
-                         cfg.RUN_FILE_MB << 20)
+        return DiskGuard(sandbox.writes, lambda: files.room_left(username, area), limits.quota_bytes - used,
+                         limits.file_mb << 20)
 
 
 async def _no_room():

@@ -18,9 +18,9 @@ from typing import Callable
 from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
-from ..files.area import Area
 from .job import Job, Jobs, RunRequest, State
 from .run import Run
+from .spec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -112,15 +112,13 @@ class RunManager:
 
     # -- runs -----------------------------------------------------------------
 
-    def start(self, conn: Connection, parts: tuple[str, ...], args: list[str], cols: int, rows: int,
-              etag: str | None = None, course: Area | None = None, debug: dict | None = None) -> None:
-        """Run the file `parts` of the user's home, or of the course area
-        `course` (one they may read) as a read-only copy in their own sandbox;
-        with `debug` (debugging.options), under the debugger."""
+    def start(self, conn: Connection, spec: RunSpec) -> None:
+        """Run what `spec` says (a file of the user's home, or of a course
+        folder they may read as a read-only copy in their own sandbox; under
+        the debugger or not), its messages on this socket."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
-        request = RunRequest(conn.student.user, conn.token_hash, parts, tuple(args), cols, rows, etag,
-                             course=course, console=True, debug=debug)
+        request = RunRequest(spec, conn.student.user, conn.token_hash, console=True)
         job = conn.job = self.jobs.start(request, conn)
         job.task.add_done_callback(lambda _: self._after(conn, job))
 

@@ -33,7 +33,7 @@ import uuid
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit
-from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE
+from .spec import Mode, RunSpec
 from ..valid_text import valid_text
 
 log = logging.getLogger(__name__)
@@ -83,14 +83,16 @@ MESSAGES = {
 
 
 class Run:
-    def __init__(self, cfg, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None, forbid=()):
-        self.cfg = cfg
+    def __init__(self, spec: RunSpec, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None):
+        if spec.mode in (Mode.SERVE, Mode.TEST) and channel is None:
+            raise ValueError("a check talks on the run's channel: make the Run with one")
+        self.spec = spec  # what runs (spec.py)
+        self.limits = spec.limits
         self.sandbox = sandbox  # a ready sandbox.StartedSandbox
         self.send = send  # async callable taking a message dict
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
         self.debug = debug  # a debugging.DebugSession: it asks for the channel's lines, and pauses the clock
-        self.forbid = tuple(forbid)  # modules the program may not import: importing one ends it (import_guard.py)
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
@@ -167,54 +169,16 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def execute(self, path, args, cols, rows, etag=None, echo=True, nice=0, stdin=None, copy=None,
-                      debug=None, writable=False):
-        """Start the program and stream it to the client; return the exit
-        message. With `etag`, only if the file is that version. `echo`
-        False: the terminal does not echo typed input (a check compares the
-        output); `nice` (0..10): below interactive runs; `stdin`: typed in
-        at once, then the end of input (a check's given input); `copy`
-        ({name: bytes}, `path` one of them): run a read-only copy of these
-        files that the launcher makes, and discards after the run (with
-        `writable`, its folder takes the files the program writes). With
-        a `debug` session, under the debugger, with its options (`debug`:
-        breakpoints and watches)."""
-        go = {"path": path, "args": args, "cols": cols, "rows": rows}
-        if self.debug is not None:
-            go["debug"] = {"code": DEBUGGING_SOURCE, **(debug or {})}
-        if copy is not None:
-            go.update(copy=_encoded(copy), writable=writable)
-        if etag:
-            go["etag"] = etag
-        typed = b"" if stdin is None else frame(b"d", stdin.encode("utf-8", "replace")) + frame(b"e")
-        return await self._go(go, echo, nice, typed)
-
-    async def check(self, mode, options, nice=0, copy=None):
-        """Run checking.py's main in `mode` ("serve": the student's module,
-        "test": the teacher's tests) with `options`, talking on the channel
-        (see PROTOCOL.md); return the exit message, as execute does.
-        `copy` as for execute: the module is served from a fresh copy."""
-        if self.channel is None:
-            raise ValueError("a check talks on the run's channel: make the Run with one")
-        go = {"mode": mode, "code": CHECKING_SOURCE, "options": options, "cols": 80, "rows": 24}
-        if copy is not None:
-            go.update(copy=_encoded(copy), path=options["file"], writable=True)
-        return await self._go(go, True, nice, typed=frame(b"e"))  # nobody types in a check: input() ends
-
-    async def _go(self, go, echo, nice, typed=b""):
+    async def go(self, copy=None):
+        """Start the program the spec names and stream it to the client;
+        return the exit message. `copy` ({name: bytes}): the files of a
+        course folder to run a read-only copy of (the spec's own `files`
+        otherwise), which the launcher makes and discards after the run."""
         started = self.last_activity = time.monotonic()
         # The kernel's counts as the sandbox's last run ended are this run's
         # start (its launcher did nothing since): two cgroup reads saved.
         oom_before, cpu_before = self.sandbox.counts or (self.sandbox.oom_kills(), self.sandbox.cpu_seconds())
-        if self.channel is not None:
-            go["channel"] = True
-        if self.forbid:
-            go["forbid"] = {"code": IMPORT_GUARD_SOURCE, "modules": list(self.forbid)}
-        if not echo:
-            go["echo"] = False
-        if nice:
-            go["nice"] = nice
-        self.sandbox.send(frame(b"g", json.dumps(go).encode()) + typed)
+        self.sandbox.send(self.spec.to_frame(channel=self.channel is not None, copy=copy))
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
@@ -352,7 +316,7 @@ class Run:
 
     def _count(self, n):
         self.output_bytes += n
-        if self.output_bytes > self.cfg.RUN_OUTPUT_KB << 10:
+        if self.output_bytes > self.limits.output_kb << 10:
             self.stop("output_limit")
             return False
         return True
@@ -385,7 +349,7 @@ class Run:
                 await self._flush()
 
     async def _watchdog(self, started, cpu_before):
-        cfg = self.cfg
+        limits = self.limits
         next_disk_check, cpu_at_disk_check = started + DISK_CHECK_SECONDS, cpu_before
         while True:
             await asyncio.sleep(CHECK_SECONDS)
@@ -393,18 +357,18 @@ class Run:
             debug = self.debug
             if debug is not None and debug.overdue(now):
                 return await self.stop("debug_slow")  # a watch or a value's __repr__ that never finishes
-            if now - started - (debug.paused_seconds(now) if debug else 0) > cfg.RUN_WALL_SECONDS:
+            if now - started - (debug.paused_seconds(now) if debug else 0) > limits.wall_seconds:
                 return await self.stop("timeout")  # time paused in the debugger does not count
             cpu = self.sandbox.cpu_seconds()
             if debug is not None and debug.paused_since is not None:
-                if debug.idle(now, cfg.RUN_DEBUG_IDLE_SECONDS):
+                if debug.idle(now, limits.debug_idle_seconds):
                     return await self.stop("debug_idle")
                 if debug.working_unplaced(cpu):
                     return await self.stop("debug_busy")  # it said it was paused, the kernel says not
-            elif now - self.last_activity > cfg.RUN_IDLE_SECONDS:
+            elif now - self.last_activity > limits.idle_seconds:
                 return await self.stop("idle")
             if cpu is not None and cpu_before is not None and \
-                    cpu - cpu_before > cfg.RUN_CPU_SECONDS + CPU_GRACE_SECONDS:
+                    cpu - cpu_before > limits.cpu_seconds + CPU_GRACE_SECONDS:
                 return await self.stop("cpu_limit")  # many processes, each under its own limit
             # The home is walked only while the program works: one waiting
             # for input writes nothing.
@@ -438,7 +402,7 @@ class Run:
         status = self.status or {}
         code = status.get("code") if self.status else exit_.code
         sig = status.get("signal") if self.status else exit_.signal
-        cfg = self.cfg
+        limits = self.limits
         if self.stop_reason:
             reason = self.stop_reason
         elif status.get("changed"):
@@ -448,7 +412,7 @@ class Run:
         elif self.status is None:
             reason = "sandbox_lost"
         elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_used is not None
-                                       and cpu_used >= cfg.RUN_CPU_SECONDS):
+                                       and cpu_used >= limits.cpu_seconds):
             reason = "cpu_limit"
         elif status.get("interrupted") and (code == 130 or sig == signal.SIGINT):
             reason = "interrupted"
@@ -463,10 +427,10 @@ class Run:
         elif working_out and reason in ("ok", "error"):
             words = self.debug.ended_words()
         else:
-            words = MESSAGES[reason].format(wall=cfg.RUN_WALL_SECONDS, idle=cfg.RUN_IDLE_SECONDS,
-                                            cpu=cfg.RUN_CPU_SECONDS, memory=cfg.RUN_MEMORY_MB,
-                                            output=cfg.RUN_OUTPUT_KB, quota=_megabytes(cfg.QUOTA_BYTES),
-                                            debug_idle=cfg.RUN_DEBUG_IDLE_SECONDS)
+            words = MESSAGES[reason].format(wall=limits.wall_seconds, idle=limits.idle_seconds,
+                                            cpu=limits.cpu_seconds, memory=limits.memory_mb,
+                                            output=limits.output_kb, quota=_megabytes(limits.quota_bytes),
+                                            debug_idle=limits.debug_idle_seconds)
         # A reason of its own is reported as the limit it is, in its own words.
         reason = {"idle": "timeout", "debug_idle": "timeout", "debug_slow": "timeout",
                   "debug_busy": "cpu_limit"}.get(reason, reason)
@@ -501,7 +465,3 @@ def _status(payload):
             "interrupted": value.get("interrupted") is True, "memory_error": value.get("memory_error") is True,
             "changed": value.get("changed") is True}
 
-
-def _encoded(copy):
-    """A copy's files as the go frame carries them."""
-    return {name: base64.b64encode(data).decode() for name, data in copy.items()}
