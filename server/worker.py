@@ -21,6 +21,7 @@ from .accounts import sessions, throttle
 from .accounts.service import Accounts
 from .accounts.uids import run_uid
 from .assist.service import Assist
+from .checks.checkers import CheckerSandboxes
 from .checks.grader import Grader
 from .executor import BoundedExecutor
 from .fifo import FifoGate
@@ -34,7 +35,6 @@ from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
 from .runs.starts import Starts
 from .runs import scratch
-from .runs.checkers import CheckerSandboxes
 from .runs.events import Guarded
 from .runs.job import Jobs
 from .runs.warm import WarmSandboxes

@@ -16,7 +16,7 @@ for its whole length (no Run meanwhile, no second check), and:
    run writes survives it; the checks the student sees run first, the
    hidden ones after (see _run), so what a hidden check's run is given
    never reaches a result the student sees;
-3. runs the teacher's side in a checker sandbox (runs/checkers.py), which
+3. runs the teacher's side in a checker sandbox (checkers.py), which
    holds the exercise's tests.py and nothing of the student's: code checks
    on the source text, output comparisons (prompts apart: transcript.py),
    and tests.py's test functions. When a test calls a student's function,
@@ -40,19 +40,19 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
+from typing import Awaitable, Callable
 
 from ..errors import Refused
 from ..exercises import visibility
 from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
-from ..runs.checkers import CheckerSandboxes
 from ..runs.events import NoEvents
-from ..runs.job import Jobs, RunRequest, outcome, refused
-from ..runs.run import Run
+from ..runs.job import Job, Jobs, RunRequest, outcome, refused
 from ..runs.scratch import ScratchSandbox
 from ..runs.spec import Limits, Mode, RunSpec
 from ..valid_text import valid_value
 from . import code_rules
+from .checkers import CheckerPlace, CheckerSandboxes
 from .transcript import Transcript, shown as shown_transcript
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,42 @@ class Collected:
     @property
     def text(self):
         return self.transcript.text()
+
+
+class Relay:
+    """The checker run's sink: its messages kept as any run's, and its
+    channel relayed: a test's call of the student's function goes to the
+    program serving them (`answer`: Check._call) and the reply back;
+    verdicts are kept. Each is awaited, so the checker's next line waits
+    for it."""
+
+    def __init__(self, answer: Callable[[dict], Awaitable[dict]], tests: dict):
+        self.answer = answer
+        self.tests = tests  # test function name -> its check
+        self.collected = Collected()
+        self.gone = self.collected.gone
+        self.verdicts: dict = {}
+        self.job: Job | None = None  # the checker run's, once started
+
+    async def send(self, message: dict) -> None:
+        await self.collected.send(message)
+
+    async def channel(self, message: dict) -> None:
+        kind = message.get("type")
+        if kind == "call":
+            reply = await self.answer(message)
+            run = self.job.run
+            try:
+                run.tell(reply)
+            except ValueError:  # a value over the channel's bound
+                run.tell({"type": "reply", "id": message.get("id"),
+                          "failed": {"message": "The value your function returned is too large to check."}})
+        elif kind == "result" and isinstance(message.get("id"), str):
+            test = self.tests.get(message["id"])
+            # It may quote a NUL the program wrote.
+            self.verdicts.setdefault(test.id if test else message["id"], valid_value(message))
+        elif kind == "not_gradable":
+            self.verdicts["not_gradable"] = valid_value(message.get("error") or {})
 
 
 class Grader:
@@ -362,52 +398,33 @@ class Check:
         """The teacher's side of `checks`, in a checker sandbox: {check id:
         verdict}, or {"not_gradable": error} when the source does not parse."""
         grader, exercise = self.grader, found.exercise
-        checker = await grader.checkers.take()
-        if checker is None:
-            raise Refused(503, "sandbox_failed", "The checks could not start. Try again in a moment.")
-        reusable = False
-        try:
-            await asyncio.get_running_loop().run_in_executor(
-                None, grader.checkers.write, checker, {"tests.py": (found.tests or "").encode()})
-            options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
-                       "tests": [c.test for c in checks if c.kind == "function"], "source": source,
-                       "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
-                       "output_checks": output_checks}
-            tests = {c.test: c for c in checks if c.kind == "function"}
-            collected = Collected()
-            verdicts = {}
-
-            async def from_checker(message):
-                kind = message.get("type")
-                if kind == "call":
-                    reply = await self._call(parts, claim, message)
-                    try:
-                        run.tell(reply)
-                    except ValueError:  # a value over the channel's bound
-                        run.tell({"type": "reply", "id": message.get("id"),
-                                  "failed": {"message": "The value your function returned is too large to check."}})
-                elif kind == "result" and isinstance(message.get("id"), str):
-                    test = tests.get(message["id"])
-                    # It may quote a NUL the program wrote.
-                    verdicts.setdefault(test.id if test else message["id"], valid_value(message))
-                elif kind == "not_gradable":
-                    verdicts["not_gradable"] = valid_value(message.get("error") or {})
-            spec = RunSpec(self.user["id"], self.user["username"], ("tests.py",),
-                           grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=CHECK_NICE,
-                           tests=options)
-            run = Run(spec, checker.sandboxed.sandbox, collected.send, channel=from_checker)
-            exit_ = await run.go()
-            reusable = run.reusable
-            if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
-                log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
-            awaited = {c.id for c in checks if c.kind != "output"} | {c["id"] for c in output_checks}
-            if "not_gradable" not in verdicts and not awaited <= verdicts.keys() and exit_["reason"] != "timeout":
-                # Past its time, what did not report failed (a slow program's doing); otherwise it broke.
-                raise Refused(503, "checker_failed", "The checks stopped before they had all run. Press Check "
-                                                     "again; if it happens again, tell your teacher.")
-            return verdicts
-        finally:
-            await grader.checkers.give_back(checker, reusable)
+        options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
+                   "tests": [c.test for c in checks if c.kind == "function"], "source": source,
+                   "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
+                   "output_checks": output_checks}
+        spec = RunSpec(self.user["id"], self.user["username"], ("tests.py",),
+                       grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=CHECK_NICE,
+                       tests=options)
+        # Under the check's own lock and place (it waited in the checks' line), in a checker sandbox of its own.
+        place = CheckerPlace(grader.checkers, {"tests.py": (found.tests or "").encode()})
+        relay = Relay(lambda call: self._call(parts, claim, call), {c.test: c for c in checks if c.kind == "function"})
+        relay.job = grader.jobs.start(RunRequest(spec, self.user, self.session, claim=claim, placed=True,
+                                                 sandboxes=place, events=CHECK_RUN_EVENTS), relay)
+        await relay.job.done.wait()
+        exit_, verdicts = relay.collected.exit or {}, relay.verdicts
+        if exit_.get("type") != "exit":  # it did not run
+            if exit_.get("error") == "sandbox_failed":
+                raise Refused(503, "sandbox_failed", "The checks could not start. Try again in a moment.")
+            raise Refused(503, exit_.get("error") or "checker_failed",
+                          exit_.get("message") or "The checks could not start. Try again in a moment.")
+        if exit_["reason"] not in RUN_ENDINGS and "not_gradable" not in verdicts:
+            log.info("a checker run ended %s: %s", exit_["reason"], exit_.get("message"))
+        awaited = {c.id for c in checks if c.kind != "output"} | {c["id"] for c in output_checks}
+        if "not_gradable" not in verdicts and not awaited <= verdicts.keys() and exit_["reason"] != "timeout":
+            # Past its time, what did not report failed (a slow program's doing); otherwise it broke.
+            raise Refused(503, "checker_failed", "The checks stopped before they had all run. Press Check "
+                                                 "again; if it happens again, tell your teacher.")
+        return verdicts
 
     # -- the student's functions, served ---------------------------------------------------
 

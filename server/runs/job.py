@@ -72,6 +72,7 @@ class RunRequest:
     user: dict
     session: bytes  # the token hash of the session that asks: no run once it has ended
     claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
+    placed: bool = False  # the asker holds its place already: it waits in no line (a check's checker run)
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
     events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
@@ -310,14 +311,15 @@ class Job:
             return None
 
         self._step(State.PREPARING, State.READY)
-        queued_at = time.monotonic()
-        try:
-            self.admitted = await self._admit()
-        except QueueFull:
-            return refusal("server_busy", "The server is busy. Try again in a moment.")
-        if not self.admitted:
-            return None  # nobody waits any more
-        metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
+        if not request.placed:
+            queued_at = time.monotonic()
+            try:
+                self.admitted = await self._admit()
+            except QueueFull:
+                return refusal("server_busy", "The server is busy. Try again in a moment.")
+            if not self.admitted:
+                return None  # nobody waits any more
+            metrics.RUN_QUEUE_WAIT.observe(time.monotonic() - queued_at)
         if jobs.draining():  # shutdown stopped the runs it found: this one must not start after it
             return refusal("server_restart", "The server is restarting. Run it again in a moment.")
 
@@ -341,7 +343,8 @@ class Job:
         await self._send_teed({"type": "started", "run_id": self.run.id})
         message = await self.run.go(copy)
         metrics.RUN_DURATION.observe(message["duration"])
-        jobs.took.append(message["duration"])
+        if not request.placed:  # (the line's estimates are of the runs that wait in it)
+            jobs.took.append(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
 

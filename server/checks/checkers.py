@@ -9,16 +9,21 @@ only what a check puts there (the teacher's tests) and run as CHECKER_UID
 not root). After each check its folder is emptied; a sandbox that may
 serve another run waits for the next check (at most `keep` of them wait),
 any other is killed as a whole and its folder removed.
+
+A check's checker run is a job like any other (runs/job.py): its sandbox
+comes from a `CheckerPlace`, which takes a checker sandbox, puts the
+check's files in it and gives it back.
 """
 import asyncio
 import logging
 import os
 import shutil
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from ..accounts.uids import run_uid
-from .scratch import make_folder, remove_folder
-from .starts import Sandboxed, Starts, discard, ready
+from ..runs.scratch import make_folder, remove_folder
+from ..runs.starts import Sandboxed, Starts, discard, ready
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +97,39 @@ class CheckerSandboxes:
     async def _drop(self, checker):
         await discard(checker.sandboxed.sandbox)
         await asyncio.get_running_loop().run_in_executor(None, remove_folder, checker.home)
+
+
+class CheckerPlace:
+    """Where a checker run's job takes its sandbox from (job.SandboxSource):
+    a checker sandbox holding `files` (the teacher's tests), given back
+    emptied once the run is over."""
+
+    holds_home = False  # a folder of its own: no student's home
+
+    def __init__(self, checkers: CheckerSandboxes, files: dict[str, bytes]):
+        self.checkers = checkers
+        self.files = files
+        self.checker: Checker | None = None
+
+    async def take(self, user: dict, notify: Callable[[int], Awaitable[None]]) -> Sandboxed | None:
+        checker = await self.checkers.take()
+        if checker is None:
+            return None
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.checkers.write, checker, self.files)
+        except BaseException:
+            await self.checkers.give_back(checker, False)
+            raise
+        self.checker = checker
+        return checker.sandboxed
+
+    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+        pass  # (nothing to count: a checker sandbox is nobody's)
+
+    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+        checker, self.checker = self.checker, None
+        if checker is not None:
+            await self.checkers.give_back(checker, reusable)
 
 
 def _empty(folder):
