@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from ..accounts.uids import run_uid
 from ..runs.scratch import make_folder, remove_folder
@@ -42,7 +42,7 @@ class CheckerSandboxes:
         self.starts = starts
         cfg = self.cfg = starts.cfg
         self.keep = keep
-        self.uid = run_uid(cfg, CHECKER_USER_ID)
+        self.uid: int | None = run_uid(cfg, CHECKER_USER_ID)  # type: ignore[no-untyped-call]
         self.folder = os.path.join(cfg.DATA_DIR, "sandbox", "checkers")
         self.idle: list[Checker] = []
 
@@ -81,7 +81,7 @@ class CheckerSandboxes:
         idle, self.idle = self.idle, []
         await asyncio.gather(*(self._drop(c) for c in idle), return_exceptions=True)
 
-    async def _new(self):
+    async def _new(self) -> Checker | None:
         loop = asyncio.get_running_loop()
         try:
             home = await loop.run_in_executor(None, make_folder, self.folder, "checker-", self.uid)
@@ -94,7 +94,7 @@ class CheckerSandboxes:
             return None
         return Checker(sandboxed, home)
 
-    async def _drop(self, checker):
+    async def _drop(self, checker: Checker) -> None:
         await discard(checker.sandboxed.sandbox)
         await asyncio.get_running_loop().run_in_executor(None, remove_folder, checker.home)
 
@@ -106,12 +106,12 @@ class CheckerPlace:
 
     holds_home = False  # a folder of its own: no student's home
 
-    def __init__(self, checkers: CheckerSandboxes, files: dict[str, bytes]):
+    def __init__(self, checkers: CheckerSandboxes, files: dict[str, bytes]) -> None:
         self.checkers = checkers
         self.files = files
         self.checker: Checker | None = None
 
-    async def take(self, user: dict, notify: Callable[[int], Awaitable[None]]) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify: Callable[[int], Awaitable[None]]) -> Sandboxed | None:
         checker = await self.checkers.take()
         if checker is None:
             return None
@@ -123,16 +123,16 @@ class CheckerPlace:
         self.checker = checker
         return checker.sandboxed
 
-    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+    def used(self, user: dict[str, Any], sandboxed: Sandboxed) -> None:
         pass  # (nothing to count: a checker sandbox is nobody's)
 
-    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+    async def give_back(self, user: dict[str, Any], sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
         checker, self.checker = self.checker, None
         if checker is not None:
             await self.checkers.give_back(checker, reusable)
 
 
-def _empty(folder):
+def _empty(folder: str) -> None:
     """Remove everything in `folder`, whatever the checks made there."""
     for name in os.listdir(folder):
         path = os.path.join(folder, name)

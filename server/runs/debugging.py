@@ -41,7 +41,7 @@ module owns the rest, on the trusted side:
 """
 import asyncio
 import time
-from typing import Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from ..errors import Refused
 from ..valid_text import valid_text
@@ -76,13 +76,28 @@ class Places(Protocol):
         Raises admission.QueueFull when the line is full."""
 
 
-class DebugSession:
-    """One debug run's commands, pauses, clocks and place."""
+class Program(Protocol):
+    """What a debug session does to its program (the job's run.Run)."""
 
-    def __init__(self, send, places: Places, breakpoints=None, watches=None):
-        self.send = send  # async: a message to the IDE
+    def tell(self, message: dict[str, Any]) -> None:
+        """Send `message` on the program's channel."""
+
+    def interrupt(self) -> None:
+        """Ctrl-C."""
+
+    def cpu_seconds(self) -> float | None:
+        """The CPU its sandbox has used, as the kernel counts it (None: it cannot)."""
+
+
+class DebugSession:
+    """One debug run's commands, pauses, clocks and place. Its job owns it
+    and its run; it reaches them only through `Places` and `Program`."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], Awaitable[None]], places: Places,
+                 breakpoints: dict[str, list[int]] | None = None, watches: list[str] | None = None):
+        self.send = send  # a message to the IDE
         self.places = places
-        self.run = None  # the Run, once it exists (attach)
+        self.program: Program | None = None  # once it exists (attach)
         self.breakpoints = breakpoints or {}
         self.watches = watches or []
         self.frame = 0  # the frame the last pause showed
@@ -97,8 +112,8 @@ class DebugSession:
         self.preparing_since = None  # monotonic time the program began working out a pause, None if not
         self.slow = None  # what it said was slow: {"watch": index} or {"value": name}
 
-    def attach(self, run):
-        self.run = run
+    def attach(self, program: Program) -> None:
+        self.program = program
 
     async def close(self):
         """The run ended: a command still waiting for a place gives up."""
@@ -156,7 +171,7 @@ class DebugSession:
         if kind == "breakpoints":
             self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
             if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
-                self.run.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
+                self.program.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
             return
         if kind == "watches":
             self.watches = clean_watches(msg.get("watches"))
@@ -172,15 +187,15 @@ class DebugSession:
             if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
                 raise Refused(400, "bad_field", f"'frame' must be a whole number from 0 to {STACK - 1}.")
             message["frame"] = frame
-        self._go_on(lambda: self.run.tell(message), runs_again=kind != "frame")
+        self._go_on(lambda: self.program.tell(message), runs_again=kind != "frame")
 
     def interrupt(self):
         """Ctrl-C: a paused program takes it once it has a place again (it may
         go on, if it catches it); a running one at once."""
         if not self.waits_for_student:
-            self.run.interrupt()
+            self.program.interrupt()
         else:
-            self._go_on(self.run.interrupt, runs_again=True)
+            self._go_on(self.program.interrupt, runs_again=True)
 
     def _go_on(self, act, runs_again):
         """`act()` (wake the program) once it has a place; the next pause is taken."""
@@ -245,7 +260,7 @@ class DebugSession:
         self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
-        cpu = self.run.sandbox.cpu_seconds()
+        cpu = self.program.cpu_seconds()
         if cpu is not None:  # the kernel can check the pause: the place goes to the next in line
             self.cpu_unplaced = cpu
             self.places.give_back()

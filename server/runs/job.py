@@ -288,7 +288,7 @@ class Job:
     async def _notice(self, sentence):
         await self.sink.send({"type": "notice", "message": sentence})
 
-    async def _go(self):
+    async def _go(self) -> dict | None:
         """preparing → ready → running: the exit message, or a refusal (None
         when nobody waits for it any more)."""
         jobs, request, spec = self.jobs, self.request, self.request.spec
@@ -354,7 +354,7 @@ class Job:
             estimate = self.jobs.warm.starts.estimate(position)
             await self.sink.send({"type": "queued", "line": "start", "position": position, "estimate": estimate})
 
-    async def _admit(self):
+    async def _admit(self) -> bool:
         """Wait for a place; False if the sink went first."""
         admission = self.jobs.admission
 
@@ -383,17 +383,17 @@ class Job:
 
     # -- a debug run's place (debugging.Places) ---------------------------------------
 
-    def give_back(self):
+    def give_back(self) -> None:
         if self.admitted:
             self.admitted = False
             self.jobs.admission.leave()
 
-    async def take(self):
+    async def take(self) -> bool:
         if not self.admitted:
             self.admitted = await self._admit()
         return self.admitted
 
-    async def _end(self):
+    async def _end(self) -> None:
         """(any state) → ending → ended: give back whatever the job holds."""
         if self.state in (State.ENDING, State.ENDED):
             raise WrongState(f"a job ends once, not again from {self.state.value}")

@@ -29,6 +29,7 @@ import logging
 import signal
 import time
 import uuid
+from typing import Any, Awaitable, Callable, Protocol
 
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
@@ -82,8 +83,29 @@ MESSAGES = {
 }
 
 
+class Pauses(Protocol):
+    """What a run asks of its debug session (debugging.DebugSession), whose
+    pauses stop its clocks and whose answers it takes from the channel."""
+
+    paused_since: float | None
+    preparing_since: float | None
+
+    def wants(self, size: int) -> bool: ...
+    def overdue(self, now: float) -> bool: ...
+    def paused_seconds(self, now: float) -> float: ...
+    def idle(self, now: float, limit: float) -> bool: ...
+    def working_unplaced(self, cpu: float | None) -> bool: ...
+    def slow_words(self) -> str: ...
+    def ended_words(self) -> str: ...
+
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
 class Run:
-    def __init__(self, spec: RunSpec, sandbox, send, disk_check=None, disk_guard=None, channel=None, debug=None):
+    def __init__(self, spec: RunSpec, sandbox: Any, send: Send,
+                 disk_check: Callable[[], Awaitable[bool]] | None = None, disk_guard: Any = None,
+                 channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = None, debug: Pauses | None = None):
         if spec.mode in (Mode.SERVE, Mode.TEST) and channel is None:
             raise ValueError("a check talks on the run's channel: make the Run with one")
         self.spec = spec  # what runs (spec.py)
@@ -92,7 +114,7 @@ class Run:
         self.send = send  # async callable taking a message dict
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
-        self.debug = debug  # a debugging.DebugSession: it asks for the channel's lines, and pauses the clock
+        self.debug = debug  # a debug session's: it asks for the channel's lines, and pauses the clock
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
@@ -115,25 +137,29 @@ class Run:
 
     # -- input from the client ---------------------------------------------
 
-    def stdin(self, text):
+    def cpu_seconds(self) -> float | None:
+        """The CPU its sandbox has used (None where the kernel cannot say)."""
+        return self.sandbox.cpu_seconds()
+
+    def stdin(self, text: str) -> None:
         self.last_activity = time.monotonic()
         self._told_input = False
         # A lone surrogate (half an emoji) cannot be UTF-8: it becomes "?".
         self.sandbox.send(frame(b"d", text.encode("utf-8", "replace")))
 
-    def interrupt(self):
+    def interrupt(self) -> None:
         self.last_activity = time.monotonic()
         self._told_input = False
         self.sandbox.send(frame(b"i"))
 
-    def end_of_input(self):
+    def end_of_input(self) -> None:
         self._told_input = False
         self.sandbox.send(frame(b"e"))
 
-    def resize(self, cols, rows):
+    def resize(self, cols: int, rows: int) -> None:
         self.sandbox.send(frame(b"r", json.dumps({"cols": cols, "rows": rows}).encode()))
 
-    def tell(self, message):
+    def tell(self, message: dict[str, Any]) -> None:
         """Send `message` (a dict) to the program on its channel, once the
         run has started. ValueError if it is larger than CHANNEL_LINE."""
         if self.channel is None:
@@ -144,12 +170,12 @@ class Run:
         self.last_activity = time.monotonic()
         self.sandbox.send(frame(b"c", data))
 
-    def end_channel(self):
+    def end_channel(self) -> None:
         """The program reads the end of its channel after what it was told
         (a `serve` check then exits)."""
         self.sandbox.send(frame(b"C"))
 
-    def stop(self, reason=None):
+    def stop(self, reason: str | None = None) -> "asyncio.Future[None]":
         """End the run now (the first reason given is the one reported); an
         awaitable that is done once the sandbox's processes are gone."""
         if self.stop_reason is None:
@@ -169,7 +195,7 @@ class Run:
 
     # -- the run ----------------------------------------------------------
 
-    async def go(self, copy=None):
+    async def go(self, copy: dict[str, bytes] | None = None) -> dict[str, Any]:
         """Start the program the spec names and stream it to the client;
         return the exit message. `copy` ({name: bytes}): the files of a
         course folder to run a read-only copy of (the spec's own `files`
