@@ -32,12 +32,12 @@ class RunEvents(Protocol):
         """A program of `user` started."""
 
     def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
-        """It ended: `exit_message` is its `exit` message (PROTOCOL.md),
+        """It ended: `exit_message` is its `exit` message (docs/run-protocol.md),
         `error` what its stderr says went wrong (`run_error`), if anything."""
 
     def run_console(self, user: dict, message: dict) -> None:
         """A message of a run an IDE shows (`started`, `output`, `image`,
-        `input`, `exit`: PROTOCOL.md), as its student is sent it."""
+        `input`, `exit`: docs/run-protocol.md), as its student is sent it."""
 
 
 class NoEvents:

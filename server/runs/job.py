@@ -108,7 +108,7 @@ class SandboxSource(Protocol):
 
 
 class RunSink(Protocol):
-    """Where a job's messages go (PROTOCOL.md: queued, started, output,
+    """Where a job's messages go (docs/run-protocol.md: queued, started, output,
     image, input, notice, exit, error)."""
 
     gone: asyncio.Event  # set when nobody waits for the run any more

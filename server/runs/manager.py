@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 SESSION_CHECK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
-CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see PROTOCOL.md)
+CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see docs/run-protocol.md)
 CLOSE_TOO_MANY_TABS = 4002
 
 

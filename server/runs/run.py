@@ -1,6 +1,6 @@
 """One run of a student's program in a ready sandbox: from `go` to its end.
 
-It turns the launcher's frames into protocol messages (see PROTOCOL.md):
+It turns the launcher's frames into protocol messages (see docs/run-protocol.md):
 text is decoded and coalesced into `output` messages every few tens of
 milliseconds, images are cut out of stdout, and every limit the server
 enforces itself (wall time, idle time, output, CPU time of the whole run,
@@ -9,7 +9,7 @@ writes it (disk_guard.py), and its home walked every few seconds besides. Sends 
 slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
-A run may also have a control channel (`channel`, see PROTOCOL.md, "The
+A run may also have a control channel (`channel`, see docs/run-protocol.md, "The
 check channel"): lines of JSON between the server and the program, which
 holds its end at fd 3. What comes on it is the program's data, never the
 launcher's word: it is parsed with bounds and handed to `channel`, which is
@@ -192,7 +192,7 @@ class Run:
     async def check(self, mode, options, nice=0, copy=None):
         """Run checking.py's main in `mode` ("serve": the student's module,
         "test": the teacher's tests) with `options`, talking on the channel
-        (see PROTOCOL.md); return the exit message, as execute does.
+        (see docs/run-protocol.md); return the exit message, as execute does.
         `copy` as for execute: the module is served from a fresh copy."""
         if self.channel is None:
             raise ValueError("a check talks on the run's channel: make the Run with one")

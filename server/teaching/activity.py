@@ -38,7 +38,7 @@ LIMITS = {"timeout", "cpu_limit", "memory_limit", "output_limit", "disk_limit"}
 
 
 def outcome_of(reason: str) -> str:
-    """What the teacher sees of an exit reason (runs/PROTOCOL.md):
+    """What the teacher sees of an exit reason (docs/run-protocol.md):
     ok, error, limit (a limit stopped it) or stopped (Stop, Ctrl-C, ...)."""
     if reason in ("ok", "error"):
         return reason
@@ -148,7 +148,7 @@ class Activity:
         self.wake.set()
 
     def run_ended(self, user: dict, exit_message: dict, error: dict | None = None) -> None:
-        """A run ended: `exit_message` is its `exit` message (runs/PROTOCOL.md),
+        """A run ended: `exit_message` is its `exit` message (docs/run-protocol.md),
         `error` what went wrong (runs/events.py `run_error`), if it failed."""
         reason = str(exit_message.get("reason", "error"))
         earlier = self.runs.get(user["id"])
