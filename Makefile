@@ -1,4 +1,4 @@
-# The two set-up commands of the README: `make start` and `make test`.
+# The two set-up commands of README.md: `make start` and `make test`.
 # `make start` installs what the server needs (requirements.txt) and says
 # what it is doing at each step; `make test` adds the test tools
 # (requirements-test.txt: pytest, Playwright, moto, ...) to the same virtualenv
