@@ -51,7 +51,7 @@ def worker_here(fresh_db, data_dir):
     instance.create()
     instance.prepare_cookie_secret()
     os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-    cfg.SANDBOX = sandbox.resolve(cfg)
+    cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
 
     def story(fn):
         async def go():
