@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from tornado import web
 from tornado.web import OutputTransform
@@ -18,6 +19,9 @@ from . import timing
 from .errors import Refused
 from .executor import Busy
 from .fifo import Full
+
+if TYPE_CHECKING:  # the worker imports the handlers (through app.py)
+    from .worker import Context
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +99,9 @@ class BaseHandler(web.RequestHandler):
     takes_turn = True
 
     @property
-    def ctx(self):
-        return self.application.settings["ctx"]
+    def ctx(self) -> "Context":
+        ctx: Context = self.application.settings["ctx"]
+        return ctx
 
     def initialize(self):
         self._started = time.perf_counter()

@@ -47,6 +47,7 @@ from ..errors import Refused
 from ..executor import BoundedExecutor
 from . import faults, gate, paths
 from .area import Area
+from .changes import FileChanges
 from .child.protocol import Op
 from .modules import modules
 from .processes import FileProcesses
@@ -89,7 +90,7 @@ class Files:
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
         self._homes_made = set()  # usernames whose home is known to be made, in this worker
-        self.changes = None  # changes.FileChanges: the open IDEs are told of every change (set by the worker)
+        self.changes: FileChanges | None = None  # the open IDEs are told of every change (set by the worker)
         self.usage = HomeUsage(pool, lambda username: self.measure(username, Area.home(username)))
 
     # -- where a call runs ------------------------------------------------------------
