@@ -10,7 +10,7 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 from tornado.web import OutputTransform
@@ -32,7 +32,8 @@ UNLIMITED = 1 << 62
 class ApiError(web.HTTPError):
     """An answer `{"error": code, "message": message, **extra}` with `status`."""
 
-    def __init__(self, status, code, message, retry_after=None, extra=None):
+    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(status, log_message=code)
         self.code, self.message, self.retry_after, self.extra = code, message, retry_after, extra
 
@@ -227,14 +228,14 @@ class BaseHandler(web.RequestHandler):
 
     # -- JSON in and out ----------------------------------------------
 
-    def finish_json(self, value, status=None):
+    def finish_json(self, value: object, status: int | None = None) -> None:
         if status:
             self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(value, default=str))
 
-    def json_body(self):
+    def json_body(self) -> dict[str, Any]:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
@@ -254,7 +255,8 @@ class BaseHandler(web.RequestHandler):
         return value
 
     @staticmethod
-    def field(body, name, kind=str, max_len=None, required=True, default=None):
+    def field(body: dict[str, Any], name: str, kind: type = str, max_len: int | None = None, required: bool = True,
+              default: Any = None) -> Any:
         if name not in body or body[name] is None:
             if required:
                 raise ApiError(400, "missing_field", f"The field '{name}' is required.")
@@ -262,20 +264,20 @@ class BaseHandler(web.RequestHandler):
         value = body[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ApiError(400, "wrong_type", f"The field '{name}' must be {kind.__name__}.")
-        if max_len is not None and len(value) > max_len:
+        if max_len is not None and len(body[name]) > max_len:
             raise ApiError(400, "too_long", f"The field '{name}' is longer than {max_len}.")
         return value
 
     # -- who is asking --------------------------------------------------
 
-    async def load_user(self):
+    async def load_user(self) -> dict[str, Any] | None:
         """Resolve the session cookie; returns the user dict or None and
         remembers why not in `self.session_problem`."""
         user, self.session_problem, self.session_token = await user_for_session(self)
         self.current_user = user
         return user
 
-    async def require_user(self, *roles):
+    async def require_user(self, *roles: str) -> dict[str, Any]:
         user = self.current_user or await self.load_user()
         if user is None:
             messages = {"session_expired": "Your session has expired. Log in again.",
@@ -286,7 +288,7 @@ class BaseHandler(web.RequestHandler):
             raise ApiError(403, "forbidden", "Your account may not do this.")
         return user
 
-    def client_address(self):
+    def client_address(self) -> str:
         return client_address(self)
 
 
@@ -311,14 +313,14 @@ def set_session_cookie(handler, token, expires):
                               samesite="Lax", secure=is_https(handler))
 
 
-def _last_forwarded(handler, name):
+def _last_forwarded(handler: web.RequestHandler, name: str) -> str:
     """The last entry of a proxy header: the one our own proxy added (the
     ones before it are whatever the client sent)."""
     value = handler.request.headers.get(name, "")
     return value.split(",")[-1].strip() if value else ""
 
 
-def client_address(handler):
+def client_address(handler: web.RequestHandler) -> str:
     """The client's address; behind a trusted proxy (TRUST_PROXY), the one
     it saw. Only X-Forwarded-For's last entry counts: X-Real-Ip and earlier
     entries come from the client and would let it pick the address its
@@ -330,7 +332,7 @@ def client_address(handler):
     return handler.request.remote_ip or ""
 
 
-def is_https(handler):
+def is_https(handler: web.RequestHandler) -> bool:
     if handler.application.settings["ctx"].cfg.TRUST_PROXY:
         proto = _last_forwarded(handler, "X-Forwarded-Proto")
         if proto:

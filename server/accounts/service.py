@@ -105,7 +105,7 @@ class Accounts:
             ok = False
         else:
             ok = await self._timed_check(passwords.verify_password, row["password_hash"], password)
-        if not ok:  # already counted by the claim
+        if not ok or row is None:  # already counted by the claim (no row: never ok)
             raise Refused(*WRONG_CREDENTIALS)
         if not row["active"]:
             # Said only to someone who knows the password.

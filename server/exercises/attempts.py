@@ -8,6 +8,7 @@ each check is filtered (visibility.py) before it is stored.
 """
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 from ..db import Pool
 from ..valid_text import valid_text, valid_value
@@ -38,7 +39,7 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def progress_of(row) -> dict:
+def progress_of(row) -> dict[str, Any]:
     """A student's numbers for one exercise, as they and the grid see them."""
     return {"attempts": row["attempts"], "best": row["best_score"], "best_max": row["best_max"],
             "latest": row["latest_score"], "latest_max": row["latest_max"], "latest_counted": row["latest_counted"],
@@ -66,9 +67,9 @@ class Attempts:
         self.pool = pool
         self.exercises = exercises  # the service: who is in which class, and the exercises as they are
 
-    async def record(self, student: dict, class_id: int, slug: str, started_at: datetime, results: list[dict],
+    async def record(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime, results: list[dict[str, Any]],
                      not_gradable: bool = False, message: str = "", reason: str | None = None,
-                     graded: dict | None = None) -> dict:
+                     graded: dict[str, Any] | None = None) -> dict[str, Any]:
         """Keep an attempt of `student` at an exercise. `results`: per check
         {"id", "passed": bool, "message": a sentence for the student,
         "shown": what a student may see of a shown check (its input,
@@ -135,14 +136,14 @@ class Attempts:
                 "max_score": exercise.max_score, "attempts": attempts, "started_at": started_at.isoformat(),
                 "finished_at": finished.isoformat(), "results": shown, "note": said}
 
-    async def progress_of(self, student: dict, class_ids: list[int]) -> dict:
+    async def progress_of(self, student: dict[str, Any], class_ids: list[int]) -> dict[str, Any]:
         """{(class id, slug): progress} of a student in these classes."""
         rows = await self.pool.fetch(
             "SELECT * FROM exercise_progress WHERE user_id = $1 AND class_id = ANY($2::bigint[])",
             student["id"], class_ids)
         return {(r["class_id"], r["exercise"]): progress_of(r) for r in rows}
 
-    async def latest_for_student(self, student: dict, class_id: int, slug: str) -> dict | None:
+    async def latest_for_student(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any] | None:
         """A student's progress at an exercise with their latest attempt, as
         they may see it; None before their first."""
         row = await self.pool.fetchrow(

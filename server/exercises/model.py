@@ -42,6 +42,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from ..errors import Refused
 from ..files import paths
@@ -118,7 +119,7 @@ def parse(toml_text: str, tests_text: str | None = None) -> tuple[Exercise | Non
     return from_data(data, tests_text)
 
 
-def from_data(data: dict, tests_text: str | None = None) -> tuple[Exercise, list[str]]:
+def from_data(data: dict[str, Any], tests_text: str | None = None) -> tuple[Exercise, list[str]]:
     """parse() of exercise.toml's content as a dict (TOML's, or the
     browser's form in the same shape: text where TOML has a date-time)."""
     problems = []
@@ -310,7 +311,7 @@ def checked_slug(slug: str) -> str:
 _DEFAULTS = Check(id="", kind="")
 
 
-def as_table(check: Check, defaults: bool = False) -> dict:
+def as_table(check: Check, defaults: bool = False) -> dict[str, Any]:
     """A check as its [[check]] table holds it: the keys of its kind (those
     left at their default only with `defaults`)."""
     keys = ("id", "kind") + KIND_KEYS[check.kind] + COMMON_KEYS[2:]

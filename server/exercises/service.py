@@ -14,6 +14,7 @@ from __future__ import annotations  # a method is named `list`
 
 import dataclasses
 from datetime import datetime, timezone
+from typing import Any
 
 from ..errors import Refused
 from ..files import paths
@@ -124,17 +125,17 @@ class Exercises:
 
     # -- teachers ------------------------------------------------------------------------
 
-    async def _teachers_area(self, teacher: dict, class_id: int, write: bool = False) -> Area:
+    async def _teachers_area(self, teacher: dict[str, Any], class_id: int, write: bool = False) -> Area:
         """The class's checks area, if `teacher` teaches the class (or is an
         admin): the same rule as the files API's `checks/<id>`."""
         return await self.files.area(teacher, f"checks/{class_id}", write)
 
-    async def list(self, teacher: dict, class_id: int) -> list[dict]:
+    async def list(self, teacher: dict[str, Any], class_id: int) -> list[dict[str, Any]]:
         """The class's exercises, each with its problems (if any)."""
         area = await self._teachers_area(teacher, class_id)
         return [_summary(found) for found in await self._all(teacher["username"], area)]
 
-    async def read(self, teacher: dict, class_id: int, slug: str) -> dict:
+    async def read(self, teacher: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """One exercise whole, as the browser's form shows it."""
         area = await self._teachers_area(teacher, class_id)
         found = await self._found(teacher["username"], area, checked_slug(slug))
@@ -148,7 +149,7 @@ class Exercises:
                 "checks": [{**model.as_table(c, defaults=True), "declared": c.declared}
                            for c in found.exercise.checks] if found.exercise else []}
 
-    async def save(self, teacher: dict, class_id: int, slug: str, form: dict) -> dict:
+    async def save(self, teacher: dict[str, Any], class_id: int, slug: str, form: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an exercise from the browser's form: {title, file,
         due, checks: [{id, kind, ...}], instructions, tests, starter: {path:
         text, or null to leave a file (one read() could not show) as it is}
@@ -172,7 +173,7 @@ class Exercises:
                     await self._write(username, area, (slug, STARTER) + tuple(path.split("/")), text)
         return await self.read(teacher, class_id, slug)
 
-    async def delete(self, teacher: dict, class_id: int, slug: str) -> None:
+    async def delete(self, teacher: dict[str, Any], class_id: int, slug: str) -> None:
         """Delete an exercise's folder (into the checks area's trash, from
         where the files API restores it); its attempts are kept."""
         area = await self._teachers_area(teacher, class_id, write=True)
@@ -207,7 +208,7 @@ class Exercises:
 
     # -- students (and anyone in the class: a teacher sees what students see) ----------------
 
-    async def assigned(self, student: dict) -> list[dict]:
+    async def assigned(self, student: dict[str, Any]) -> list[dict[str, Any]]:
         """The exercises of every class `student` is in, as they may see them,
         with their own progress."""
         out = []
@@ -220,7 +221,7 @@ class Exercises:
                                 "progress": progress.get((c["id"], found.slug))})
         return out
 
-    async def student_view(self, student: dict, class_id: int, slug: str) -> dict:
+    async def student_view(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """One exercise as a student may see it: title, instructions, due
         date, starter file names, the checks filtered by visibility, and
         their own progress with the results of their latest attempt."""
@@ -234,7 +235,7 @@ class Exercises:
                 "checks": visibility.student_checks(found.exercise, now()),
                 "progress": await self.attempts.latest_for_student(student, found_class["id"], slug)}
 
-    async def start(self, student: dict, class_id: int, slug: str) -> dict:
+    async def start(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """Copy the exercise's starter files into `<slug>/` of the student's
         home, each only if the student has no file there yet (their work is
         never overwritten): {"folder", "path" (the file the checks read),
@@ -272,19 +273,19 @@ class Exercises:
 
     # -- attempts and the gradebook (attempts.py, gradebook.py) -----------------------------
 
-    async def record_attempt(self, student: dict, class_id: int, slug: str, started_at: datetime,
-                             results: list[dict], not_gradable: bool = False, message: str = "",
-                             reason: str | None = None, graded: dict | None = None) -> dict:
+    async def record_attempt(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime,
+                             results: list[dict[str, Any]], not_gradable: bool = False, message: str = "",
+                             reason: str | None = None, graded: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.attempts.record(student, class_id, slug, started_at, results, not_gradable, message,
                                           reason, graded)
 
-    async def grid(self, teacher: dict, class_id: int) -> dict:
+    async def grid(self, teacher: dict[str, Any], class_id: int) -> dict[str, Any]:
         return await self.gradebook.grid(teacher, class_id)
 
-    async def grades_csv(self, teacher: dict, class_id: int) -> str:
+    async def grades_csv(self, teacher: dict[str, Any], class_id: int) -> str:
         return await self.gradebook.csv(teacher, class_id)
 
-    async def latest_attempt(self, teacher: dict, class_id: int, slug: str, username: str) -> dict:
+    async def latest_attempt(self, teacher: dict[str, Any], class_id: int, slug: str, username: str) -> dict[str, Any]:
         return await self.gradebook.latest_attempt(teacher, class_id, slug, username)
 
 
@@ -292,7 +293,7 @@ def _iso(when):
     return when.isoformat() if when else None
 
 
-def _summary(found: Found) -> dict:
+def _summary(found: Found) -> dict[str, Any]:
     """An exercise in a teacher's list."""
     e = found.exercise
     return {"slug": found.slug, "title": e.title if e else None, "file": e.file if e else None,
@@ -300,13 +301,13 @@ def _summary(found: Found) -> dict:
             "checks": len(e.checks) if e else 0, "problems": found.problems}
 
 
-def _for_students(found: Found) -> dict:
+def _for_students(found: Found) -> dict[str, Any]:
     e = found.exercise
     return {"slug": found.slug, "title": e.title, "file": e.file, "due": _iso(e.due),
             "due_passed": e.due is not None and now() >= e.due, "max_score": e.max_score}
 
 
-def _from_form(form: dict) -> tuple[Exercise, dict, dict | None]:
+def _from_form(form: dict[str, Any]) -> tuple[Exercise, dict[str, Any], dict[str, Any] | None]:
     """(the exercise, {file name: text} of instructions.md and tests.py,
     {starter path: text} or None) of the browser's form, or Refused 400
     with every problem: the same sentences as for a folder from git."""

@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
+from typing import Any
 
 from .. import notify
 
@@ -114,7 +115,7 @@ class FileChanges:
 
     # -- hearing ----------------------------------------------------------------
 
-    def watch(self, names: dict, send) -> Watch:
+    def watch(self, names: dict[str, Any], send) -> Watch:
         """Tell `send` of the changes to the areas in `names` from now on."""
         watch = Watch(dict(names), send)
         for key in names:

@@ -16,6 +16,7 @@ Blocking (it reads and saves through the store): the files service
 service."""
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import Refused
 from .area import Area
@@ -40,13 +41,13 @@ class Pushed:
     (username, path, etag) of the copies students now have as pushed;
     `announced` (username, path, etag, their kept version or None), the
     saves their open IDEs are told of."""
-    copied: dict = field(default_factory=dict)
-    updated: dict = field(default_factory=dict)
-    up_to_date: dict = field(default_factory=dict)
-    replaced: dict = field(default_factory=dict)
-    sent_as_new: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)
-    failed: dict = field(default_factory=dict)
+    copied: dict[str, Any] = field(default_factory=dict)
+    updated: dict[str, Any] = field(default_factory=dict)
+    up_to_date: dict[str, Any] = field(default_factory=dict)
+    replaced: dict[str, Any] = field(default_factory=dict)
+    sent_as_new: dict[str, Any] = field(default_factory=dict)
+    skipped: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, Any] = field(default_factory=dict)
     records: list = field(default_factory=list)
     announced: list = field(default_factory=list)
 
@@ -56,7 +57,7 @@ class Pushed:
                 "failed": self.failed}
 
 
-def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_pushed: dict,
+def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_pushed: dict[str, Any],
                     changed: str = "keep") -> Pushed:
     """Push `source` of the course area `course` to `usernames`;
     `as_pushed`: {(username, path): etag} of the earlier pushes; `changed`:

@@ -35,7 +35,7 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from .. import metrics
 from ..accounts import rules
@@ -67,12 +67,12 @@ _CHANGES = {"save", "upload", "mkdir", "move", "restore", "delete", "home", "pus
 class Membership(Protocol):
     """What files needs to know of classes (teaching/classes.py has it)."""
 
-    async def area(self, user: dict, spec: str, write: bool) -> Area:
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
         """The course folder `spec` names (`course`, `class/<id>`) or a
         class's checks (`checks/<id>`), if `user` may read it (or write it,
         with `write`); else Refused."""
 
-    async def may_read_home(self, user: dict, owner: str) -> bool | None:
+    async def may_read_home(self, user: dict[str, Any], owner: str) -> bool | None:
         """Whether `user` (staff) may read the home of `owner`; None when,
         for `user`, there is no such student."""
 
@@ -165,7 +165,7 @@ class Files:
         except (faults.NotAnswering, ValueError):
             pass
 
-    async def area(self, user: dict, spec: str, write: bool) -> Area:
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
         """The Area `spec` names (home, course, class/<id>, checks/<id>, user/<name>), if `user` may
         read it (or write it, with `write`)."""
         if spec == "home":
@@ -214,7 +214,7 @@ class Files:
         if self.changes is not None:
             self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher", kept=kept)
 
-    async def _write_save_times(self, times: dict) -> None:
+    async def _write_save_times(self, times: dict[str, Any]) -> None:
         # greatest(): another worker may have recorded a later save already.
         names = list(times)
         await self.pool.execute(
@@ -227,11 +227,11 @@ class Files:
     async def is_dir(self, username: str, area: Area, parts: tuple) -> bool:
         return await self._in_process(username, "stat", Op.IS_DIR, area, parts)
 
-    async def list(self, username: str, area: Area, parts: tuple) -> list[dict]:
+    async def list(self, username: str, area: Area, parts: tuple) -> list[dict[str, Any]]:
         """The entries of a folder."""
         return await self._in_process(username, "list", Op.LIST, area, parts)
 
-    async def tree(self, username: str, area: Area, parts: tuple) -> tuple[list[dict], bool]:
+    async def tree(self, username: str, area: Area, parts: tuple) -> tuple[list[dict[str, Any]], bool]:
         """Everything below a folder: (entries, truncated)."""
         return await self._in_process(username, "tree", Op.TREE, area, parts)
 
@@ -239,14 +239,14 @@ class Files:
         """(data, etag, meta) of a file; data None past `limit` bytes."""
         return await self._in_process(username, "read", Op.READ, area, parts, limit)
 
-    async def history(self, username: str, area: Area, parts: tuple) -> list[dict]:
+    async def history(self, username: str, area: Area, parts: tuple) -> list[dict[str, Any]]:
         """The earlier versions of a file."""
         return await self._in_process(username, "history", Op.HISTORY, area, parts)
 
     async def read_version(self, username: str, area: Area, parts: tuple, version: str) -> bytes:
         return await self._in_process(username, "read", Op.READ_VERSION, area, parts, version)
 
-    async def trash_list(self, username: str, area: Area) -> list[dict]:
+    async def trash_list(self, username: str, area: Area) -> list[dict[str, Any]]:
         """What was deleted from an area."""
         return await self._in_process(username, "trash", Op.TRASH_LIST, area)
 
@@ -262,14 +262,14 @@ class Files:
         chunks = self.store.zip_chunks(area, parts)
         return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
 
-    async def python_modules(self, username: str, area: Area, folder: tuple, edited: str, source: str) -> dict:
+    async def python_modules(self, username: str, area: Area, folder: tuple, edited: str, source: str) -> dict[str, Any]:
         """{file name: text} of the Python modules beside the edited file
         `edited` in `folder` that editing help needs (modules.py)."""
         return await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
 
     # -- changing (each change is announced to the open IDEs) --------------------------
 
-    async def save(self, username: str, area: Area, parts: tuple, data: bytes, if_match: str | None) -> dict:
+    async def save(self, username: str, area: Area, parts: tuple, data: bytes, if_match: str | None) -> dict[str, Any]:
         """Save a file (only if its etag is still `if_match`, when given; "*":
         any existing file): its meta."""
         meta = await self._in_process(username, "save", Op.SAVE, area, parts, data, if_match)
@@ -284,19 +284,19 @@ class Files:
         await self._in_process(username, "move", Op.MOVE, area, parts, dest)
         self._changed(username, area, "move", "/".join(parts), to="/".join(dest))
 
-    async def delete(self, username: str, area: Area, parts: tuple) -> dict:
+    async def delete(self, username: str, area: Area, parts: tuple) -> dict[str, Any]:
         """Delete a file or folder (into the area's trash): what was deleted."""
         done = await self._in_process(username, "delete", Op.DELETE, area, parts)
         self._changed(username, area, "delete", "/".join(parts))
         return done
 
-    async def restore(self, username: str, area: Area, parts: tuple, version: str) -> dict:
+    async def restore(self, username: str, area: Area, parts: tuple, version: str) -> dict[str, Any]:
         """Save an earlier version of a file as its newest: its meta."""
         meta = await self._in_process(username, "restore", Op.RESTORE, area, parts, version)
         self._changed(username, area, "save", "/".join(parts), etag=meta.get("etag"))
         return meta
 
-    async def trash_restore(self, username: str, area: Area, record: str, path: str | None) -> dict:
+    async def trash_restore(self, username: str, area: Area, record: str, path: str | None) -> dict[str, Any]:
         """Put back one delete (or the file `path` of it): {"restored", "skipped"}."""
         report = await self._in_process(username, "restore", Op.TRASH_RESTORE, area, record, path)
         for restored in report["restored"]:
@@ -304,7 +304,7 @@ class Files:
         return report
 
     async def upload(self, username: str, area: Area, folder: tuple[str, ...], uploads: list[tuple[str, bytes]],
-                     overwrite: bool) -> dict:
+                     overwrite: bool) -> dict[str, Any]:
         """Save uploaded (file name, bytes) into `folder`: every name is checked
         first (nothing is saved if one is bad), then each file is saved or
         refused on its own (an existing file only with `overwrite`)."""
@@ -325,7 +325,7 @@ class Files:
         return {"saved": saved, "refused": refused}
 
     async def push(self, username: str, course: Area, source: tuple, usernames: list[str],
-                   as_pushed: dict, changed: str = "keep") -> Pushed:
+                   as_pushed: dict[str, Any], changed: str = "keep") -> Pushed:
         """Copy `source` of the course area `course` into the homes of
         `usernames` (push.py; `changed`: what becomes of copies they
         changed); their open editors show it at once, and one whose copy
@@ -349,7 +349,7 @@ class Files:
         quota; what the home holds (bytes) as recorded."""
         return await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
 
-    async def course_copy(self, username: str, course: Area, parts: tuple) -> tuple[int, dict]:
+    async def course_copy(self, username: str, course: Area, parts: tuple) -> tuple[int, dict[str, Any]]:
         """Refused unless `parts` is a file of the course area `course` that
         `username` may run from their home, within its quota: (bytes the
         home holds, {name: bytes} of the file and those beside it), which
@@ -380,7 +380,7 @@ class Files:
 
     # -- homes ---------------------------------------------------------------------------
 
-    async def prepare_home(self, user: dict) -> None:
+    async def prepare_home(self, user: dict[str, Any]) -> None:
         """At sign-in: make the home, waiting SIGN_IN_WAIT seconds at most and
         never failing, since signing in must not need the storage. Not
         tried while the storage is known to fail; the first file call
@@ -396,7 +396,7 @@ class Files:
         except Exception:
             pass  # logged by _unexpected_logged
 
-    async def ensure_home(self, user: dict) -> str:
+    async def ensure_home(self, user: dict[str, Any]) -> str:
         """The user's home, made at first use (0700, theirs; a student's with
         the welcome file once); its path."""
         await self._in_process(user["username"], "home", Op.ENSURE_HOME, user["username"],
