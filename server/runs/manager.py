@@ -41,7 +41,7 @@ class Connection:
     """One open /ws/run, as the manager sees it: the sink of its jobs. `send`
     a message, `close` the socket (the handler's)."""
 
-    def __init__(self, student, token_hash, send, close):
+    def __init__(self, student: Student, token_hash: bytes, send: Callable, close: Callable) -> None:
         self.student = student
         self.token_hash = token_hash
         self.send = send
