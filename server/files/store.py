@@ -38,7 +38,7 @@ import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from typing import IO, Any, Generator, Iterator
 
 from ..errors import Refused
 from . import lock, paths, run_copy, zipstream
@@ -689,7 +689,7 @@ class Store:
 
     # -- zip --------------------------------------------------------------
 
-    def zip_chunks(self, area: Area, parts: Parts) -> Iterator[bytes]:
+    def zip_chunks(self, area: Area, parts: Parts) -> Generator[bytes, None, None]:
         """A generator of the bytes of a zip of a folder, made as it is read.
         The first `next()` checks what can be checked before anything is
         sent (and raises Refused); a later one may still raise, and then
