@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+from asyncio import Future
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
@@ -92,7 +93,11 @@ class BaseHandler(web.RequestHandler):
     """Base of every handler. Bodies are streamed so that an oversized one is
     refused with 413 from its Content-Length, before it is read."""
 
-    max_body = None  # bytes; None means the MAX_BODY_BYTES setting
+    @property
+    def max_body(self) -> int | None:
+        """Bytes of body accepted; None means the MAX_BODY_BYTES setting."""
+        return None
+
     # Waits for its turn in the worker's line of requests (ctx.requests):
     # under overload requests are served in the order they came, and
     # beyond the line's length refused with 503 + Retry-After. Health
@@ -140,7 +145,7 @@ class BaseHandler(web.RequestHandler):
             self._turn = False
             self.ctx.requests.release()
 
-    def finish(self, chunk=None):
+    def finish(self, chunk: str | bytes | dict[str, Any] | None = None) -> "Future[None]":
         if not self._headers_written:
             self.set_header("Server-Timing", timing.header(self.timing, time.perf_counter() - self._started))
         return super().finish(chunk)
@@ -153,7 +158,7 @@ class BaseHandler(web.RequestHandler):
         self._done()
         super().on_connection_close()  # ends a request still waiting for its body
 
-    def _too_large(self):
+    def _too_large(self) -> tuple[int, ApiError]:
         limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
         return limit, ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
 

@@ -3,23 +3,26 @@ attempt with everything the grader saw, and the grades as CSV."""
 import csv
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..csv_cells import safe_cell
-from ..db import Pool
+from ..db import Pool, Row
 from ..errors import Refused
 from .attempts import progress_of
 from .model import checked_slug
+
+if TYPE_CHECKING:  # the service makes this module's Gradebook
+    from .service import Exercises
 
 PRESSES_SHOWN = 100  # of a student's attempts at an exercise, the latest shown with the latest's details
 
 
 class Gradebook:
-    def __init__(self, pool: Pool, exercises):
+    def __init__(self, pool: Pool, exercises: "Exercises") -> None:
         self.pool = pool
         self.exercises = exercises  # the service: the class's exercises and who teaches it
 
-    async def _class(self, teacher: dict[str, Any], class_id: int):
+    async def _class(self, teacher: dict[str, Any], class_id: int) -> tuple[Row, list[dict[str, Any]], list[Row]]:
         """(the class, its exercises that students can do, its active students)."""
         listed = await self.exercises.list(teacher, class_id)  # checks that `teacher` teaches the class
         found = await self.exercises.classes.find(class_id)
