@@ -63,7 +63,8 @@ class Assist:
         """For /api/status: on or off (and why), and the processes' walls."""
         if self.pool is None:
             return {"on": False, "why": self.off or "Editing help is turned off (ASSIST_PROCESSES=0)."}
-        return {"on": True, "processes": self.pool.size, "ready": self.pool.ready, **(self.jail.describe() if self.jail else {})}
+        walls = self.jail.describe() if self.jail else {}
+        return {"on": True, "processes": self.pool.size, "ready": self.pool.ready, **walls}
 
     async def help(self, user: dict, op: str, area_spec: str, path: str, source: str,
                    line: int | None = None, column: int | None = None, name: str | None = None) -> dict:

@@ -72,7 +72,8 @@ class Attempts:
         self.pool = pool
         self.exercises = exercises  # the service: who is in which class, and the exercises as they are
 
-    async def record(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime, results: list[dict[str, Any]],
+    async def record(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime,
+                     results: list[dict[str, Any]],
                      not_gradable: bool = False, message: str = "", reason: str | None = None,
                      graded: dict[str, Any] | None = None) -> dict[str, Any]:
         """Keep an attempt of `student` at an exercise. `results`: per check

@@ -87,7 +87,8 @@ class FileProcesses:
         self.count = count
         self.max_pending = max_pending
         self.pending = 0
-        self._idle: asyncio.Queue[_Process] = asyncio.Queue()  # ready processes waiting for a call; callers wait on it in order
+        # Ready processes waiting for a call; callers wait on it in order.
+        self._idle: asyncio.Queue[_Process] = asyncio.Queue()
         self._live: set[_Process] = set()  # processes starting, idle or in a call (at most `count`)
         self._stuck: set[_Process] = set()  # abandoned processes not yet exited (at most `count`)
         self._starting: set[asyncio.Task[None]] = set()  # tasks starting a process

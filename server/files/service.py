@@ -245,9 +245,11 @@ class Files:
         result: tuple[builtins.list[Meta], bool] = await self._in_process(username, "tree", Op.TREE, area, parts)
         return result
 
-    async def read(self, username: str, area: Area, parts: Parts, limit: int | None = None) -> tuple[bytes | None, str | None, Meta]:
+    async def read(self, username: str, area: Area, parts: Parts,
+                   limit: int | None = None) -> tuple[bytes | None, str | None, Meta]:
         """(data, etag, meta) of a file; data None past `limit` bytes."""
-        result: tuple[bytes | None, str | None, Meta] = await self._in_process(username, "read", Op.READ, area, parts, limit)
+        result: tuple[bytes | None, str | None, Meta] = await self._in_process(username, "read", Op.READ, area,
+                                                                               parts, limit)
         return result
 
     async def history(self, username: str, area: Area, parts: Parts) -> builtins.list[Meta]:
@@ -276,10 +278,11 @@ class Files:
         chunks = self.store.zip_chunks(area, parts)
         return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
 
-    async def python_modules(self, username: str, area: Area, folder: Parts, edited: str, source: str) -> dict[str, str]:
+    async def python_modules(self, username: str, area: Area, folder: Parts, edited: str,
+                             source: str) -> dict[str, str]:
         """{file name: text} of the Python modules beside the edited file
         `edited` in `folder` that editing help needs (modules.py)."""
-        result: dict[str, str] = await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
+        result = await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
         return result
 
     # -- changing (each change is announced to the open IDEs) --------------------------
@@ -370,7 +373,8 @@ class Files:
         `username` may run from their home, within its quota: (bytes the
         home holds, {name: bytes} of the file and those beside it), which
         the sandbox runs as a read-only copy (run_copy.py)."""
-        result: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, course, parts, Area.home(username))
+        result: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, course, parts,
+                                                                      Area.home(username))
         return result
 
     async def snapshot(self, username: str, parts: Parts) -> dict[str, bytes]:

@@ -33,8 +33,10 @@ class _Home:
 @dataclass
 class HomeUsage:
     pool: Pool
-    measure: Callable[[str], Awaitable[tuple[int, int, str | None]]]  # async (username) -> (bytes, files, problem or None)
-    track: Callable[[Coroutine[Any, Any, None]], "asyncio.Future[None]"] = asyncio.ensure_future  # runs a walk put off as a task the worker waits for
+    # async (username) -> (bytes, files, problem or None)
+    measure: Callable[[str], Awaitable[tuple[int, int, str | None]]]
+    # Runs a walk put off as a task the worker waits for.
+    track: Callable[[Coroutine[Any, Any, None]], "asyncio.Future[None]"] = asyncio.ensure_future
     homes: dict[int, _Home] = field(default_factory=dict)  # user id -> _Home (bounded by the worker's students)
 
     async def after_run(self, user: dict[str, Any], tell: Callable[[str], Awaitable[None]], now: bool = False) -> None:
