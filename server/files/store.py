@@ -652,7 +652,7 @@ class Store:
         """What was deleted and can still be restored, newest first."""
         return self.trash.list(area, lambda path, version: self.versions.kept(area, tuple(path.split("/")), version))
 
-    def trash_restore(self, area: Area, record_id: object, path: str | None = None) -> Meta:
+    def trash_restore(self, area: Area, record_id: str, path: str | None = None) -> Meta:
         """Put back what one delete removed (or only the file `path` of it),
         never over something there now: {"restored": [...], "skipped": [...]}."""
         with self._locked(area):
@@ -675,7 +675,7 @@ class Store:
             record["files"] = [f for f in record["files"] if f["path"] not in restored]
             if path is None:
                 record["folders"] = []
-            self.trash.update(area, str(record_id), record)  # load() took it for a record's id
+            self.trash.update(area, record_id, record)
         return {"restored": restored, "skipped": skipped}
 
     def _restore_folder(self, area: Area, parts: Parts, skipped: "builtins.list[Meta]") -> None:
