@@ -99,6 +99,7 @@ def run_error(stderr_tail: str, username: str) -> dict | None:
         shown = [line.strip() for line in lines if line.strip()]
         return {"kind": None, "message": None, "file": None, "line": None, "text": shown[-1]} if shown else None
     found = EXCEPTION_LINE.match(lines[end])
+    assert found is not None  # `end` is the line it matched
     error = {"kind": found["kind"], "message": (found["message"] or "").strip(), "file": None, "line": None,
              "text": lines[end].strip()}
     # The traceback above it: indented lines, up to its "Traceback" header (a
@@ -110,7 +111,7 @@ def run_error(stderr_tail: str, username: str) -> dict | None:
     for line in reversed(lines[start:end]):
         frame = FRAME.match(line)
         path = frame and home_path(frame["file"], username)
-        if path:
+        if frame and path:
             error["file"], error["line"] = path, int(frame["line"])
             break
     return error

@@ -33,9 +33,11 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar
 
 from .. import metrics
+from ..config import Config
+from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 from . import runlock
@@ -46,6 +48,11 @@ from .events import RunEvents, run_error
 from .run import Run
 from .starts import Sandboxed
 from .warm import WarmSandboxes
+
+if TYPE_CHECKING:  # the files service is the worker's; only its type is needed here
+    from ..files.service import Files
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +162,9 @@ SANDBOX_FAILED = refusal("sandbox_failed", "Your program could not start: the se
 @dataclass
 class Jobs:
     """Every job of this worker, and what they share."""
-    cfg: object
-    pool: object  # the database pool (the run lock)
-    files: object  # the files service: the file, the home's quota, its changes and usage
+    cfg: Config
+    pool: Pool  # the database pool (the run lock)
+    files: "Files"  # the files service: the file, the home's quota, its changes and usage
     admission: Admission
     warm: WarmSandboxes
     events: RunEvents
@@ -222,7 +229,7 @@ class Jobs:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=3)
 
-    def track(self, coroutine):
+    def track(self, coroutine: Awaitable[T]) -> "asyncio.Future[T]":
         """Run it as a task the worker waits for when it shuts down, so no run
         lock or sandbox is left behind when the database pool closes."""
         task = asyncio.ensure_future(coroutine)
@@ -244,7 +251,7 @@ class Job:
         self.debug: DebugSession | None = None  # a debug run's session (debugging.py)
         self.session_ended = False  # refused because the asker's session had ended
         self.done = asyncio.Event()  # its last message is out
-        self.task = None  # its life, once started (Jobs.start): done with it
+        self.task: asyncio.Future[None] | None = None  # its life, once started (Jobs.start): done with it
 
     @property
     def events(self) -> RunEvents:
@@ -280,7 +287,8 @@ class Job:
             await self.sink.send(message)
         if self.run is not None and self.sandboxes.holds_home:
             # It may have written, made, renamed or deleted files: the open IDEs look again.
-            jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
+            if jobs.files.changes is not None:
+                jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
             guard = self.run.disk_guard
             await jobs.files.usage.after_run(user, self._notice,
                                              now=guard is not None and guard.wrote() >= WROTE_MEASURE_NOW)

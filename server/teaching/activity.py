@@ -79,11 +79,11 @@ class RunEvent:
     """The newest run event of a user not yet written."""
     running: bool
     at: datetime
-    started_at: datetime = None
-    ended_at: datetime = None
-    outcome: str = None  # None: the run started; the last result stays
-    reason: str = None
-    error: dict = None  # _shown_error's
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: str | None = None  # None: the run started; the last result stays
+    reason: str | None = None
+    error: dict | None = None  # _shown_error's
 
 
 UPSERT_RUNS = """
@@ -120,14 +120,14 @@ def _now():
 
 
 class Activity:
-    def __init__(self, pool: db.Pool, worker: str = None):
+    def __init__(self, pool: db.Pool, worker: str | None = None):
         self.pool = pool
         self.worker = worker or worker_name()
-        self.sockets = {}  # user id -> IDE sockets open on this worker
-        self.presence_changed = set()  # user ids whose count here is not written yet
-        self.runs = {}  # user id -> RunEvent not written yet
+        self.sockets: dict[int, int] = {}  # user id -> IDE sockets open on this worker
+        self.presence_changed: set[int] = set()  # user ids whose count here is not written yet
+        self.runs: dict[int, RunEvent] = {}  # user id -> RunEvent not written yet
         self.wake = asyncio.Event()
-        self.tasks = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.failing = False
 
     # -- the hooks (runs call them: RunEvents) -----------------------------------

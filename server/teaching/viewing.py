@@ -20,7 +20,7 @@ class Viewing(Batch):
         super().__init__("open files", self._write)
         self.pool = pool
 
-    def add(self, user_id: int, path: str | None) -> None:
+    def add(self, user_id: int, path: str | None = None) -> None:
         super().add(user_id, (path, datetime.now(timezone.utc)))
 
     async def _write(self, items: dict) -> None:
