@@ -1,4 +1,4 @@
-# The two set-up commands of the README: `make start` and `make test`.
+# The two set-up commands of README.md: `make start` and `make test`.
 # `make start` installs what the server needs (requirements.txt) and says
 # what it is doing at each step; `make test` adds the test tools
 # (requirements-test.txt: pytest, Playwright, moto, ...) to the same virtualenv
@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: start test server-deps system-deps
+.PHONY: start test typecheck server-deps system-deps
 
 $(PY):
 	@echo "==> Making the virtualenv $(VENV)/ (once)"
@@ -46,5 +46,11 @@ start: server-deps $(VENV)/.installed-runtime
 	@echo "==> Starting the server (the first start also makes its PostgreSQL database under ./data)"
 	DEMO=$${DEMO:-1} $(PY) -m server
 
-test: system-deps $(VENV)/.installed-test $(AXE)
+# mypy over server/ (mypy.ini: strict for files/ and exercises/, child/ code
+# aside), before the tests: a type error fails the build.
+typecheck: $(VENV)/.installed-test
+	@echo "==> Checking the server's types (mypy, mypy.ini)"
+	$(PY) -m mypy
+
+test: typecheck system-deps $(VENV)/.installed-test $(AXE)
 	$(PY) -m pytest

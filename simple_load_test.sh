@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One process or several? The load test of the README's "Measuring" section.
+# One process or several? The load test of docs/benchmarks.md.
 #
 # With no options: starts its own PostgreSQL and, in turn, the server with
 # TORNADO_PROCESSES=1 and with one process per CPU (at least 2), each on a

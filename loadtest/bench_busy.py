@@ -52,7 +52,7 @@ EXPECTED = "hello from a busy host 42"
 SAVED_PROGRAM = 'print("hello from a busy host", 6 * 7)\n'
 HOG = "import time\nend = time.monotonic() + {seconds:.0f}\nwhile time.monotonic() < end:\n    pass\n"
 RUN_TIMEOUT = 120.0
-LINES = ("start", "run")  # the lines a run may wait in (server/runs/PROTOCOL.md, `queued`)
+LINES = ("start", "run")  # the lines a run may wait in (docs/run-protocol.md, `queued`)
 
 
 # -- the busy host ------------------------------------------------------------------------

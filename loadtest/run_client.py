@@ -1,5 +1,5 @@
 """A WebSocket client for /ws/run that speaks the protocol the way the
-browser does (server/runs/PROTOCOL.md), for the tests, the benchmarks and
+browser does (docs/run-protocol.md), for the tests, the benchmarks and
 the load test; and the checked runs the tools time with it.
 
     async with RunClient(url, cookies) as rc:         # one IDE tab

@@ -112,7 +112,7 @@ def main(argv=None):
             pg = EmbeddedPostgres(cfg.DATA_DIR)
             dsn = pg.start()
         os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-        cfg.SANDBOX = sandbox.resolve(cfg)  # once, before forking: every worker uses the same
+        cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))  # once, before forking: every worker uses the same
         log.info("%s", sandbox.announce(cfg))
         try:
             sockets = bind_sockets(cfg.PORT, cfg.HOST, backlog=1024)
@@ -120,7 +120,7 @@ def main(argv=None):
             print(f"error: cannot listen on {cfg.HOST}:{cfg.PORT}: {e.strerror}", file=sys.stderr)
             return 1
         port = sockets[0].getsockname()[1]
-        public_url.resolve(cfg, port)  # before forking: every worker prints the same on slips
+        cfg = public_url.resolve(cfg, port)  # before forking: every worker prints the same on slips
         if cfg.process_count == 1:
             return serve_single(cfg, instance, sockets, dsn, port)
         return Supervisor(cfg, instance, sockets, dsn, port).run()

@@ -1,6 +1,7 @@
 """make_app(): the route table, the one place to see every URL."""
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from tornado import web
 
@@ -20,6 +21,9 @@ from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandle
                                 ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
                                 RosterHandler, StarterHandler, TalkHandler)
 from .web import WorkerHeaders, client_address
+
+if TYPE_CHECKING:  # the worker imports this module
+    from .worker import Context
 
 access_log = logging.getLogger("server.access")
 
@@ -92,7 +96,7 @@ def log_request(handler):
                        handler.request.uri, client_address(handler), seconds * 1000)
 
 
-def make_app(ctx):
+def make_app(ctx: "Context") -> web.Application:
     app = web.Application(
         ROUTES,
         ctx=ctx,

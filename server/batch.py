@@ -12,7 +12,7 @@ by the number of requests. A write that fails keeps its items for the next
 flush; a value added meanwhile stays the newer one.
 """
 import logging
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +21,9 @@ class Batch:
     def __init__(self, name: str, write: Callable[[dict], Awaitable[None]]):
         self.name = name
         self._write = write
-        self.pending = {}
+        self.pending: dict[Any, Any] = {}
 
-    def add(self, key, value=None):
+    def add(self, key: Any, value: Any = None) -> None:
         self.pending[key] = value
 
     async def flush(self):

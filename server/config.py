@@ -6,12 +6,15 @@ stops start-up with one line naming the variable, the value and what is
 allowed (`ConfigError`), so that an operator never runs a half-configured
 server.
 """
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from . import public_url
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -19,14 +22,30 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Parser(Generic[T]):
+    """Text of the environment to a setting's value; ValueError says what is allowed."""
+    convert: Callable[[str], T]
+    allowed: str  # for --help and docs/settings.md
+
+    def __call__(self, text: str) -> T:
+        return self.convert(text)
+
+
+def _allowing(allowed: str) -> Callable[[Callable[[str], T]], Parser[T]]:
+    def wrap(convert: Callable[[str], T]) -> Parser[T]:
+        return Parser(convert, allowed)
+    return wrap
+
+
+@dataclass(frozen=True)
 class Setting:
     name: str
-    parse: Callable[[str], Any]  # raises ValueError with "what is allowed"
+    parse: Parser[Any]
     default: str  # as it would be written in the environment
     help: str
     secret: bool = False
 
-    def shown(self, value):
+    def shown(self, value: Any) -> Any:
         """`value` as it may be printed: secrets masked (a URL keeps all but its password)."""
         if not self.secret or not value:
             return value
@@ -35,8 +54,9 @@ class Setting:
         return "********"
 
 
-def _int(lo, hi, note=""):
-    def parse(text):
+def _int(lo: int, hi: int, note: str = "") -> Parser[int]:
+    @_allowing(f"{lo}..{hi}{note}")
+    def parse(text: str) -> int:
         try:
             value = int(text.strip())
         except ValueError:
@@ -44,23 +64,23 @@ def _int(lo, hi, note=""):
         if value is None or not lo <= value <= hi:
             raise ValueError(f"expected a whole number from {lo} to {hi}{note}")
         return value
-    parse.allowed = f"{lo}..{hi}{note}"
     return parse
 
 
-def _choice(*options):
+def _choice(*options: str) -> Parser[str]:
     """One of `options`, in any letter case, returned as written there."""
-    def parse(text):
+    @_allowing("|".join(options))
+    def parse(text: str) -> str:
         by_key = {o.lower(): o for o in options}
         value = by_key.get(text.strip().lower())
         if value is None:
             raise ValueError("expected one of " + ", ".join(options))
         return value
-    parse.allowed = "|".join(options)
     return parse
 
 
-def _bool(text):
+@_allowing("0|1")
+def _bool(text: str) -> bool:
     value = text.strip().lower()
     if value in ("1", "true", "yes", "on"):
         return True
@@ -69,65 +89,57 @@ def _bool(text):
     raise ValueError("expected 1/0, true/false, yes/no or on/off")
 
 
-_bool.allowed = "0|1"
 
-
-def _text(text):
+@_allowing("text")
+def _text(text: str) -> str:
     return text
 
 
-_text.allowed = "text"
 
-
-def _path(text):
+@_allowing("path")
+def _path(text: str) -> str:
     if not text.strip():
         raise ValueError("expected a folder path")
     return os.path.abspath(os.path.expanduser(text.strip()))
 
 
-_path.allowed = "path"
 
-
-def _optional_path(text):
+@_allowing("path or empty")
+def _optional_path(text: str) -> str:
     return _path(text) if text.strip() else ""
 
 
-_optional_path.allowed = "path or empty"
 
-
-def _host(text):
+@_allowing("host")
+def _host(text: str) -> str:
     value = text.strip()
     if not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", value):
         raise ValueError("expected a host name or IP address such as 0.0.0.0 or 127.0.0.1")
     return value
 
 
-_host.allowed = "host"
 
-
-def _database_url(text):
+@_allowing("postgresql://…")
+def _database_url(text: str) -> str:
     value = text.strip()
     if value and not re.match(r"^postgres(ql)?://", value):
         raise ValueError("expected empty (embedded PostgreSQL) or postgresql://user:password@host:port/dbname")
     return value
 
 
-_database_url.allowed = "postgresql://…"
 
-
-def _secret(text):
+@_allowing("32+ characters")
+def _secret(text: str) -> str:
     if text and len(text) < 32:
         raise ValueError("expected at least 32 characters (or unset to generate one)")
     return text
 
 
-_secret.allowed = "32+ characters"
-
 HOUR = 3600
 SETTINGS = [
     Setting("HOST", _host, "0.0.0.0", "address to listen on"),
     Setting("PORT", _int(0, 65535, ", 0 = any free port"), "8888", "TCP port to listen on"),
-    Setting("PUBLIC_URL", public_url.parse, "",
+    Setting("PUBLIC_URL", Parser(public_url.parse, "http(s)://host[:port][/path] or empty"), "",
             "the address students type to reach the server, printed on password slips (e.g. "
             "http://10.0.0.5:8888 or https://py.school.org); empty guesses this computer's network address "
             "and PORT, and says so at start-up"),
@@ -249,29 +261,92 @@ SETTINGS = [
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
+@dataclass(frozen=True, kw_only=True)
 class Config:
-    """The effective settings, as attributes named after the variables."""
+    """The effective settings: one field per row of SETTINGS, named after its
+    variable and typed as its parser returns (tests/test_config.py holds the
+    two together). Frozen: a changed setting is a new Config (`but`)."""
+    HOST: str
+    PORT: int
+    PUBLIC_URL: str
+    TORNADO_PROCESSES: int
+    DATABASE_URL: str
+    DATA_DIR: str
+    STORAGE_ROOT: str
+    COOKIE_SECRET: str
+    DB_POOL_MAX: int
+    DB_ACQUIRE_TIMEOUT: int
+    DB_QUERY_TIMEOUT: int
+    LOG_LEVEL: str
+    ADMIN_PASSWORD: str
+    DEMO: bool
+    SESSION_TTL: int
+    SESSION_CACHE_SECONDS: int
+    REQUESTS_AT_ONCE: int
+    REQUEST_QUEUE: int
+    TRUST_PROXY: bool
+    MAX_BODY_BYTES: int
+    LOGIN_FAILURES_PER_USER: int
+    LOGIN_FAILURES_PER_ADDRESS: int
+    LOGIN_THROTTLE_WINDOW: int
+    HASH_THREADS: int
+    FILE_PROCESSES: int
+    FILE_DEADLINE: int
+    FILE_THREADS: int
+    MAX_FILE_BYTES: int
+    QUOTA_BYTES: int
+    QUOTA_FILES: int
+    HISTORY_VERSIONS: int
+    PERF_CHECK: bool
+    FS_DELAY_MS: int
+    SANDBOX: str
+    SANDBOX_PYTHON: str
+    SANDBOX_IMAGE: str
+    SANDBOX_UID_BASE: int
+    RUN_MAX_CONCURRENT: int
+    RUN_SANDBOX_RUNS: int
+    RUN_QUEUE_MAX: int
+    SANDBOX_CPU: str
+    SANDBOX_STARTS_AT_ONCE: int
+    RUN_SOCKETS_PER_USER: int
+    RUN_WALL_SECONDS: int
+    RUN_IDLE_SECONDS: int
+    RUN_DEBUG_IDLE_SECONDS: int
+    RUN_CPU_SECONDS: int
+    RUN_MEMORY_MB: int
+    RUN_PROCESSES: int
+    RUN_FILE_MB: int
+    RUN_OPEN_FILES: int
+    RUN_OUTPUT_KB: int
+    CHECKS_AT_ONCE: int
+    CHECK_QUEUE_MAX: int
+    CHECK_SECONDS: int
+    ASSIST_PROCESSES: int
+    ASSIST_QUEUE_MAX: int
+    ASSIST_TIMEOUT: int
+    ASSIST_MEMORY_MB: int
+    SHUTDOWN_TIMEOUT: int
+    # Derived, not read from the environment: whether PUBLIC_URL is
+    # public_url.guess()'s (it was left empty).
+    PUBLIC_URL_GUESSED: bool = dataclasses.field(default=False, metadata={"derived": True})
 
-    def __init__(self, values):
-        self.__dict__.update(values)
-
-    def but(self, **values) -> "Config":
+    def but(self, **values: Any) -> "Config":
         """These settings with `values` in place of some (a check's runs' shorter limits)."""
-        return Config(dict(self.__dict__, **values))
+        return dataclasses.replace(self, **values)
 
-    def masked(self):
+    def masked(self) -> list[tuple[str, Any]]:
         """(name, value) pairs for display, with secrets hidden."""
         return [(s.name, s.shown(getattr(self, s.name))) for s in SETTINGS]
 
     @property
-    def process_count(self):
+    def process_count(self) -> int:
         return self.TORNADO_PROCESSES or os.cpu_count() or 1
 
 
-def load(environ=None):
+def load(environ: Mapping[str, str] | None = None) -> Config:
     """Read every setting from `environ` (default: os.environ)."""
     environ = os.environ if environ is None else environ
-    values = {}
+    values: dict[str, Any] = {}
     for s in SETTINGS:
         raw = environ.get(s.name, s.default)
         try:
@@ -281,13 +356,13 @@ def load(environ=None):
     values["PUBLIC_URL_GUESSED"] = not values["PUBLIC_URL"]  # public_url.resolve fills in the guess
     if not values["STORAGE_ROOT"]:
         values["STORAGE_ROOT"] = os.path.join(values["DATA_DIR"], "storage")
-    return Config(values)
+    return Config(**values)
 
 
-def markdown_table():
+def markdown_table() -> str:
     """Every setting as a Markdown table, for docs/settings.md (written by
     `python -m server --settings-markdown`; a test fails when they differ)."""
-    def cell(text):
+    def cell(text: str) -> str:
         return text.replace("|", "\\|")
     rows = ["| setting | default | allowed | what it does |", "|---|---|---|---|"]
     for s in SETTINGS:
@@ -296,7 +371,7 @@ def markdown_table():
     return "\n".join(rows) + "\n"
 
 
-def help_text():
+def help_text() -> str:
     lines = ["Settings (environment variables):", ""]
     for s in SETTINGS:
         default = s.default if s.default else "(empty)"

@@ -13,6 +13,7 @@ import os
 import re
 import time
 from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Mapping, Sequence
 
 import asyncpg
 
@@ -21,6 +22,9 @@ from .errors import Refused
 from .fifo import FifoGate
 
 log = logging.getLogger(__name__)
+
+# A row as asyncpg gives it (an asyncpg.Record: read by column name).
+Row = Mapping[str, Any]
 
 MIGRATIONS_DIR = os.path.join(os.path.dirname(__file__), "migrations")
 MIGRATION_LOCK = 7_326_001  # advisory lock key, any constant unique to this app
@@ -151,7 +155,7 @@ class Pool:
         return getattr(self._pool, name)
 
     @asynccontextmanager
-    async def acquire(self, timeout=None):
+    async def acquire(self, timeout: float | None = None) -> AsyncIterator[Any]:
         """A connection (for a transaction or several statements). All of its
         time counts as `db`; `timeout` bounds the wait for it and its reset.
         Waiters get connections in the order they asked (`_line`)."""
@@ -185,7 +189,7 @@ class Pool:
             timing.add("db", time.perf_counter() - started)
 
     @asynccontextmanager
-    async def transaction(self):
+    async def transaction(self) -> AsyncIterator[Any]:
         """A connection in a transaction, committed if the block ends well.
         When the database fails under it, the connection is closed rather
         than rolled back (PostgreSQL rolls back a transaction whose
@@ -212,21 +216,24 @@ class Pool:
             # connection it could not reset and opens a new one when needed.
             log.debug("a database connection could not be reset and was closed: %r", e)
 
-    async def _query(self, method, query, args, timeout):
+    async def _query(self, method: str, query: str, args: Sequence[object], timeout: float | None) -> Any:
         async with self.acquire(timeout) as conn:
             return await getattr(conn, method)(query, *args, timeout=timeout)
 
-    async def fetch(self, query, *args, timeout=None):
-        return await self._query("fetch", query, args, timeout)
+    async def fetch(self, query: str, *args: object, timeout: float | None = None) -> list[Row]:
+        rows: list[Row] = await self._query("fetch", query, args, timeout)
+        return rows
 
-    async def fetchrow(self, query, *args, timeout=None):
-        return await self._query("fetchrow", query, args, timeout)
+    async def fetchrow(self, query: str, *args: object, timeout: float | None = None) -> Row | None:
+        row: Row | None = await self._query("fetchrow", query, args, timeout)
+        return row
 
-    async def fetchval(self, query, *args, timeout=None):
+    async def fetchval(self, query: str, *args: object, timeout: float | None = None) -> Any:
         return await self._query("fetchval", query, args, timeout)
 
-    async def execute(self, query, *args, timeout=None):
-        return await self._query("execute", query, args, timeout)
+    async def execute(self, query: str, *args: object, timeout: float | None = None) -> str:
+        status: str = await self._query("execute", query, args, timeout)
+        return status  # asyncpg's status line, e.g. "UPDATE 1"
 
     def _failed(self, exc, called):
         if self.down_since is None and called < self.back_at:

@@ -8,36 +8,39 @@ that turns into unbounded memory and unbounded waiting. Here at most
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, TypeVar
 
 from . import timing
+
+T = TypeVar("T")
 
 
 class Busy(Exception):
     """The executor's backlog is full."""
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         super().__init__(f"the {name} queue is full")
         self.name = name
 
 
 class BoundedExecutor:
-    def __init__(self, name, threads, max_pending):
+    def __init__(self, name: str, threads: int, max_pending: int) -> None:
         self.name = name
         self.threads = threads
         self.max_pending = max_pending
         self.pending = 0
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
 
-    async def call(self, fn, *args):
+    async def call(self, fn: Callable[..., T], *args: object) -> T:
         """Run `fn(*args)` in a thread; the seconds spent waiting for a thread
         and running count as the request's `<name>_wait` and `<name>`."""
         if self.pending >= self.max_pending:
             raise Busy(self.name)
         self.pending += 1
         queued = time.perf_counter()
-        started = None
+        started: float | None = None
 
-        def call():
+        def call() -> T:
             nonlocal started
             started = time.perf_counter()
             return fn(*args)
@@ -50,5 +53,5 @@ class BoundedExecutor:
                 timing.add(self.name + "_wait", started - queued)
                 timing.add(self.name, time.perf_counter() - started)
 
-    def shutdown(self):
+    def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

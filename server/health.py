@@ -28,7 +28,7 @@ class ReadyzHandler(BaseHandler):
 
     BUDGET = 1.0
     takes_turn = False
-    _checks = set()  # checks still running after their answer was given
+    _checks: set[asyncio.Task[object]] = set()  # checks still running after their answer was given
 
     async def get(self):
         # The storage's probe runs in a thread of its own (files/faults.py).

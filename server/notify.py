@@ -29,6 +29,7 @@ Payloads are text of at most 8000 bytes (PostgreSQL's limit): send keys
 import asyncio
 import logging
 import time
+from typing import Any, Callable
 
 import asyncpg
 
@@ -40,7 +41,7 @@ APPLICATION_NAME = "pyclassroom-listen"  # how its connection is named in pg_sta
 MAX_PAYLOAD = 7999
 
 
-async def send(conn, channel, payload):
+async def send(conn: Any, channel: str, payload: str) -> None:
     """Notify `channel` with `payload` (text) when `conn`'s transaction
     commits (at once, outside a transaction). `conn` may be a pooled
     connection or the `db.Pool` itself."""
@@ -52,22 +53,22 @@ async def send(conn, channel, payload):
 class Listener:
     """One worker's LISTEN connection and the callbacks of each channel."""
 
-    def __init__(self, dsn):
+    def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self._callbacks = {}  # channel -> [callback(payload)]
-        self._gap_callbacks = []
+        self._callbacks: dict[str, list[Callable[[str], None]]] = {}  # channel -> [callback(payload)]
+        self._gap_callbacks: list[Callable[[], None]] = []
         self._conn = None
         self._task = None
         self._lost = None  # asyncio.Event, set when the connection terminates
         self.live = False  # connected and listening: notifications arrive now
         self.connects = 0  # connections made so far (1 after the first)
 
-    def listen(self, channel, callback):
+    def listen(self, channel: str, callback: Callable[[str], None]) -> None:
         """Call `callback(payload)` for every notification on `channel`.
         Register before `start`."""
         self._callbacks.setdefault(channel, []).append(callback)
 
-    def on_gap(self, callback):
+    def on_gap(self, callback: Callable[[], None]) -> None:
         """Call `callback()` whenever notifications may have been missed:
         when the connection is lost, and again when it is back."""
         self._gap_callbacks.append(callback)

@@ -115,7 +115,7 @@ ICON = Asset("favicon.svg", _read(FAVICON))
 class PageHandler(BaseHandler):
     """One of the HTML pages; the page's script asks /api/me who is there."""
 
-    path = None  # the key of PAGES
+    path: str | None = None  # the key of PAGES
 
     def page(self):
         return PAGE_BODIES[self.path]

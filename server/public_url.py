@@ -9,6 +9,10 @@ parent process at start-up (`resolve`), so every worker says the same.
 import ipaddress
 import socket
 import urllib.parse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # config imports this module (for parse)
+    from .config import Config
 
 WILDCARDS = ("0.0.0.0", "::", "")
 SET_IT = "set PUBLIC_URL to the address students type, e.g. PUBLIC_URL=http://pyclassroom.school.lan:8888"
@@ -33,8 +37,6 @@ def parse(text: str) -> str:
         raise wrong
     return value.rstrip("/")
 
-
-parse.allowed = "http(s)://host[:port][/path] or empty"
 
 
 def _lan_address() -> str | None:
@@ -71,15 +73,15 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def resolve(cfg, port: int) -> None:
-    """Before the workers start: fill in PUBLIC_URL with the guess when it
-    is unset (PUBLIC_URL_GUESSED says so)."""
-    cfg.PUBLIC_URL_GUESSED = not cfg.PUBLIC_URL
-    if cfg.PUBLIC_URL_GUESSED:
-        cfg.PUBLIC_URL = guess(cfg.HOST, port)
+def resolve(cfg: "Config", port: int) -> "Config":
+    """Before the workers start: `cfg` with PUBLIC_URL the guess when it is
+    unset (PUBLIC_URL_GUESSED says so)."""
+    if cfg.PUBLIC_URL:
+        return cfg.but(PUBLIC_URL_GUESSED=False)
+    return cfg.but(PUBLIC_URL=guess(cfg.HOST, port), PUBLIC_URL_GUESSED=True)
 
 
-def announce(cfg) -> str:
+def announce(cfg: "Config") -> str:
     """What the server prints at start-up about the address."""
     url = cfg.PUBLIC_URL
     if is_loopback(url):
@@ -91,6 +93,6 @@ def announce(cfg) -> str:
     return f"students sign in at {url} (PUBLIC_URL; printed on password slips)"
 
 
-def sign_in_at(cfg) -> dict:
+def sign_in_at(cfg: "Config") -> dict[str, object]:
     """What a page that prints slips is given."""
     return {"url": cfg.PUBLIC_URL, "guessed": cfg.PUBLIC_URL_GUESSED, "loopback": is_loopback(cfg.PUBLIC_URL)}

@@ -11,17 +11,17 @@ so concurrent requests never mix their figures.
 """
 from contextvars import ContextVar
 
-current = ContextVar("timing", default=None)
+current: ContextVar[dict[str, float] | None] = ContextVar("timing", default=None)
 PARTS = ("wait", "hash_wait", "hash", "fs_wait", "fs", "db")
 
 
-def add(part, seconds):
+def add(part: str, seconds: float) -> None:
     parts = current.get()
     if parts is not None:
         parts[part] = parts.get(part, 0.0) + seconds
 
 
-def header(parts, total):
+def header(parts: dict[str, float], total: float) -> str:
     """`Server-Timing` value: each part and `app` (the rest) in milliseconds."""
     present = [name for name in PARTS if name in parts]
     fields = [f"{name};dur={parts[name] * 1000:.2f}" for name in present]

@@ -11,6 +11,7 @@ that arrived apart) is joined into the character it stands for.
 """
 import json
 import re
+from typing import Any
 
 _INVALID = re.compile(r"[\x00\ud800-\udfff]")
 _PAIR = re.compile(r"[\ud800-\udbff][\udc00-\udfff]")
@@ -44,7 +45,7 @@ def _escape(found: re.Match) -> str:
     return backslashes + json.dumps(_visible(int(code, 16)))[1:-1]
 
 
-def valid_value(value):
+def valid_value(value: Any) -> Any:
     """A JSON-able value (dicts, lists, strings, numbers) with every string
     in it, keys too, made valid as valid_text does, and NaN and the
     infinities as strings: a copy that PostgreSQL's jsonb and any JSON

@@ -10,6 +10,8 @@ import json
 import logging
 import os
 import time
+from asyncio import Future
+from typing import TYPE_CHECKING, Any
 
 from tornado import web
 from tornado.web import OutputTransform
@@ -18,6 +20,9 @@ from . import timing
 from .errors import Refused
 from .executor import Busy
 from .fifo import Full
+
+if TYPE_CHECKING:  # the worker imports the handlers (through app.py)
+    from .worker import Context
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,8 @@ UNLIMITED = 1 << 62
 class ApiError(web.HTTPError):
     """An answer `{"error": code, "message": message, **extra}` with `status`."""
 
-    def __init__(self, status, code, message, retry_after=None, extra=None):
+    def __init__(self, status: int, code: str, message: str, retry_after: float | None = None,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(status, log_message=code)
         self.code, self.message, self.retry_after, self.extra = code, message, retry_after, extra
 
@@ -87,7 +93,11 @@ class BaseHandler(web.RequestHandler):
     """Base of every handler. Bodies are streamed so that an oversized one is
     refused with 413 from its Content-Length, before it is read."""
 
-    max_body = None  # bytes; None means the MAX_BODY_BYTES setting
+    @property
+    def max_body(self) -> int | None:
+        """Bytes of body accepted; None means the MAX_BODY_BYTES setting."""
+        return None
+
     # Waits for its turn in the worker's line of requests (ctx.requests):
     # under overload requests are served in the order they came, and
     # beyond the line's length refused with 503 + Retry-After. Health
@@ -95,8 +105,9 @@ class BaseHandler(web.RequestHandler):
     takes_turn = True
 
     @property
-    def ctx(self):
-        return self.application.settings["ctx"]
+    def ctx(self) -> "Context":
+        ctx: Context = self.application.settings["ctx"]
+        return ctx
 
     def initialize(self):
         self._started = time.perf_counter()
@@ -134,7 +145,7 @@ class BaseHandler(web.RequestHandler):
             self._turn = False
             self.ctx.requests.release()
 
-    def finish(self, chunk=None):
+    def finish(self, chunk: str | bytes | dict[str, Any] | None = None) -> "Future[None]":
         if not self._headers_written:
             self.set_header("Server-Timing", timing.header(self.timing, time.perf_counter() - self._started))
         return super().finish(chunk)
@@ -147,7 +158,7 @@ class BaseHandler(web.RequestHandler):
         self._done()
         super().on_connection_close()  # ends a request still waiting for its body
 
-    def _too_large(self):
+    def _too_large(self) -> tuple[int, ApiError]:
         limit = self.max_body or self.ctx.cfg.MAX_BODY_BYTES
         return limit, ApiError(413, "body_too_large", f"The request body is larger than {limit} bytes.")
 
@@ -222,14 +233,14 @@ class BaseHandler(web.RequestHandler):
 
     # -- JSON in and out ----------------------------------------------
 
-    def finish_json(self, value, status=None):
+    def finish_json(self, value: object, status: int | None = None) -> None:
         if status:
             self.set_status(status)
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(json.dumps(value, default=str))
 
-    def json_body(self):
+    def json_body(self) -> dict[str, Any]:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != "application/json":
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
@@ -249,7 +260,8 @@ class BaseHandler(web.RequestHandler):
         return value
 
     @staticmethod
-    def field(body, name, kind=str, max_len=None, required=True, default=None):
+    def field(body: dict[str, Any], name: str, kind: type = str, max_len: int | None = None, required: bool = True,
+              default: Any = None) -> Any:
         if name not in body or body[name] is None:
             if required:
                 raise ApiError(400, "missing_field", f"The field '{name}' is required.")
@@ -257,20 +269,20 @@ class BaseHandler(web.RequestHandler):
         value = body[name]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ApiError(400, "wrong_type", f"The field '{name}' must be {kind.__name__}.")
-        if max_len is not None and len(value) > max_len:
+        if max_len is not None and len(body[name]) > max_len:
             raise ApiError(400, "too_long", f"The field '{name}' is longer than {max_len}.")
         return value
 
     # -- who is asking --------------------------------------------------
 
-    async def load_user(self):
+    async def load_user(self) -> dict[str, Any] | None:
         """Resolve the session cookie; returns the user dict or None and
         remembers why not in `self.session_problem`."""
         user, self.session_problem, self.session_token = await user_for_session(self)
         self.current_user = user
         return user
 
-    async def require_user(self, *roles):
+    async def require_user(self, *roles: str) -> dict[str, Any]:
         user = self.current_user or await self.load_user()
         if user is None:
             messages = {"session_expired": "Your session has expired. Log in again.",
@@ -281,7 +293,7 @@ class BaseHandler(web.RequestHandler):
             raise ApiError(403, "forbidden", "Your account may not do this.")
         return user
 
-    def client_address(self):
+    def client_address(self) -> str:
         return client_address(self)
 
 
@@ -306,14 +318,14 @@ def set_session_cookie(handler, token, expires):
                               samesite="Lax", secure=is_https(handler))
 
 
-def _last_forwarded(handler, name):
+def _last_forwarded(handler: web.RequestHandler, name: str) -> str:
     """The last entry of a proxy header: the one our own proxy added (the
     ones before it are whatever the client sent)."""
     value = handler.request.headers.get(name, "")
     return value.split(",")[-1].strip() if value else ""
 
 
-def client_address(handler):
+def client_address(handler: web.RequestHandler) -> str:
     """The client's address; behind a trusted proxy (TRUST_PROXY), the one
     it saw. Only X-Forwarded-For's last entry counts: X-Real-Ip and earlier
     entries come from the client and would let it pick the address its
@@ -325,7 +337,7 @@ def client_address(handler):
     return handler.request.remote_ip or ""
 
 
-def is_https(handler):
+def is_https(handler: web.RequestHandler) -> bool:
     if handler.application.settings["ctx"].cfg.TRUST_PROXY:
         proto = _last_forwarded(handler, "X-Forwarded-Proto")
         if proto:

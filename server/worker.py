@@ -10,19 +10,25 @@ import logging
 import os
 import random
 import signal
+import socket
 import time
+from typing import Callable
 
 import asyncpg
 from tornado.httpserver import HTTPServer
 
 from . import db, metrics, notify
 from .app import make_app
+from .batch import Batch
+from .config import Config
+from .instance import Instance
 from .accounts import sessions, throttle
 from .accounts.service import Accounts
 from .accounts.uids import run_uid
 from .assist.service import Assist
 from .checks.checkers import CheckerSandboxes
 from .checks.grader import Grader
+from .accounts.sessions import Sessions
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .inbox import Inbox
@@ -33,6 +39,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .runs.sandbox import SandboxKind
 from .runs.starts import Starts
 from .runs import scratch
 from .runs.events import Guarded
@@ -52,14 +59,28 @@ class Context:
     the database pool is open (open_database), and editing help (assist),
     whose processes start with the worker."""
 
-    def __init__(self, cfg, instance, processes):
+    # From open_database on (serve calls it before the first request):
+    pool: db.Pool
+    notify: notify.Listener
+    accounts: Accounts
+    sessions: Sessions
+    files: Files
+    inbox: Inbox
+    teaching: Teaching
+    exercises: Exercises
+    jobs: Jobs
+    grader: Grader
+    runs: manager.RunManager
+    batches: list[Batch]
+    # From serve, once the files service is there:
+    assist: Assist
+
+    def __init__(self, cfg: Config, instance: Instance, processes: int):
         self.cfg = cfg
         self.instance = instance
         self.pid = os.getpid()
         self.processes = processes
         self.cookie_secret = instance.cookie_secret()
-        self.pool = None
-        self.notify = None  # notify.Listener, from open_database on
         self.requests = FifoGate("request", cfg.REQUESTS_AT_ONCE, cfg.REQUEST_QUEUE)
         hash_threads = cfg.HASH_THREADS or os.cpu_count() or 1
         # A class logs in at once: room for every student's login to wait.
@@ -70,15 +91,13 @@ class Context:
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
             delay_ms=cfg.FS_DELAY_MS))
         self.file_processes = FileProcesses(self.store, cfg.FILE_PROCESSES, max_pending=4096)
-        self.sandbox_kind = sandbox.create(cfg)
+        self.sandbox_kind: SandboxKind = sandbox.create(cfg)
         self.admission = Admission.share(cfg, processes)
-        self.jobs = None  # runs.job.Jobs, from open_database on
-        self.runs = None  # runs.manager.RunManager (the IDE sockets), from open_database on
         self.draining = False
-        self.inflight = 0
+        self.inflight = 0  # requests being served (drain waits for them)
 
 
-async def open_database(ctx, dsn):
+async def open_database(ctx: Context, dsn: str) -> None:
     """The pool, the services over it, the schema up to date and, on an
     empty database, the first accounts."""
     pool_size = max(1, ctx.cfg.DB_POOL_MAX // ctx.processes)
@@ -122,7 +141,7 @@ async def open_database(ctx, dsn):
     await ctx.notify.start()  # after the callbacks are registered (by the services above)
 
 
-async def flush_batches(ctx):
+async def flush_batches(ctx: Context) -> None:
     """Write every batch's pending items (batch.py). An outage keeps them
     for the next flush, logged once by the pool; anything else is logged."""
     for batch in ctx.batches:
@@ -133,7 +152,7 @@ async def flush_batches(ctx):
                 log.exception("writing the %s failed", batch.name)
 
 
-async def flusher(ctx):
+async def flusher(ctx: Context) -> None:
     """Once a second: the batches, and the session cache's stale entries."""
     while True:
         await asyncio.sleep(FLUSH_SECONDS)
@@ -141,12 +160,12 @@ async def flusher(ctx):
         ctx.sessions.sweep()
 
 
-async def periodic(ctx):
+async def periodic(ctx: Context) -> None:
     """Per-worker housekeeping: sessions of open run sockets every second,
     gauges and run heartbeats every few seconds, pruning now and then
     (jittered so N workers do not all prune at once)."""
     next_prune = time.monotonic() + random.uniform(60, 600)
-    next_heartbeat = 0
+    next_heartbeat = 0.0
     while True:
         try:
             await ctx.runs.check_sessions()
@@ -172,7 +191,8 @@ async def periodic(ctx):
         await asyncio.sleep(manager.SESSION_CHECK_SECONDS)
 
 
-async def serve(cfg, instance, sockets, dsn, processes, on_ready):
+async def serve(cfg: Config, instance: Instance, sockets: list[socket.socket], dsn: str, processes: int,
+                on_ready: Callable[[], None]) -> None:
     # Sandboxes are child processes: watch them with pidfds, not a thread each.
     watcher = asyncio.PidfdChildWatcher()
     watcher.attach_loop(asyncio.get_running_loop())
@@ -214,7 +234,7 @@ async def serve(cfg, instance, sockets, dsn, processes, on_ready):
     await drain(ctx, server)
 
 
-async def drain(ctx, server):
+async def drain(ctx: Context, server: HTTPServer) -> None:
     """Stop accepting, tell WebSocket clients, let requests in flight finish
     (up to SHUTDOWN_TIMEOUT), then close everything."""
     log.info("worker %d shutting down", os.getpid())
@@ -252,6 +272,7 @@ async def drain(ctx, server):
     ctx.files.health.close()
 
 
-def main(cfg, instance, sockets, dsn, processes, on_ready):
+def main(cfg: Config, instance: Instance, sockets: list[socket.socket], dsn: str, processes: int,
+         on_ready: Callable[[], None]) -> None:
     """Serve until SIGTERM/SIGINT; the process then exits 0."""
     asyncio.run(serve(cfg, instance, sockets, dsn, processes, on_ready))

@@ -1,7 +1,7 @@
 """The login, file, editing-help and peer benchmarks run end to end on this
 machine (as root, their servers' sandbox uids must reach the students'
-homes) and count every answer: the commands in the README's Measuring
-section (the peer only if Jupyter is already installed in its cache). And the
+homes) and count every answer: the commands in docs/benchmarks.md's
+Measuring section (the peer only if Jupyter is already installed in its cache). And the
 tools stay apart from the server: their --help loads no client, histogram,
 chart or scenario, and the server image needs none of their dependencies."""
 import ast

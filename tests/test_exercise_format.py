@@ -128,8 +128,8 @@ def test_an_output_check_leaves_prompts_out_unless_it_says_exact():
     assert 'compare = "exact"' in model.render(exact) and model.parse(model.render(exact))[0] == exact
 
 
-def test_the_readmes_example_reads_without_problems():
-    readme = (EXAMPLE.parent.parent.parent / "README.md").read_text()
-    toml = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_teachers_guides_example_reads_without_problems():
+    guide = (EXAMPLE.parent.parent.parent / "docs" / "teachers.md").read_text()
+    toml = guide.split("```toml\n", 1)[1].split("```", 1)[0]
     exercise, problems = model.parse(toml, (EXAMPLE / "tests.py").read_text())
     assert problems == [] and exercise.title == "Average"

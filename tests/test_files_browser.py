@@ -67,6 +67,25 @@ FILL_THE_HOME = ('import time\nwith open("big.bin", "wb") as f:\n    f.write(b"x
                  'print("written", flush=True)\ntime.sleep(60)\n')
 
 
+def test_a_redraw_of_the_tree_keeps_the_keyboard_on_its_row(start_server, new_page):
+    """A file saved elsewhere redraws the tree; a keyboard user's next key
+    still reaches the row they were on (it went to the page before)."""
+    server = start_server(processes=1)
+    create_user(server.env["DATABASE_URL"], "ada", "ada-password")
+    api = server.client()
+    api.login_ok("ada", "ada-password")
+    assert api.request("PUT", "/api/files/home/proj/main.py", data=b"print(1)\n").status_code == 200
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    home = page.locator('.tree-section[data-area="home"]')
+    home.locator('.tree-row[data-path="proj"]').focus()
+    assert api.request("PUT", "/api/files/home/elsewhere.py", data=b"x = 1\n").status_code == 200
+    expect(home.locator('.tree-row[data-path="elsewhere.py"]')).to_have_count(1)  # redrawn
+    expect(home.locator('.tree-row[data-path="proj"]')).to_be_focused()
+    page.keyboard.press("Delete")
+    expect(page.get_by_role("dialog", name="Delete proj?")).to_be_visible()
+
+
 def test_a_program_past_the_quota_is_told_in_the_console_and_the_teacher_sees_it(start_server, new_page):
     server = start_server(processes=1, QUOTA_BYTES=1 << 20, RUN_FILE_MB=2, **LIMITS)
     page, user, _ = student_ide(new_page, server)

@@ -6,12 +6,12 @@ import os
 import stat
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from types import SimpleNamespace
 
 import pytest
 import requests
 
 from loadtest.harness import ServerProcess
+from server import config
 from server.instance import Instance
 from server.accounts.passwords import hash_password
 from tests.helpers import on_each_worker, sql
@@ -115,12 +115,12 @@ def test_a_secret_left_empty_by_an_interrupted_start_is_replaced(class_db, data_
     kept = open(os.path.join(secrets_dir, "cookie_secret")).read().strip()
     assert len(kept) >= 32
     # The next start keeps it: sessions survive a restart.
-    again = Instance(SimpleNamespace(COOKIE_SECRET="", DATA_DIR=data_dir))
+    again = Instance(config.load({"DATA_DIR": data_dir}))
     assert again.prepare_cookie_secret() == kept
 
 
 def test_a_worker_without_a_usable_secret_refuses_to_start(tmp_path):
-    instance = Instance(SimpleNamespace(COOKIE_SECRET="", DATA_DIR=str(tmp_path)))
+    instance = Instance(config.load({"DATA_DIR": str(tmp_path)}))
     with pytest.raises(RuntimeError, match="cookie secret is missing or shorter than 32"):
         instance.cookie_secret()  # never prepared: what a worker of the old start-up could meet
     instance._cookie_secret = "short"

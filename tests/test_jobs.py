@@ -58,7 +58,7 @@ def worker_here(fresh_db, data_dir):
     instance.create()
     instance.prepare_cookie_secret()
     os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-    cfg.SANDBOX = sandbox.resolve(cfg)
+    cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
 
     def story(fn):
         async def go():
@@ -71,7 +71,7 @@ def worker_here(fresh_db, data_dir):
                 user, token, _, _ = await ctx.accounts.login("ada", "a-password", "127.0.0.1")
                 await fn(ctx, user, sessions.token_hash(token))
             finally:
-                if ctx.runs is not None:
+                if hasattr(ctx, "runs"):  # open_database got that far
                     await ctx.runs.shutdown()
                     await ctx.teaching.close()
                     await ctx.notify.close()

@@ -1,5 +1,5 @@
 """`make start` installs what the server needs and says what it is doing;
-`make test` adds the test tools. Driven for real, with a stand-in Python
+`make test` adds the test tools and checks the types before the tests. Driven for real, with a stand-in Python
 that records what make asks of it instead of reaching the network."""
 import os
 import stat
@@ -52,8 +52,8 @@ def test_make_test_adds_the_test_tools(tmp_path):
     out, calls = make(tmp_path, "test")
     installs = [c for c in calls if "pip install" in c]
     assert [i.split()[-1] for i in installs] == ["requirements.txt", "requirements-test.txt"], calls
-    assert calls[-1] == "-m pytest"
-    assert "Installing the test tools" in out
+    assert calls[-2:] == ["-m mypy", "-m pytest"], calls  # the types are checked first (make typecheck)
+    assert "Installing the test tools" in out and "Checking the server's types" in out
 
 
 def test_make_test_installs_axe_core_when_missing_or_the_lock_changed(tmp_path):

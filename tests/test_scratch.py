@@ -1,8 +1,8 @@
 """The checks' scratch folders (server/runs/scratch.py) go whatever a
 program made of them, and a crashed worker's go at the next start."""
 import os
-import types
 
+from server import config
 from server.files.walk import remove_tree
 from server.runs.cgroups import worker_tag
 from server.runs.scratch import remove_leftovers, scratch_folder
@@ -27,7 +27,7 @@ def hostile_tree(top):
 
 def test_a_dead_workers_folders_go_and_a_live_ones_stay(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = types.SimpleNamespace(DATA_DIR=str(tmp_path))
+    cfg = config.load({"DATA_DIR": str(tmp_path)})
     root = scratch_folder(cfg)
     dead = os.path.join(root, "w999999999-1.abc")
     mine = os.path.join(root, worker_tag() + ".def")

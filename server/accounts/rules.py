@@ -3,6 +3,7 @@ admin API, the CSV import and `python -m server.manage` all apply. Pure
 functions: each returns why a value is not acceptable, or None."""
 import re
 import unicodedata
+from typing import TypeVar
 
 from ..errors import Refused
 
@@ -12,21 +13,24 @@ MIN_PASSWORD = 8
 MAX_PASSWORD = 256  # bounds the work one request can ask of the hasher
 MAX_DISPLAY_NAME = 200  # as the users table's CHECK constraint
 MAX_CLASS_NAME = 100  # as the classes table's CHECK constraint
+T = TypeVar("T")
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-def normalize_username(username):
-    return username.strip().lower() if isinstance(username, str) else username
+def normalize_username(username: T) -> T:
+    if isinstance(username, str):
+        return username.strip().lower()  # type: ignore[return-value]  # str in, str out
+    return username
 
 
-def username_problem(username):
+def username_problem(username: object) -> str | None:
     if not isinstance(username, str) or not USERNAME_RE.match(username):
         return ("a username is 1 to 64 lowercase letters, digits, '.', '_' or '-', "
                 "starting with a letter or digit")
     return None
 
 
-def password_problem(password):
+def password_problem(password: object) -> str | None:
     """Why `password` is not acceptable as a new password, or None."""
     if not isinstance(password, str):
         return "the password must be text"
@@ -37,15 +41,15 @@ def password_problem(password):
     return None
 
 
-def display_name_problem(name):
+def display_name_problem(name: object) -> str | None:
     return name_problem(name, "the display name", MAX_DISPLAY_NAME)
 
 
-def class_name_problem(name):
+def class_name_problem(name: object) -> str | None:
     return name_problem(name, "the class name", MAX_CLASS_NAME)
 
 
-def name_problem(name, what, max_len):
+def name_problem(name: object, what: str, max_len: int) -> str | None:
     """Why `name` cannot be a name shown to people (`what`: 'the display
     name'), or None."""
     if not isinstance(name, str) or not name:
@@ -61,13 +65,14 @@ def name_problem(name, what, max_len):
     return None
 
 
-def role_problem(role):
+def role_problem(role: object) -> str | None:
     if role not in ROLES:
         return f"unknown role {role!r} (expected {', '.join(ROLES)})"
     return None
 
 
-def new_account_problems(username, display_name, role, password=None):
+def new_account_problems(username: object, display_name: object, role: object,
+                         password: object = None) -> list[str]:
     """Every reason a new account (username already normalized) cannot be
     made; a password of None is generated later."""
     found = [username_problem(username), display_name_problem(display_name), role_problem(role),
@@ -75,7 +80,8 @@ def new_account_problems(username, display_name, role, password=None):
     return [p for p in found if p]
 
 
-def check_new_account(username, display_name, role, password=None):
+def check_new_account(username: str, display_name: str, role: str,
+                      password: str | None = None) -> tuple[str, str]:
     """(normalized username, trimmed display name), or Refused naming the
     first problem."""
     username, display_name = normalize_username(username), display_name.strip()

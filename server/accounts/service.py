@@ -57,8 +57,8 @@ class Imported:
     name: str
     role: str
     created: bool
-    password: str = None  # generated (shown once, never stored); None if given in the file or skipped
-    class_name: str = None  # the class the row named
+    password: str | None = None  # generated (shown once, never stored); None if given in the file or skipped
+    class_name: str | None = None  # the class the row named
 
 
 def _public(row):
@@ -82,7 +82,7 @@ class Accounts:
     # -- signing in -------------------------------------------------------
 
     async def login(self, username: str, password: str, address: str,
-                    device_cookie: str | None = None) -> tuple[dict, str, datetime, str]:
+                    device_cookie: str | None = None) -> tuple[dict, str, datetime, str | None]:
         """Check the credentials and open a session: (user, token, expires,
         the browser's new device cookie). `device_cookie`: the one it sent."""
         cfg, pool = self.cfg, self.pool
@@ -105,7 +105,7 @@ class Accounts:
             ok = False
         else:
             ok = await self._timed_check(passwords.verify_password, row["password_hash"], password)
-        if not ok:  # already counted by the claim
+        if not ok or row is None:  # already counted by the claim (no row: never ok)
             raise Refused(*WRONG_CREDENTIALS)
         if not row["active"]:
             # Said only to someone who knows the password.
@@ -229,7 +229,7 @@ class Accounts:
                    ON CONFLICT (username) DO NOTHING RETURNING username, id""",
                 [r.username for r in new], [r.name for r in new], [r.role for r in new],
                 [hashes[r.username] for r in new])}
-            members = {}
+            members: dict[str, list[int]] = {}
             for r in new:
                 if r.username in created:
                     await audit(conn, actor, "create_user", r.username, role=r.role, source=source)

@@ -97,7 +97,7 @@ class Sessions:
         self.ttl = ttl
         self.cache_seconds = cache_seconds
         self.listener = listener  # a notify.Listener; None: nothing is remembered
-        self._known = {}  # token hash -> _Known
+        self._known: dict[bytes, _Known] = {}  # token hash -> _Known
         self._epoch = 0  # counts revocations and gaps: a lookup that straddles one is not remembered
         self.renewals = Batch("session renewals", self._write_renewals)
         if listener is not None:

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 OPS = ("complete", "signatures", "describe", "check")
 SOURCE_CHARS = 256 << 10
 EDITED = "__main__.py"  # what the edited file is called in the process: it runs as __main__
-EMPTY = {"complete": {"completions": [], "prefix": 0}, "signatures": {"signatures": []},
+EMPTY: dict[str, dict[str, object]] = {"complete": {"completions": [], "prefix": 0}, "signatures": {"signatures": []},
          "describe": {"name": "", "signature": "", "doc": ""}, "check": {"diagnostics": []}}
 
 
@@ -63,7 +63,8 @@ class Assist:
         """For /api/status: on or off (and why), and the processes' walls."""
         if self.pool is None:
             return {"on": False, "why": self.off or "Editing help is turned off (ASSIST_PROCESSES=0)."}
-        return {"on": True, "processes": self.pool.size, "ready": self.pool.ready, **self.jail.describe()}
+        walls = self.jail.describe() if self.jail else {}
+        return {"on": True, "processes": self.pool.size, "ready": self.pool.ready, **walls}
 
     async def help(self, user: dict, op: str, area_spec: str, path: str, source: str,
                    line: int | None = None, column: int | None = None, name: str | None = None) -> dict:
@@ -74,7 +75,7 @@ class Assist:
             raise Refused(400, "not_python", "Editing help is for Python files (.py).")
         area = await self.files.area(user, area_spec, write=False)
         source = source.replace("\r\n", "\n").replace("\r", "\n")
-        request = {"op": op, "source": source}
+        request: dict[str, object] = {"op": op, "source": source}
         if op != "check":
             lines = source.split("\n")
             if line is None or column is None or not 1 <= line <= len(lines) \

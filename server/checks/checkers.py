@@ -42,7 +42,7 @@ class CheckerSandboxes:
         self.starts = starts
         cfg = self.cfg = starts.cfg
         self.keep = keep
-        self.uid: int | None = run_uid(cfg, CHECKER_USER_ID)  # type: ignore[no-untyped-call]
+        self.uid: int | None = run_uid(cfg, CHECKER_USER_ID)
         self.folder = os.path.join(cfg.DATA_DIR, "sandbox", "checkers")
         self.idle: list[Checker] = []
 

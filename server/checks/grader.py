@@ -73,8 +73,8 @@ class Collected:
     """A sink that keeps a run's output (bounded), its prompts apart, and its exit."""
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
-    exit: dict = None
-    channel_messages: asyncio.Queue = None  # the program's channel messages, when it has a channel
+    exit: dict | None = None
+    channel_messages: asyncio.Queue | None = None  # the program's channel messages, when it has a channel
 
     async def send(self, message):
         kind = message.get("type")
@@ -116,7 +116,9 @@ class Relay:
         kind = message.get("type")
         if kind == "call":
             reply = await self.answer(message)
-            run = self.job.run
+            run = self.job.run if self.job is not None else None
+            if run is None:
+                return  # (its channel speaks only while its run does)
             try:
                 run.tell(reply)
             except ValueError:  # a value over the channel's bound
@@ -142,7 +144,7 @@ class Grader:
         self.limits = Limits.of(cfg)  # a check's runs have these, with CHECK_SECONDS of wall and idle time
         self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
         self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
-        self.checking = {}  # user id -> Check: one at a time per student
+        self.checking: dict[int, Check] = {}  # user id -> Check: one at a time per student
         # user id -> (a check's sandbox started ahead of time, when): the student has an exercise in
         # front of them, so their next Check waits for no sandbox. One each, while their IDE is open here.
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
@@ -226,7 +228,7 @@ class Check:
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)
         self.forbid = ()  # modules the student's runs may not import (code_rules.py)
-        self.ran = []  # the sinks of the student's runs: their exits say whether they imported one
+        self.ran: list[Collected] = []  # the sinks of the student's runs: their exits say whether they imported one
 
     async def live(self):
         try:

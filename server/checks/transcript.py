@@ -55,7 +55,8 @@ class Transcript:
         `typed` (the check's input); waits past its last line left out."""
         lines = typed.split("\n")
         lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
-        out, given = [], 0
+        out: list[list[str]] = []
+        given = 0
         for kind, text in self._pieces:
             if kind == TYPED:
                 if given == len(lines):

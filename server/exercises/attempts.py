@@ -8,10 +8,16 @@ each check is filtered (visibility.py) before it is stored.
 """
 import json
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
-from ..db import Pool
+from ..db import Pool, Row
+from ..errors import Refused
 from ..valid_text import valid_text, valid_value
 from . import visibility
+from .model import NO_EXERCISE
+
+if TYPE_CHECKING:  # the service makes this module's Attempts
+    from .service import Exercises
 
 MAX_MESSAGE = 4000  # characters of one check's message
 MAX_DETAILS = 64 << 10  # bytes of one check's details, as JSON
@@ -38,7 +44,7 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def progress_of(row) -> dict:
+def progress_of(row: Row) -> dict[str, Any]:
     """A student's numbers for one exercise, as they and the grid see them."""
     return {"attempts": row["attempts"], "best": row["best_score"], "best_max": row["best_max"],
             "latest": row["latest_score"], "latest_max": row["latest_max"], "latest_counted": row["latest_counted"],
@@ -50,25 +56,26 @@ def note(counted: bool, not_gradable: bool, due: datetime | None, message: str =
     if not_gradable:
         return "Your program could not be checked, so this did not count as an attempt" + \
             (f": {message}" if message else ".")
-    if not counted:
+    if not counted and due is not None:  # gradable yet not counted: started after its due date
         return f"The due date ({due.isoformat(timespec='minutes')}) has passed: this check is kept, " \
                "but it no longer counts towards your grade."
     return ""
 
 
-def _details(value):
+def _details(value: object) -> object:
     text = json.dumps(value, default=str)
     return value if len(text) <= MAX_DETAILS else {"truncated": True, "text": text[:MAX_DETAILS]}
 
 
 class Attempts:
-    def __init__(self, pool: Pool, exercises):
+    def __init__(self, pool: Pool, exercises: "Exercises") -> None:
         self.pool = pool
         self.exercises = exercises  # the service: who is in which class, and the exercises as they are
 
-    async def record(self, student: dict, class_id: int, slug: str, started_at: datetime, results: list[dict],
+    async def record(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime,
+                     results: list[dict[str, Any]],
                      not_gradable: bool = False, message: str = "", reason: str | None = None,
-                     graded: dict | None = None) -> dict:
+                     graded: dict[str, Any] | None = None) -> dict[str, Any]:
         """Keep an attempt of `student` at an exercise. `results`: per check
         {"id", "passed": bool, "message": a sentence for the student,
         "shown": what a student may see of a shown check (its input,
@@ -92,11 +99,14 @@ class Attempts:
         outcome = "not_checked" if reason is not None else "not_gradable" if not_gradable else "checked"
         found_class = await self.exercises.classes.member_of(student, class_id)
         exercise = (await self.exercises.exercise(student["username"], found_class["id"], slug)).exercise
+        if exercise is None:  # exercise() gives only usable ones
+            raise Refused(*NO_EXERCISE)
         finished = now()
         if started_at.tzinfo is None:
             started_at = started_at.replace(tzinfo=timezone.utc)
         by_id = {r["id"]: r for r in results if isinstance(r, dict) and isinstance(r.get("id"), str)}
-        outcomes, details = {}, []
+        outcomes: dict[str, tuple[bool, str, object]] = {}
+        details: list[dict[str, Any]] = []
         for check in exercise.checks:
             got = by_id.get(check.id, {})
             passed = got.get("passed") is True and not not_gradable
@@ -135,14 +145,14 @@ class Attempts:
                 "max_score": exercise.max_score, "attempts": attempts, "started_at": started_at.isoformat(),
                 "finished_at": finished.isoformat(), "results": shown, "note": said}
 
-    async def progress_of(self, student: dict, class_ids: list[int]) -> dict:
+    async def progress_of(self, student: dict[str, Any], class_ids: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
         """{(class id, slug): progress} of a student in these classes."""
         rows = await self.pool.fetch(
             "SELECT * FROM exercise_progress WHERE user_id = $1 AND class_id = ANY($2::bigint[])",
             student["id"], class_ids)
         return {(r["class_id"], r["exercise"]): progress_of(r) for r in rows}
 
-    async def latest_for_student(self, student: dict, class_id: int, slug: str) -> dict | None:
+    async def latest_for_student(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any] | None:
         """A student's progress at an exercise with their latest attempt, as
         they may see it; None before their first."""
         row = await self.pool.fetchrow(

@@ -3,29 +3,33 @@ attempt with everything the grader saw, and the grades as CSV."""
 import csv
 import io
 import json
+from typing import TYPE_CHECKING, Any
 
 from ..csv_cells import safe_cell
-from ..db import Pool
+from ..db import Pool, Row
 from ..errors import Refused
 from .attempts import progress_of
 from .model import checked_slug
+
+if TYPE_CHECKING:  # the service makes this module's Gradebook
+    from .service import Exercises
 
 PRESSES_SHOWN = 100  # of a student's attempts at an exercise, the latest shown with the latest's details
 
 
 class Gradebook:
-    def __init__(self, pool: Pool, exercises):
+    def __init__(self, pool: Pool, exercises: "Exercises") -> None:
         self.pool = pool
         self.exercises = exercises  # the service: the class's exercises and who teaches it
 
-    async def _class(self, teacher: dict, class_id: int):
+    async def _class(self, teacher: dict[str, Any], class_id: int) -> tuple[Row, list[dict[str, Any]], list[Row]]:
         """(the class, its exercises that students can do, its active students)."""
         listed = await self.exercises.list(teacher, class_id)  # checks that `teacher` teaches the class
         found = await self.exercises.classes.find(class_id)
         students = await self.exercises.classes.students(found["id"])
         return found, [e for e in listed if not e["problems"]], students
 
-    async def grid(self, teacher: dict, class_id: int) -> dict:
+    async def grid(self, teacher: dict[str, Any], class_id: int) -> dict[str, Any]:
         """One row per active student, one cell per exercise: None (not
         started) or their attempts, best and latest score, last check time
         and the ids of the checks their latest attempt failed (stuck on)."""
@@ -38,7 +42,7 @@ class Gradebook:
                               "cells": {e["slug"]: cells.get((s["id"], e["slug"])) for e in exercises}}
                              for s in students]}
 
-    async def latest_attempt(self, teacher: dict, class_id: int, slug: str, username: str) -> dict:
+    async def latest_attempt(self, teacher: dict[str, Any], class_id: int, slug: str, username: str) -> dict[str, Any]:
         """A student's latest attempt at an exercise, with the teacher's
         details of every check, and their latest presses of Check (newest
         first: each with its outcome, the ones not checked with why)."""
@@ -70,7 +74,7 @@ class Gradebook:
                 "file": row["file"], "version": row["version"],
                 "source": None if row["source"] is None else bytes(row["source"]).decode("utf-8", "replace")}
 
-    async def csv(self, teacher: dict, class_id: int) -> str:
+    async def csv(self, teacher: dict[str, Any], class_id: int) -> str:
         """grades.csv: username, name and the best counted score of each
         exercise (empty: none yet), one row per active student."""
         grid = await self.grid(teacher, class_id)

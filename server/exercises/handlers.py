@@ -5,6 +5,7 @@ the service (service.py), answer."""
 from ..accounts import rules
 from ..web import ApiError, ApiHandler
 from . import model
+from .service import Exercises
 
 STAFF = ("teacher", "admin")
 SLUG = r"([^/]+)"  # any segment: the service answers a bad one with a sentence
@@ -12,14 +13,14 @@ SLUG = r"([^/]+)"  # any segment: the service answers a bad one with a sentence
 
 class ExercisesBase(ApiHandler):
     @property
-    def exercises(self):
+    def exercises(self) -> Exercises:
         return self.ctx.exercises
 
 
 class ClassExercisesHandler(ExercisesBase):
     """GET a class's exercises, each with its problems (teachers)."""
 
-    async def get(self, number):
+    async def get(self, number: str) -> None:
         teacher = await self.require_user(*STAFF)
         self.finish_json({"exercises": await self.exercises.list(teacher, int(number))})
 
@@ -31,15 +32,15 @@ class ClassExerciseHandler(ExercisesBase):
 
     max_body = model.MAX_TEXT * 8  # instructions, tests and starter files
 
-    async def get(self, number, slug):
+    async def get(self, number: str, slug: str) -> None:
         teacher = await self.require_user(*STAFF)
         self.finish_json(await self.exercises.read(teacher, int(number), slug))
 
-    async def put(self, number, slug):
+    async def put(self, number: str, slug: str) -> None:
         teacher = await self.require_user(*STAFF)
         self.finish_json(await self.exercises.save(teacher, int(number), slug, self.json_body()))
 
-    async def delete(self, number, slug):
+    async def delete(self, number: str, slug: str) -> None:
         teacher = await self.require_user(*STAFF)
         await self.exercises.delete(teacher, int(number), slug)
         self.finish_json({"deleted": slug})
@@ -49,7 +50,7 @@ class AttemptHandler(ExercisesBase):
     """GET a student's latest attempt at an exercise, with every check's
     details (teachers)."""
 
-    async def get(self, number, slug, username):
+    async def get(self, number: str, slug: str, username: str) -> None:
         teacher = await self.require_user(*STAFF)
         if rules.username_problem(username):
             raise ApiError(404, "no_such_student", "There is no such student in this class.")
@@ -59,7 +60,7 @@ class AttemptHandler(ExercisesBase):
 class GridHandler(ExercisesBase):
     """GET the class x exercises grid (teachers)."""
 
-    async def get(self, number):
+    async def get(self, number: str) -> None:
         teacher = await self.require_user(*STAFF)
         self.finish_json(await self.exercises.grid(teacher, int(number)))
 
@@ -67,7 +68,7 @@ class GridHandler(ExercisesBase):
 class GradesHandler(ExercisesBase):
     """GET grades.csv: a row per student, a column per exercise (teachers)."""
 
-    async def get(self, number):
+    async def get(self, number: str) -> None:
         teacher = await self.require_user(*STAFF)
         text = await self.exercises.grades_csv(teacher, int(number))
         self.set_header("Content-Type", "text/csv; charset=utf-8")
@@ -79,7 +80,7 @@ class GradesHandler(ExercisesBase):
 class MyExercisesHandler(ExercisesBase):
     """GET the exercises of every class one is in, with one's progress."""
 
-    async def get(self):
+    async def get(self) -> None:
         user = await self.require_user()
         self.finish_json({"exercises": await self.exercises.assigned(user)})
 
@@ -87,7 +88,7 @@ class MyExercisesHandler(ExercisesBase):
 class ExerciseHandler(ExercisesBase):
     """GET one exercise as a student may see it."""
 
-    async def get(self, number, slug):
+    async def get(self, number: str, slug: str) -> None:
         user = await self.require_user()
         self.finish_json(await self.exercises.student_view(user, int(number), slug))
 
@@ -96,6 +97,6 @@ class StartHandler(ExercisesBase):
     """POST: copy the starter files into <slug>/ of one's home (never over
     one's own work); the path of the file the checks read."""
 
-    async def post(self, number, slug):
+    async def post(self, number: str, slug: str) -> None:
         user = await self.require_user()
         self.finish_json(await self.exercises.start(user, int(number), slug))

@@ -42,11 +42,13 @@ import re
 import tomllib
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any, Sequence
 
 from ..errors import Refused
 from ..files import paths
 
 EXERCISE_TOML = "exercise.toml"
+NO_EXERCISE = (404, "no_such_exercise", "There is no such exercise in this class.")
 INSTRUCTIONS = "instructions.md"
 TESTS = "tests.py"
 STARTER = "starter"
@@ -118,10 +120,10 @@ def parse(toml_text: str, tests_text: str | None = None) -> tuple[Exercise | Non
     return from_data(data, tests_text)
 
 
-def from_data(data: dict, tests_text: str | None = None) -> tuple[Exercise, list[str]]:
+def from_data(data: dict[str, Any], tests_text: str | None = None) -> tuple[Exercise, list[str]]:
     """parse() of exercise.toml's content as a dict (TOML's, or the
     browser's form in the same shape: text where TOML has a date-time)."""
-    problems = []
+    problems: list[str] = []
     _unknown(data, TOP_KEYS, EXERCISE_TOML, problems)
     title = _text(data, "title", EXERCISE_TOML, problems, required=True, limit=MAX_TITLE)
     if isinstance(data.get("title"), str) and not title.strip():
@@ -146,7 +148,7 @@ def from_data(data: dict, tests_text: str | None = None) -> tuple[Exercise, list
             named = {c.test for c in checks if c.kind == "function"}
             checks += [Check(id=name, kind="function", test=name, declared=False)
                        for name in tests if name not in named]
-    seen = set()
+    seen: set[str] = set()
     for c in checks:
         if c.id in seen:
             why = "" if c.declared else f" (the function {c.test}() of {TESTS}, which no check names, is a check of its own)"
@@ -155,7 +157,7 @@ def from_data(data: dict, tests_text: str | None = None) -> tuple[Exercise, list
     return Exercise(title=title, file=file, due=due, checks=tuple(checks)), problems
 
 
-def _unknown(table, allowed, where, problems):
+def _unknown(table: dict[str, Any], allowed: Sequence[str], where: str, problems: list[str]) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1)
@@ -163,7 +165,8 @@ def _unknown(table, allowed, where, problems):
             problems.append(f"{where}: '{key}' is not a setting here.{also}")
 
 
-def _text(table, key, where, problems, required=False, limit=MAX_TEXT, default=""):
+def _text(table: dict[str, Any], key: str, where: str, problems: list[str], required: bool = False,
+          limit: int = MAX_TEXT, default: str = "") -> str:
     value = table.get(key)
     if value is None:
         if required:
@@ -178,7 +181,7 @@ def _text(table, key, where, problems, required=False, limit=MAX_TEXT, default="
     return value
 
 
-def _student_file(value, problems):
+def _student_file(value: object, problems: list[str]) -> str:
     where = f"{EXERCISE_TOML}: 'file'"
     if value is None:
         problems.append(f"{where} is missing: name the student's Python file, e.g. file = \"average.py\".")
@@ -197,7 +200,7 @@ def _student_file(value, problems):
     return "/".join(parts)
 
 
-def due_of(value, problems, where=f"{EXERCISE_TOML}: 'due'"):
+def due_of(value: object, problems: list[str], where: str = f"{EXERCISE_TOML}: 'due'") -> datetime | None:
     """A due date (TOML's date-time, or ISO 8601 text) with its time zone, or None."""
     if value is None:
         return None
@@ -221,7 +224,7 @@ def due_of(value, problems, where=f"{EXERCISE_TOML}: 'due'"):
     return value
 
 
-def _check(n, table, problems):
+def _check(n: int, table: dict[str, Any], problems: list[str]) -> Check | None:
     """The n-th [[check]] table as a Check, or None (its problems added)."""
     where = f"{EXERCISE_TOML}, check {n}"
     before = len(problems)
@@ -260,9 +263,11 @@ def _check(n, table, problems):
         fields["rule"] = _text(table, "rule", where, problems, required=True, limit=200)
         if fields["rule"] and rule_problem(fields["rule"]):
             problems.append(f"{where}: {rule_problem(fields['rule'])}")
-    if len(problems) > before:
+    if len(problems) > before or not isinstance(check_id, str):  # a bad id added a problem too
         return None
-    return Check(id=check_id, kind=kind, points=points, visibility=visibility, **fields)
+    return Check(id=check_id, kind=kind, points=points, visibility=visibility, hint=fields["hint"],
+                 input=fields.get("input", ""), expected=fields.get("expected", ""),
+                 compare=fields.get("compare", "output"), test=fields.get("test", ""), rule=fields.get("rule", ""))
 
 
 def rule_problem(rule: str) -> str | None:
@@ -275,7 +280,7 @@ def rule_problem(rule: str) -> str | None:
             "(e.g. defines:average).")
 
 
-def test_functions(tests_text: str, problems: list) -> list[str] | None:
+def test_functions(tests_text: str, problems: list[str]) -> list[str] | None:
     """The names of the top-level `def test_...` of tests.py, in order
     (read with ast: nothing of it runs here); None when it is not Python."""
     try:
@@ -310,7 +315,7 @@ def checked_slug(slug: str) -> str:
 _DEFAULTS = Check(id="", kind="")
 
 
-def as_table(check: Check, defaults: bool = False) -> dict:
+def as_table(check: Check, defaults: bool = False) -> dict[str, Any]:
     """A check as its [[check]] table holds it: the keys of its kind (those
     left at their default only with `defaults`)."""
     keys = ("id", "kind") + KIND_KEYS[check.kind] + COMMON_KEYS[2:]

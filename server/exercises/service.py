@@ -12,19 +12,23 @@ attempts.py's and gradebook.py's; `Exercises` is the one door to all.
 """
 from __future__ import annotations  # a method is named `list`
 
+import builtins
 import dataclasses
 from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from ..db import Pool, Row
 
 from ..errors import Refused
 from ..files import paths
 from ..files.area import Area
+from ..files.paths import Parts
 from ..files.service import Files
 from . import model, visibility
 from .attempts import Attempts
 from .gradebook import Gradebook
-from .model import EXERCISE_TOML, INSTRUCTIONS, STARTER, TESTS, Exercise, checked_slug
+from .model import EXERCISE_TOML, INSTRUCTIONS, NO_EXERCISE, STARTER, TESTS, Exercise, checked_slug
 
-NO_EXERCISE = (404, "no_such_exercise", "There is no such exercise in this class.")
 FORM_TEXTS = {"instructions": INSTRUCTIONS, "tests": TESTS}
 MAX_STARTER_FILES = 50
 
@@ -35,7 +39,7 @@ class Found:
     exercise.toml cannot be read at all; `problems` the sentences to fix."""
     slug: str
     exercise: Exercise | None
-    problems: list
+    problems: builtins.list[str]
     toml: str = ""
     etag: str | None = None
     tests: str | None = None
@@ -49,8 +53,27 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class ClassDirectory(Protocol):
+    """What exercises needs to know of classes (teaching/classes.py has it)."""
+
+    async def visible(self, user: dict[str, Any]) -> builtins.list[dict[str, Any]]:
+        """The classes `user` is in or teaches."""
+
+    async def find(self, class_id: int | None) -> Row:
+        """A class (the default one for None), or Refused 404."""
+
+    async def teaching(self, user: dict[str, Any], class_id: int | None) -> Row:
+        """The class, if `user` teaches it (or is an admin); else Refused."""
+
+    async def member_of(self, user: dict[str, Any], class_id: int) -> Row:
+        """The class, if `user` is in it (or teaches it); else Refused."""
+
+    async def students(self, class_id: int) -> builtins.list[Row]:
+        """The class's active students."""
+
+
 class Exercises:
-    def __init__(self, pool, files: Files, classes):
+    def __init__(self, pool: Pool, files: Files, classes: ClassDirectory) -> None:
         self.files = files
         self.classes = classes  # teaching's Classes: who teaches and is in which class
         self.attempts = Attempts(pool, self)
@@ -58,7 +81,7 @@ class Exercises:
 
     # -- reading the folders (the trusted side: no one's rights are checked here) --------
 
-    async def _text(self, username: str, area: Area, parts: tuple) -> tuple[str | None, str | None]:
+    async def _text(self, username: str, area: Area, parts: Parts) -> tuple[str | None, str | None]:
         """(text, etag) of a file of the format; (None, None) when missing."""
         try:
             data, etag, _ = await self.files.read(username, area, parts, model.MAX_TEXT)
@@ -86,7 +109,7 @@ class Exercises:
         exercise, problems = model.parse(toml, tests)
         return Found(slug, exercise, problems, toml, etag, tests)
 
-    async def _shown_text(self, username: str, area: Area, parts: tuple) -> str | None:
+    async def _shown_text(self, username: str, area: Area, parts: Parts) -> str | None:
         """A file's text as a browser can show it; None for one it cannot
         (not text, or too large: a starter so shown is left by a save)."""
         try:
@@ -96,7 +119,7 @@ class Exercises:
                 raise
             return None
 
-    async def _all(self, username: str, area: Area) -> list[Found]:
+    async def _all(self, username: str, area: Area) -> builtins.list[Found]:
         """Every exercise folder of a checks area, by slug."""
         try:
             entries = await self.files.list(username, area, ())
@@ -104,7 +127,7 @@ class Exercises:
             if e.code == "not_found":  # a class whose checks were never opened
                 return []
             raise
-        found = []
+        found: builtins.list[Found] = []
         for entry in entries:
             if entry["kind"] != "folder":
                 continue
@@ -124,17 +147,17 @@ class Exercises:
 
     # -- teachers ------------------------------------------------------------------------
 
-    async def _teachers_area(self, teacher: dict, class_id: int, write: bool = False) -> Area:
+    async def _teachers_area(self, teacher: dict[str, Any], class_id: int, write: bool = False) -> Area:
         """The class's checks area, if `teacher` teaches the class (or is an
         admin): the same rule as the files API's `checks/<id>`."""
         return await self.files.area(teacher, f"checks/{class_id}", write)
 
-    async def list(self, teacher: dict, class_id: int) -> list[dict]:
+    async def list(self, teacher: dict[str, Any], class_id: int) -> builtins.list[dict[str, Any]]:
         """The class's exercises, each with its problems (if any)."""
         area = await self._teachers_area(teacher, class_id)
         return [_summary(found) for found in await self._all(teacher["username"], area)]
 
-    async def read(self, teacher: dict, class_id: int, slug: str) -> dict:
+    async def read(self, teacher: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """One exercise whole, as the browser's form shows it."""
         area = await self._teachers_area(teacher, class_id)
         found = await self._found(teacher["username"], area, checked_slug(slug))
@@ -148,7 +171,7 @@ class Exercises:
                 "checks": [{**model.as_table(c, defaults=True), "declared": c.declared}
                            for c in found.exercise.checks] if found.exercise else []}
 
-    async def save(self, teacher: dict, class_id: int, slug: str, form: dict) -> dict:
+    async def save(self, teacher: dict[str, Any], class_id: int, slug: str, form: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an exercise from the browser's form: {title, file,
         due, checks: [{id, kind, ...}], instructions, tests, starter: {path:
         text, or null to leave a file (one read() could not show) as it is}
@@ -172,7 +195,7 @@ class Exercises:
                     await self._write(username, area, (slug, STARTER) + tuple(path.split("/")), text)
         return await self.read(teacher, class_id, slug)
 
-    async def delete(self, teacher: dict, class_id: int, slug: str) -> None:
+    async def delete(self, teacher: dict[str, Any], class_id: int, slug: str) -> None:
         """Delete an exercise's folder (into the checks area's trash, from
         where the files API restores it); its attempts are kept."""
         area = await self._teachers_area(teacher, class_id, write=True)
@@ -181,7 +204,7 @@ class Exercises:
         except Refused as e:
             raise Refused(*NO_EXERCISE) if e.code == "not_found" else e from None
 
-    async def _write(self, username: str, area: Area, parts: tuple, text: str, expected: str | None = None) -> None:
+    async def _write(self, username: str, area: Area, parts: Parts, text: str, expected: str | None = None) -> None:
         """Save `text` as a file unless it holds it already (no version for
         nothing); `expected`: the etag it must still have (None: any)."""
         try:
@@ -196,7 +219,7 @@ class Exercises:
         if current != text:  # saved only if still as read (etag None: only if still missing)
             await self.files.save(username, area, parts, text.encode(), etag)
 
-    async def _starter_files(self, username: str, area: Area, slug: str) -> list[str]:
+    async def _starter_files(self, username: str, area: Area, slug: str) -> builtins.list[str]:
         try:
             entries, _ = await self.files.tree(username, area, (slug, STARTER))
         except Refused as e:
@@ -207,10 +230,10 @@ class Exercises:
 
     # -- students (and anyone in the class: a teacher sees what students see) ----------------
 
-    async def assigned(self, student: dict) -> list[dict]:
+    async def assigned(self, student: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """The exercises of every class `student` is in, as they may see them,
         with their own progress."""
-        out = []
+        out: builtins.list[dict[str, Any]] = []
         classes = await self.classes.visible(student)
         progress = await self.attempts.progress_of(student, [c["id"] for c in classes])
         for c in classes:
@@ -220,7 +243,7 @@ class Exercises:
                                 "progress": progress.get((c["id"], found.slug))})
         return out
 
-    async def student_view(self, student: dict, class_id: int, slug: str) -> dict:
+    async def student_view(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """One exercise as a student may see it: title, instructions, due
         date, starter file names, the checks filtered by visibility, and
         their own progress with the results of their latest attempt."""
@@ -231,10 +254,10 @@ class Exercises:
         return {"class": {"id": found_class["id"], "name": found_class["name"]}, **_for_students(found),
                 "instructions": instructions or "",
                 "starter": await self._starter_files(student["username"], area, slug),
-                "checks": visibility.student_checks(found.exercise, now()),
+                "checks": visibility.student_checks(_exercise_of(found), now()),
                 "progress": await self.attempts.latest_for_student(student, found_class["id"], slug)}
 
-    async def start(self, student: dict, class_id: int, slug: str) -> dict:
+    async def start(self, student: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """Copy the exercise's starter files into `<slug>/` of the student's
         home, each only if the student has no file there yet (their work is
         never overwritten): {"folder", "path" (the file the checks read),
@@ -247,10 +270,13 @@ class Exercises:
         if len(starter) > MAX_STARTER_FILES:
             raise Refused(409, "too_many_starter_files", "This exercise has too many starter files: "
                                                          "ask your teacher to keep fewer.")
-        copied, kept = [], []
+        copied: builtins.list[str] = []
+        kept: builtins.list[str] = []
         for path in starter:
             parts = tuple(path.split("/"))
             data, _, _ = await self.files.read(username, checks, (slug, STARTER) + parts)
+            if data is None:  # no limit was given: never
+                continue
             try:
                 await self.files.save(username, home, (slug,) + parts, data, None)
                 copied.append(f"{slug}/{path}")
@@ -260,9 +286,9 @@ class Exercises:
                 kept.append(f"{slug}/{path}")
         if not starter and not await self._exists(username, home, (slug,)):
             await self.files.mkdir(username, home, (slug,))
-        return {"folder": slug, "path": f"{slug}/{found.exercise.file}", "copied": copied, "kept": kept}
+        return {"folder": slug, "path": f"{slug}/{_exercise_of(found).file}", "copied": copied, "kept": kept}
 
-    async def _exists(self, username: str, area: Area, parts: tuple) -> bool:
+    async def _exists(self, username: str, area: Area, parts: Parts) -> bool:
         try:
             return await self.files.is_dir(username, area, parts)
         except Refused as e:
@@ -272,27 +298,27 @@ class Exercises:
 
     # -- attempts and the gradebook (attempts.py, gradebook.py) -----------------------------
 
-    async def record_attempt(self, student: dict, class_id: int, slug: str, started_at: datetime,
-                             results: list[dict], not_gradable: bool = False, message: str = "",
-                             reason: str | None = None, graded: dict | None = None) -> dict:
+    async def record_attempt(self, student: dict[str, Any], class_id: int, slug: str, started_at: datetime,
+                             results: builtins.list[dict[str, Any]], not_gradable: bool = False, message: str = "",
+                             reason: str | None = None, graded: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.attempts.record(student, class_id, slug, started_at, results, not_gradable, message,
                                           reason, graded)
 
-    async def grid(self, teacher: dict, class_id: int) -> dict:
+    async def grid(self, teacher: dict[str, Any], class_id: int) -> dict[str, Any]:
         return await self.gradebook.grid(teacher, class_id)
 
-    async def grades_csv(self, teacher: dict, class_id: int) -> str:
+    async def grades_csv(self, teacher: dict[str, Any], class_id: int) -> str:
         return await self.gradebook.csv(teacher, class_id)
 
-    async def latest_attempt(self, teacher: dict, class_id: int, slug: str, username: str) -> dict:
+    async def latest_attempt(self, teacher: dict[str, Any], class_id: int, slug: str, username: str) -> dict[str, Any]:
         return await self.gradebook.latest_attempt(teacher, class_id, slug, username)
 
 
-def _iso(when):
+def _iso(when: datetime | None) -> str | None:
     return when.isoformat() if when else None
 
 
-def _summary(found: Found) -> dict:
+def _summary(found: Found) -> dict[str, Any]:
     """An exercise in a teacher's list."""
     e = found.exercise
     return {"slug": found.slug, "title": e.title if e else None, "file": e.file if e else None,
@@ -300,17 +326,24 @@ def _summary(found: Found) -> dict:
             "checks": len(e.checks) if e else 0, "problems": found.problems}
 
 
-def _for_students(found: Found) -> dict:
-    e = found.exercise
+def _exercise_of(found: Found) -> Exercise:
+    """The exercise of a Found that `Exercises.exercise` gave (a usable one)."""
+    if found.exercise is None:
+        raise Refused(*NO_EXERCISE)
+    return found.exercise
+
+
+def _for_students(found: Found) -> dict[str, Any]:
+    e = _exercise_of(found)
     return {"slug": found.slug, "title": e.title, "file": e.file, "due": _iso(e.due),
             "due_passed": e.due is not None and now() >= e.due, "max_score": e.max_score}
 
 
-def _from_form(form: dict) -> tuple[Exercise, dict, dict | None]:
+def _from_form(form: dict[str, Any]) -> tuple[Exercise, dict[str, Any], dict[str, Any] | None]:
     """(the exercise, {file name: text} of instructions.md and tests.py,
     {starter path: text} or None) of the browser's form, or Refused 400
     with every problem: the same sentences as for a folder from git."""
-    def text(name, limit=model.MAX_TEXT):
+    def text(name: str, limit: int = model.MAX_TEXT) -> str:
         value = form.get(name, "")
         if not isinstance(value, str):
             raise Refused(400, "wrong_type", f"The field '{name}' must be text.")

@@ -10,6 +10,7 @@ result says only passed or not. Everything sent to a student about checks
 goes through `faces`, so the rule is in one place.
 """
 from datetime import datetime
+from typing import Any
 
 from .model import Check, Exercise
 
@@ -31,7 +32,7 @@ def label(check: Check) -> str:
             "uses_call": f"Calls {name}()"}[rule]
 
 
-def faces(exercise: Exercise, now: datetime) -> list[tuple[Check, dict]]:
+def faces(exercise: Exercise, now: datetime) -> list[tuple[Check, dict[str, Any]]]:
     """(check, what the student may see of it) for every check, in order."""
     out, hidden = [], 0
     for check in exercise.checks:
@@ -48,11 +49,11 @@ def faces(exercise: Exercise, now: datetime) -> list[tuple[Check, dict]]:
     return out
 
 
-def student_checks(exercise: Exercise, now: datetime) -> list[dict]:
+def student_checks(exercise: Exercise, now: datetime) -> list[dict[str, Any]]:
     return [face for _, face in faces(exercise, now)]
 
 
-def student_results(exercise: Exercise, outcomes: dict, now: datetime) -> list[dict]:
+def student_results(exercise: Exercise, outcomes: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
     """The results of an attempt as the student may see them: per check,
     passed, points earned and a message (the grader's, with the hint when
     failed, for a shown check; only passed or not for a hidden one).

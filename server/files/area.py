@@ -5,20 +5,20 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Area:
     key: str          # 'home/ada', 'course', 'class/3' or 'checks/3'
-    parts: tuple      # folders below STORAGE_ROOT
+    parts: tuple[str, ...]  # folders below STORAGE_ROOT
     quota: bool       # homes have quotas; the course area does not
 
     @staticmethod
-    def home(username):
+    def home(username: str) -> "Area":
         return Area("home/" + username, ("home", username), True)
 
     @staticmethod
-    def course():
+    def course() -> "Area":
         """The course folder of the default class (all there was before classes)."""
         return Area("course", ("course",), False)
 
     @staticmethod
-    def of_class(class_id):
+    def of_class(class_id: int) -> "Area":
         """The course folder of any other class."""
         return Area(f"class/{class_id}", ("classes", str(class_id)), False)
 
@@ -33,12 +33,12 @@ class Area:
         return Area.of_class(int(class_id))
 
     @staticmethod
-    def checks(class_id):
+    def checks(class_id: int) -> "Area":
         """A class's exercises with their checks: its teachers' only (students
         must never read the hidden checks, nor their programs reach them)."""
         return Area(f"checks/{class_id}", ("checks", str(class_id)), False)
 
     @property
-    def slug(self):
+    def slug(self) -> str:
         """The key as one file name, for the store's own records of the area."""
         return self.key.replace("/", "--")

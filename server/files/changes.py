@@ -22,8 +22,14 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
+from typing import Any, Awaitable, Callable
 
 from .. import notify
+from ..db import Pool
+
+# A change as the IDEs are told of it: {"kind", "path", "by", ["etag", "to", "kept"]}.
+Change = dict[str, str]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +44,14 @@ class Watch:
     """One IDE socket: the areas it shows ({area key: the page's name for
     it}) and `send(message)`, awaitable."""
 
-    def __init__(self, names, send):
+    def __init__(self, names: dict[str, str], send: Send) -> None:
         self.names = names
         self.send = send
-        self.pending = {}  # (area name, path) -> change
-        self.reload = set()  # area names to reload whole
-        self.task = None
+        self.pending: dict[tuple[str, str], Change] = {}  # (area name, path) -> change
+        self.reload: set[str] = set()  # area names to reload whole
+        self.task: asyncio.Task[None] | None = None
 
-    def queue(self, name, changes):
+    def queue(self, name: str, changes: list[Change]) -> None:
         if name in self.reload:
             return
         for change in changes:
@@ -53,14 +59,14 @@ class Watch:
         if len(self.pending) > PENDING_MAX:
             self.reload_all(name)
 
-    def reload_all(self, name):
+    def reload_all(self, name: str) -> None:
         self.reload.add(name)
         self.pending = {k: v for k, v in self.pending.items() if k[0] != name}
 
-    def messages(self):
+    def messages(self) -> list[dict[str, Any]]:
         """What to send now; the queue is empty after."""
-        out = [{"type": "files", "area": name, "reload": True} for name in sorted(self.reload)]
-        by_area = defaultdict(list)
+        out: list[dict[str, Any]] = [{"type": "files", "area": name, "reload": True} for name in sorted(self.reload)]
+        by_area: defaultdict[str, list[Change]] = defaultdict(list)
         for (name, _), change in self.pending.items():
             by_area[name].append(change)
         out += [{"type": "files", "area": name, "changes": changes} for name, changes in by_area.items()]
@@ -69,11 +75,11 @@ class Watch:
 
 
 class FileChanges:
-    def __init__(self, pool, listener):
+    def __init__(self, pool: Pool, listener: notify.Listener) -> None:
         self.pool = pool
-        self.outgoing = {}  # area key -> {path: change}, or None: reload it
-        self.sending = None
-        self.watches = defaultdict(set)  # area key -> {Watch}
+        self.outgoing: dict[str, dict[str, Change] | None] = {}  # area key -> {path: change}, or None: reload it
+        self.sending: asyncio.Task[None] | None = None
+        self.watches: defaultdict[str, set[Watch]] = defaultdict(set)  # area key -> {Watch}
         listener.listen(CHANNEL, self._heard)
         listener.on_gap(self._gap)
 
@@ -99,7 +105,7 @@ class FileChanges:
         if self.sending is None:
             self.sending = asyncio.ensure_future(self._send_soon())
 
-    async def _send_soon(self):
+    async def _send_soon(self) -> None:
         await asyncio.sleep(GATHER_SECONDS)
         outgoing, self.outgoing, self.sending = self.outgoing, {}, None
         for key, changes in outgoing.items():
@@ -114,7 +120,7 @@ class FileChanges:
 
     # -- hearing ----------------------------------------------------------------
 
-    def watch(self, names: dict, send) -> Watch:
+    def watch(self, names: dict[str, str], send: Send) -> Watch:
         """Tell `send` of the changes to the areas in `names` from now on."""
         watch = Watch(dict(names), send)
         for key in names:
@@ -134,7 +140,7 @@ class FileChanges:
         if watch.task:
             watch.task.cancel()
 
-    def _heard(self, payload):
+    def _heard(self, payload: str) -> None:
         try:
             message = json.loads(payload)
             key = message["a"]
@@ -150,19 +156,19 @@ class FileChanges:
                 watch.queue(name, changes)
             self._deliver(watch)
 
-    def _gap(self):
+    def _gap(self) -> None:
         for watches in self.watches.values():
             for watch in watches:
                 for name in watch.names.values():
                     watch.reload_all(name)
                 self._deliver(watch)
 
-    def _deliver(self, watch):
+    def _deliver(self, watch: Watch) -> None:
         if watch.task is None or watch.task.done():
             watch.task = asyncio.ensure_future(self._flush(watch))
 
     @staticmethod
-    async def _flush(watch):
+    async def _flush(watch: Watch) -> None:
         await asyncio.sleep(0)  # what the same notification brings for it goes along
         while watch.pending or watch.reload:
             for message in watch.messages():

@@ -18,6 +18,7 @@ import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..errors import Refused
 
@@ -50,7 +51,7 @@ class NotAnswering(Refused):
                          "Wait a minute, then save again.", retry_after=10)
 
 
-def condition_of(e: OSError):
+def condition_of(e: OSError) -> str | None:
     """The condition an error of the storage shows, or None (the request's own: ENOENT, EEXIST ...)."""
     if e.errno == errno.EROFS:
         return READ_ONLY
@@ -61,7 +62,7 @@ def condition_of(e: OSError):
     return None
 
 
-def refusal(e: OSError):
+def refusal(e: OSError) -> Refused | None:
     """The answer a student gets for a storage error, or None if `e` is not one."""
     condition = condition_of(e)
     if condition == READ_ONLY:
@@ -90,7 +91,7 @@ class StorageHealth:
         self.deadline = deadline
         self.slow_after = max(1.0, deadline / 5)
         self.condition, self.detail, self.since = OK, "", time.time()
-        self._probe = None  # the probe in flight or last finished (a future)
+        self._probe: asyncio.Future[float] | None = None  # the probe in flight or last finished
         self._probe_started = 0.0
         # One thread, so a probe stuck in the kernel holds one thread, and the
         # next check sees it still running instead of starting another.
@@ -130,7 +131,7 @@ class StorageHealth:
 
     # -- the probe --------------------------------------------------------------
 
-    async def check(self, budget: float) -> dict:
+    async def check(self, budget: float) -> dict[str, Any]:
         """The condition, probed again if the last finding is older than
         FRESH; waits at most `budget` seconds (the probe runs on in its thread)."""
         loop = asyncio.get_running_loop()
@@ -149,7 +150,7 @@ class StorageHealth:
                 self.slow(waited)
         return self.report()
 
-    def _probed(self, probe):
+    def _probed(self, probe: "asyncio.Future[float]") -> None:
         try:
             seconds = probe.result()
         except OSError as e:
@@ -183,10 +184,10 @@ class StorageHealth:
             os.close(fd)
         return time.monotonic() - started
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         return {"state": self.condition,
                 "message": MESSAGES[self.condition].format(slow=self.slow_after, detail=self.detail),
                 "since": round(self.since, 3)}
 
-    def close(self):
+    def close(self) -> None:
         self._thread.shutdown(wait=False, cancel_futures=True)

@@ -10,6 +10,7 @@ with a 503 the client retries. An entry lives only while it is in use.
 """
 import asyncio
 from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 from ..errors import Refused
 from .faults import NotAnswering
@@ -17,11 +18,11 @@ from .faults import NotAnswering
 PER_USER = 4
 MAX_WAITING = 64
 
-_places = {}  # username -> [asyncio.Semaphore, calls holding or waiting]
+_places: dict[str, list[Any]] = {}  # username -> [asyncio.Semaphore, calls holding or waiting]
 
 
 @asynccontextmanager
-async def place(username, deadline=None):
+async def place(username: str, deadline: float | None = None) -> AsyncIterator[None]:
     """A place for one call of `username`'s, waited for until the loop time
     `deadline` at most (then the storage is not answering their calls)."""
     entry = _places.get(username)

@@ -7,10 +7,14 @@ import logging
 from urllib.parse import quote
 
 from tornado import httputil, iostream
+from tornado.http1connection import HTTP1Connection
 
 from ..web import ApiError, ApiHandler
 from . import paths
-from .store import TEXT_LIMIT, as_text
+from .area import Area
+from .paths import Parts
+from .service import Files
+from .store import TEXT_LIMIT, Meta, as_text
 
 log = logging.getLogger(__name__)
 
@@ -19,23 +23,24 @@ AREA = r"(home|course|class/[^/]+|checks/[^/]+|user/[^/]+)"
 
 class FilesBase(ApiHandler):
     @property
-    def files(self):
+    def files(self) -> Files:
         return self.ctx.files
 
     @property
-    def username(self):
-        return self.current_user["username"]
+    def username(self) -> str:
+        name: str = self.current_user["username"]  # require_user (through area) made sure of it
+        return name
 
-    async def area(self, spec, write):
+    async def area(self, spec: str, write: bool) -> Area:
         """The Area `spec` names, if the current user may read (or write) it."""
         return await self.files.area(await self.require_user(), spec, write)
 
-    def answer_meta(self, meta):
+    def answer_meta(self, meta: Meta) -> None:
         if "etag" in meta:
             self.set_header("ETag", f'"{meta["etag"]}"')
         self.finish_json(meta)
 
-    async def stream_file(self, area, parts):
+    async def stream_file(self, area: Area, parts: Parts) -> None:
         download = await self.files.download(self.username, area, parts)
         try:
             self.set_header("Content-Type", "application/octet-stream")
@@ -54,10 +59,10 @@ class FilesHandler(FilesBase):
     """GET a folder listing or a file, PUT to save, POST an action, DELETE."""
 
     @property
-    def max_body(self):
+    def max_body(self) -> int | None:
         return self.ctx.cfg.MAX_FILE_BYTES if self.request.method == "PUT" else None
 
-    async def get(self, spec, path):
+    async def get(self, spec: str, path: str | None) -> None:
         parts = paths.parse(path or "")  # before the area: a refused path makes nothing (not even the home)
         area = await self.area(spec, write=False)
         if self.get_argument("download", None):
@@ -77,7 +82,7 @@ class FilesHandler(FilesBase):
             self.set_header("ETag", f'"{etag}"')
         self.finish_json(meta)
 
-    async def put(self, spec, path):
+    async def put(self, spec: str, path: str | None) -> None:
         parts = paths.parse(path or "", allow_root=False)
         area = await self.area(spec, write=True)
         if_match = self.request.headers.get("If-Match")
@@ -86,7 +91,7 @@ class FilesHandler(FilesBase):
         meta = await self.files.save(self.username, area, parts, bytes(self._body), if_match)
         self.answer_meta(meta)
 
-    async def post(self, spec, path):
+    async def post(self, spec: str, path: str | None) -> None:
         parts = paths.parse(path or "", allow_root=False)
         area = await self.area(spec, write=True)
         body = self.json_body()
@@ -104,7 +109,7 @@ class FilesHandler(FilesBase):
             return self.answer_meta(meta)
         raise ApiError(400, "unknown_action", "The action must be mkdir, move or restore.")
 
-    async def delete(self, spec, path):
+    async def delete(self, spec: str, path: str | None) -> None:
         parts = paths.parse(path or "", allow_root=False)
         area = await self.area(spec, write=True)
         done = await self.files.delete(self.username, area, parts)
@@ -114,7 +119,7 @@ class FilesHandler(FilesBase):
 class HistoryHandler(FilesBase):
     """GET the earlier versions of a file, or one of them with ?version=."""
 
-    async def get(self, spec, path):
+    async def get(self, spec: str, path: str | None) -> None:
         area = await self.area(spec, write=False)
         parts = paths.parse(path or "", allow_root=False)
         version = self.get_argument("version", None)
@@ -131,16 +136,17 @@ class UploadHandler(FilesBase):
     """POST multipart/form-data files into a folder; ?overwrite=1 replaces."""
 
     @property
-    def max_body(self):
+    def max_body(self) -> int | None:
         return self.ctx.cfg.MAX_FILE_BYTES + (64 << 10)
 
-    async def post(self, spec, path):
+    async def post(self, spec: str, path: str | None) -> None:
         area = await self.area(spec, write=True)
         folder = paths.parse(path or "")
         ctype = self.request.headers.get("Content-Type", "")
         if not ctype.startswith("multipart/form-data"):
             raise ApiError(415, "unsupported_media_type", "Upload files as multipart/form-data.")
-        args, files = {}, {}
+        args: dict[str, list[bytes]] = {}
+        files: dict[str, list[httputil.HTTPFile]] = {}
         try:
             httputil.parse_body_arguments(ctype, bytes(self._body), args, files)
         except httputil.HTTPInputError:
@@ -155,7 +161,7 @@ class UploadHandler(FilesBase):
 class ZipHandler(FilesBase):
     """GET a folder as a zip, streamed as it is made."""
 
-    async def get(self, spec, path):
+    async def get(self, spec: str, path: str | None) -> None:
         area = await self.area(spec, write=False)
         parts = paths.parse(path or "")
         name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
@@ -175,7 +181,8 @@ class ZipHandler(FilesBase):
             # Closing without the last chunk makes the browser report a
             # failed download instead of saving a corrupt zip.
             log.warning("zip of %s/%s broken off: %r", area.key, "/".join(parts), e)
-            self.request.connection.close()
+            if isinstance(self.request.connection, HTTP1Connection):  # what tornado's HTTPServer gives
+                self.request.connection.close()
             return
         finally:
             await zipped.close()
@@ -186,11 +193,11 @@ class TrashHandler(FilesBase):
     """GET what was deleted from an area; POST {"id", "path"?} restores one
     delete (or the file `path` of it)."""
 
-    async def get(self, spec):
+    async def get(self, spec: str) -> None:
         area = await self.area(spec, write=False)
         self.finish_json({"entries": await self.files.trash_list(self.username, area)})
 
-    async def post(self, spec):
+    async def post(self, spec: str) -> None:
         area = await self.area(spec, write=True)
         body = self.json_body()
         record = self.field(body, "id", str, max_len=100)
@@ -199,5 +206,5 @@ class TrashHandler(FilesBase):
         self.finish_json(report, 200 if report["restored"] or not report["skipped"] else 409)
 
 
-def _attachment(name):
+def _attachment(name: str) -> str:
     return f"attachment; filename*=UTF-8''{quote(name)}"

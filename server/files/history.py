@@ -16,22 +16,29 @@ when a home needs room the oldest versions of the whole area go first
 (`evict`), since versions count in its quota. Callers hold the area's lock
 for every change.
 """
+import builtins
 import errno
 import hashlib
 import os
 import stat
 import time
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from ..errors import Refused
 from . import paths
 from .walk import FILE, Walk
 
+if TYPE_CHECKING:  # the store imports this module
+    from .area import Area
+    from .paths import Parts
+    from .store import Limits
 
-def etag_of(data):
+
+def etag_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:20]
 
 
-def etag_of_file(dir_fd, name):
+def etag_of_file(dir_fd: int, name: str) -> str:
     """The etag of a regular file, read in blocks (never a FIFO: NotAFile)."""
     digest = hashlib.sha256()
     with os.fdopen(paths.open_regular(dir_fd, name), "rb") as f:
@@ -52,29 +59,29 @@ OLDEST_SPACING = 30 * DAY  # older than the last tier
 DELETED = "-deleted"  # ends the name of the version a delete kept (the trash puts it back)
 
 
-def now_ns():
+def now_ns() -> int:
     """The clock versions are named and thinned by (tests replace it)."""
     return time.time_ns()
 
 
-def _is_version(name):
+def _is_version(name: str) -> bool:
     return name[:1].isdigit()
 
 
-def _made_ns(version):
+def _made_ns(version: str) -> int:
     """When a version was kept, from its name (0 for a name not ours)."""
     head = version.split("-", 1)[0]
     return int(head) if head.isdigit() else 0
 
 
-def _spacing(age):
+def _spacing(age: int) -> int:
     for younger_than, spacing in TIERS:
         if age < younger_than:
             return spacing
     return OLDEST_SPACING
 
 
-def _bands():
+def _bands() -> Iterator[tuple[int | None, int | None, int]]:
     """(older than, younger than, spacing) in seconds for each age of a
     moment, None where unbounded: a moment in the future is a recent one."""
     older_than = None
@@ -87,7 +94,7 @@ def _bands():
 BANDS = tuple(_bands())
 
 
-def _holds_a_moment_kept(since, until, now):
+def _holds_a_moment_kept(since: int | None, until: int, now: int) -> bool:
     """Does [since, until) (ns; since None: from the beginning) hold a
     moment thinning keeps the text of at `now`: a multiple of the spacing
     its age calls for (10:42:00 while minutes are kept, 10:40 once it is
@@ -109,7 +116,7 @@ def _holds_a_moment_kept(since, until, now):
     return False
 
 
-def retained(versions, now, bound):
+def retained(versions: Iterable[str], now: int, bound: int) -> list[str]:
     """Which of a file's versions to keep at `now` (ns), newest first, at
     most `bound` (the oldest go): the RECENT newest, and each that was the
     file's text at a moment thinning keeps (`_holds_a_moment_kept`). A
@@ -129,7 +136,7 @@ def retained(versions, now, bound):
         if _holds_a_moment_kept(since, made, now):
             keep.add(version)
         since = made
-    deleted_periods = set()
+    deleted_periods: set[tuple[int, int]] = set()
     for version in newest_first:
         if version.endswith(DELETED):
             made = _made_ns(version) // 10**9
@@ -141,17 +148,18 @@ def retained(versions, now, bound):
 
 
 class History:
-    def __init__(self, history_fd, limits):
+    def __init__(self, history_fd: int, limits: "Limits") -> None:
         self.base_fd, self.limits = history_fd, limits  # .system/history, open for the worker's life
 
-    def _area_parts(self, area):
+    def _area_parts(self, area: "Area") -> "Parts":
         return (area.slug,)
 
-    def parts(self, area, parts):
+    def parts(self, area: "Area", parts: "Parts") -> "Parts":
         digest = hashlib.sha256("/".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
         return self._area_parts(area) + (digest,)
 
-    def keep(self, area, dir_fd, name, parts, etag, deleted=False):
+    def keep(self, area: "Area", dir_fd: int, name: str, parts: "Parts", etag: str,
+         deleted: bool = False) -> tuple[str, tuple[int, int]]:
         """Keep the regular file `name` in `dir_fd` (at `parts`) as a version
         (`deleted`: the last one, before a delete); returns its name and
         (bytes, files) freed by thinning the file's versions."""
@@ -178,7 +186,7 @@ class History:
             os.close(hfd)
 
     @staticmethod
-    def _copy(dir_fd, name, hfd, version):
+    def _copy(dir_fd: int, name: str, hfd: int, version: str) -> None:
         with os.fdopen(paths.open_regular(dir_fd, name), "rb") as src:
             vfd = paths.open_file(hfd, version, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             with os.fdopen(vfd, "wb") as dst:
@@ -189,7 +197,7 @@ class History:
                 os.utime(dst.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))  # when its text was written
                 os.fsync(dst.fileno())
 
-    def list(self, area, parts):
+    def list(self, area: "Area", parts: "Parts") -> "builtins.list[dict[str, Any]]":
         """Earlier versions of a file, newest first: each the file's text
         from `since` (when it was written) until `saved` (when it was
         replaced), in seconds since 1970."""
@@ -198,7 +206,7 @@ class History:
         except FileNotFoundError:
             return []
         try:
-            out = []
+            out: builtins.list[dict[str, Any]] = []
             for v in sorted((v for v in os.listdir(hfd) if _is_version(v)), key=_made_ns):
                 try:
                     st = os.stat(v, dir_fd=hfd, follow_symlinks=False)
@@ -216,7 +224,7 @@ class History:
         finally:
             os.close(hfd)
 
-    def read(self, area, parts, version, limit):
+    def read(self, area: "Area", parts: "Parts", version: str, limit: int | None) -> bytes:
         """The bytes of a version (413 if it holds more than `limit`)."""
         if not version or "/" in version or not _is_version(version) or paths.name_problem(version):
             raise Refused(404, "no_such_version", "There is no such version.")
@@ -232,7 +240,7 @@ class History:
         except FileNotFoundError:
             raise Refused(404, "no_such_version", "This version is no longer kept.") from None
 
-    def kept(self, area, parts, version):
+    def kept(self, area: "Area", parts: "Parts", version: str) -> bool:
         """Is `version` of the file at `parts` still kept?"""
         try:
             hfd = paths.open_dir(self.base_fd, self.parts(area, parts))
@@ -243,7 +251,7 @@ class History:
         finally:
             os.close(hfd)
 
-    def move(self, area, src, dst):
+    def move(self, area: "Area", src: "Parts", dst: "Parts") -> None:
         """History follows a moved file (a moved folder's files keep theirs
         under the old paths: they stay readable there)."""
         old, new = self.parts(area, src), self.parts(area, dst)
@@ -260,7 +268,7 @@ class History:
 
     # -- the area as a whole (quota) --------------------------------------------
 
-    def measure(self, area, seen, max_entries):
+    def measure(self, area: "Area", seen: set[tuple[int, int]], max_entries: int | None) -> tuple[int, int]:
         """(bytes, versions) of the area's history; inodes in `seen` (already
         counted in the home) are not counted twice, and are added to it."""
         total = count = 0
@@ -278,7 +286,7 @@ class History:
             os.close(afd)
         return total, count
 
-    def evict(self, area, bytes_needed, files_needed):
+    def evict(self, area: "Area", bytes_needed: int, files_needed: int) -> tuple[int, int]:
         """Drop the area's oldest versions until (bytes, files) as large as
         asked are freed, or none are left; returns what was freed."""
         try:
@@ -286,7 +294,7 @@ class History:
         except FileNotFoundError:
             return 0, 0
         try:
-            versions = []
+            versions: builtins.list[tuple[str, str]] = []
             for event, _, name, _st in (walk := Walk(afd, max_depth=2)):
                 if event == FILE and _is_version(name) and walk.depth == 2:
                     versions.append((name, walk.path(name).split("/")[0]))
@@ -310,10 +318,10 @@ class History:
             os.close(afd)
 
 
-def counted_bytes(st, seen):
+def counted_bytes(st: os.stat_result | None, seen: set[tuple[int, int]]) -> int:
     """The bytes a regular file adds to a count: none if another name of
     the same inode was counted already."""
-    if not stat.S_ISREG(st.st_mode):
+    if st is None or not stat.S_ISREG(st.st_mode):  # None: a walk's LEAVE
         return 0
     if st.st_nlink > 1:
         if (st.st_dev, st.st_ino) in seen:
@@ -322,7 +330,7 @@ def counted_bytes(st, seen):
     return st.st_size
 
 
-def _drop(hfd, versions):
+def _drop(hfd: int, versions: Iterable[str]) -> tuple[int, int]:
     """Unlink versions; (bytes, files) freed (a version whose inode has
     another name frees no bytes)."""
     freed_bytes = freed_files = 0

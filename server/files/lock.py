@@ -14,15 +14,16 @@ import fcntl
 import os
 import threading
 from contextlib import contextmanager
+from typing import Any, Iterator
 
 from . import paths
 
 _table_guard = threading.Lock()
-_table = {}  # lock file (absolute path) -> [threading.Lock, holders and waiters]
+_table: dict[str, list[Any]] = {}  # lock file (absolute path) -> [threading.Lock, holders and waiters]
 
 
 @contextmanager
-def area_lock(locks_fd, name, key):
+def area_lock(locks_fd: int, name: str, key: str) -> Iterator[None]:
     """Hold the lock file `name` in the folder `locks_fd`; `key` names that
     file uniquely in this process (its absolute path)."""
     with _table_guard:
@@ -43,7 +44,7 @@ def area_lock(locks_fd, name, key):
                 del _table[key]
 
 
-def held():
+def held() -> int:
     """How many areas are locked or waited for in this process (for tests)."""
     with _table_guard:
         return len(_table)

@@ -5,7 +5,9 @@ reads through the store): the files service (service.py,
 import re
 
 from ..errors import Refused
-from .store import as_text
+from .area import Area
+from .paths import Parts
+from .store import Store, as_text
 
 MODULE_BYTES = 128 << 10  # a larger module beside the file is left out
 MODULES_READ = 16  # modules read per request, following imports
@@ -14,9 +16,9 @@ MODULE_FILE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.py")
 IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)|import[ \t]+([^#;\n]+))", re.M)
 
 
-def imported(text):
+def imported(text: str) -> set[str]:
     """The top-level module names `text` imports (absolute imports only)."""
-    names = set()
+    names: set[str] = set()
     for m in IMPORT_LINE.finditer(text):
         if m.group(1):
             names.add(m.group(1))
@@ -28,7 +30,7 @@ def imported(text):
     return names
 
 
-def modules(store, area, folder, edited, source):
+def modules(store: Store, area: Area, folder: Parts, edited: str, source: str) -> dict[str, str]:
     """{file name: text} of the modules beside the edited file: the text of
     those it imports (and those import, up to MODULES_READ), empty for the
     others, so that `import he` completes their names. Blocking."""
@@ -39,7 +41,7 @@ def modules(store, area, folder, edited, source):
     names = sorted(e["name"] for e in entries
                    if e["kind"] == "file" and MODULE_FILE.fullmatch(e["name"]) and e["name"] != edited)
     files = dict.fromkeys(names[:MODULES_LISTED], "")
-    todo, seen = imported(source), set()
+    todo, seen = imported(source), set[str]()
     while todo and len(seen) < MODULES_READ:
         name = todo.pop() + ".py"
         if name in seen or name not in files:

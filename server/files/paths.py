@@ -16,6 +16,7 @@ import os
 import stat
 import unicodedata
 from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 from ..errors import Refused
 
@@ -25,15 +26,18 @@ MAX_DEPTH = 32
 # Names the storage layer uses for itself inside users' folders.
 RESERVED_PREFIX = ".~pyc"
 
+Parts = tuple[str, ...]  # a path as its names: ('a', 'b.py') for 'a/b.py'
+Owner = tuple[int, int]  # (uid, gid)
+
 
 class BadPath(Refused):
     """The client path is not acceptable; `code` names why."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(400, code, message)
 
 
-def name_problem(name):
+def name_problem(name: str) -> tuple[str, str] | None:
     """Why `name` cannot be one path segment, or None."""
     if name in ("", ".", ".."):
         return "path_segment", f"'{name}' is not a file or folder name"
@@ -57,7 +61,7 @@ def name_problem(name):
     return None
 
 
-def parse(path, allow_root=True):
+def parse(path: object, allow_root: bool = True) -> Parts:
     """('a', 'b.py') for 'a/b.py'. A trailing slash is allowed; '' is the root."""
     if not isinstance(path, str):
         raise BadPath("bad_path", "the path must be text")
@@ -82,11 +86,11 @@ def parse(path, allow_root=True):
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_root(path):
+def open_root(path: str) -> int:
     return os.open(path, DIR_FLAGS)
 
 
-def open_dir(root_fd, parts, create=False, owner=None):
+def open_dir(root_fd: int, parts: Iterable[str], create: bool = False, owner: Owner | None = None) -> int:
     """An fd of the folder `parts` below `root_fd`, never crossing a symlink.
     With `create`, missing folders are made (mode 0755, owned by `owner`,
     a (uid, gid), when given)."""
@@ -116,7 +120,8 @@ def open_dir(root_fd, parts, create=False, owner=None):
 
 
 @contextmanager
-def opened(root_fd, parts, create=False, owner=None):
+def opened(root_fd: int, parts: Iterable[str], create: bool = False,
+           owner: Owner | None = None) -> Iterator[int]:
     """with opened(root_fd, ('a', 'b')) as fd: open_dir's fd, closed after."""
     fd = open_dir(root_fd, tuple(parts), create=create, owner=owner)
     try:
@@ -125,7 +130,7 @@ def opened(root_fd, parts, create=False, owner=None):
         os.close(fd)
 
 
-def exists(dir_fd, name):
+def exists(dir_fd: int, name: str) -> bool:
     """Is there anything (a link too) named `name` in `dir_fd`?"""
     try:
         os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -134,7 +139,7 @@ def exists(dir_fd, name):
         return False
 
 
-def open_file(dir_fd, name, flags=os.O_RDONLY):
+def open_file(dir_fd: int, name: str, flags: int = os.O_RDONLY) -> int:
     """Open `name` in `dir_fd`; a symlink there is refused, not followed."""
     try:
         return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -147,13 +152,13 @@ def open_file(dir_fd, name, flags=os.O_RDONLY):
 class NotAFile(Refused):
     """A FIFO, socket or device (or a folder) where a file was expected."""
 
-    def __init__(self, name, status=400):
+    def __init__(self, name: str, status: int = 400) -> None:
         super().__init__(status, "not_a_file",
                          f"'{shown(name)}' is not a file (it is a folder, a pipe, a socket or a device) "
                          "and cannot be opened as one.")
 
 
-def open_regular(dir_fd, name):
+def open_regular(dir_fd: int, name: str) -> int:
     """A read-only fd of the regular file `name` in `dir_fd`. Opening never
     blocks (O_NONBLOCK: a FIFO with no writer would wait forever) and
     anything but a regular file is refused with NotAFile after an fstat of
@@ -162,7 +167,7 @@ def open_regular(dir_fd, name):
     return _open_regular(dir_fd, name)[0]
 
 
-def read_regular(dir_fd, name, limit=None):
+def read_regular(dir_fd: int, name: str, limit: int | None = None) -> tuple[bytes | None, os.stat_result]:
     """(content, stat) of the regular file `name`, refused as open_regular
     refuses; content is None when the file is larger than `limit`. Read
     with os.read: a buffered file object costs five more system calls."""
@@ -170,7 +175,7 @@ def read_regular(dir_fd, name, limit=None):
     try:
         if limit is not None and st.st_size > limit:
             return None, st
-        chunks = []
+        chunks: list[bytes] = []
         while chunk := os.read(fd, max(st.st_size + 1, 1 << 16)):
             chunks.append(chunk)
         return b"".join(chunks), st
@@ -178,7 +183,7 @@ def read_regular(dir_fd, name, limit=None):
         os.close(fd)
 
 
-def _open_regular(dir_fd, name):
+def _open_regular(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
     try:
         fd = open_file(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as e:
@@ -192,18 +197,18 @@ def _open_regular(dir_fd, name):
     return fd, st
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def shown(name):
+def shown(name: str) -> str:
     """`name` as text a client can display: bytes that are not UTF-8 (kept
     by Python as surrogates) appear as \\xNN escapes."""
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
-def is_plain(name):
+def is_plain(name: str) -> bool:
     """A name the API could address: UTF-8 and acceptable to `parse`."""
     return shown(name) == name and name_problem(name) is None

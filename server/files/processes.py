@@ -46,6 +46,7 @@ import socket
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 from .. import timing
 from ..errors import Refused
@@ -61,21 +62,22 @@ RESPAWN_WAIT = 1.0  # seconds between attempts to replace a process that died
 
 
 class _Process:
-    def __init__(self, popen, reader, writer):
+    def __init__(self, popen: asyncio.subprocess.Process, reader: asyncio.StreamReader,
+             writer: asyncio.StreamWriter) -> None:
         self.popen, self.reader, self.writer = popen, reader, writer
         self.ready = False  # it has made its store and takes calls
         self.abandoned = False  # killed after missing a deadline: never given a call again
 
-    async def call(self, request):
+    async def call(self, request: bytes) -> bytes:
         """Send a framed request; the answer's pickle."""
         self.writer.write(request)
         return await self.answer()
 
-    async def answer(self):
+    async def answer(self) -> bytes:
         size = int.from_bytes(await self.reader.readexactly(4), "big")
         return await self.reader.readexactly(size)
 
-    def close(self):
+    def close(self) -> None:
         self.writer.close()
 
 
@@ -85,12 +87,13 @@ class FileProcesses:
         self.count = count
         self.max_pending = max_pending
         self.pending = 0
-        self._idle = asyncio.Queue()  # ready processes waiting for a call; callers wait on it in order
-        self._live = set()  # processes starting, idle or in a call (at most `count`)
-        self._stuck = set()  # abandoned processes not yet exited (at most `count`)
-        self._starting = set()  # tasks starting a process
+        # Ready processes waiting for a call; callers wait on it in order.
+        self._idle: asyncio.Queue[_Process] = asyncio.Queue()
+        self._live: set[_Process] = set()  # processes starting, idle or in a call (at most `count`)
+        self._stuck: set[_Process] = set()  # abandoned processes not yet exited (at most `count`)
+        self._starting: set[asyncio.Task[None]] = set()  # tasks starting a process
         self._spawning = 0  # of those, the ones whose process is not yet in _live
-        self._watching = {}  # process -> the task that notices its exit
+        self._watching: dict[_Process, asyncio.Future[None]] = {}  # process -> the task that notices its exit
         self._closed = False
 
     async def start(self) -> None:
@@ -100,7 +103,7 @@ class FileProcesses:
             process.ready = True
             self._idle.put_nowait(process)
 
-    async def _spawn(self):
+    async def _spawn(self) -> _Process:
         ours, theirs = socket.socketpair()
         settings = json.dumps({"root": self.store.root, "limits": asdict(self.store.limits)})
         try:
@@ -118,7 +121,7 @@ class FileProcesses:
         self._watching[process] = asyncio.ensure_future(self._watch(process))
         return process
 
-    async def _watch(self, process):
+    async def _watch(self, process: _Process) -> None:
         """Notice the process's exit (killed, out of memory, abandoned) and fill its place."""
         await process.popen.wait()
         process.close()
@@ -131,7 +134,7 @@ class FileProcesses:
                 log.error("a file process exited (status %s); starting another", process.popen.returncode)
         self._fill()
 
-    def _fill(self):
+    def _fill(self) -> None:
         """Start processes until `count` are live, unless `count` are stuck."""
         while self._wanted():
             self._spawning += 1
@@ -139,11 +142,11 @@ class FileProcesses:
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
-    def _wanted(self):
+    def _wanted(self) -> bool:
         return (not self._closed and len(self._live) + self._spawning < self.count
                 and len(self._stuck) < self.count)
 
-    async def _start_one(self):
+    async def _start_one(self) -> None:
         """One process, given calls once it is ready; tried again until it is
         (or no longer wanted). Counted in `_spawning` until it is in `_live`."""
         quiet = False
@@ -173,7 +176,7 @@ class FileProcesses:
             self._idle.put_nowait(process)
             return
 
-    def _abandon(self, process):
+    def _abandon(self, process: _Process) -> None:
         """Kill a process that missed a deadline; it leaves when the kernel lets it."""
         if process.abandoned:
             return
@@ -188,8 +191,9 @@ class FileProcesses:
         process.close()
         self._fill()
 
-    async def call(self, op: Op, *args, deadline: float = None):
-        """The operation `op` with `args` in a file process, answered by the loop time
+    async def call(self, op: Op, *args: object, deadline: float | None = None) -> Any:
+        """The operation `op` with `args` in a file process (its result: what
+        the store's method returns), answered by the loop time
         `deadline` or refused with NotAnswering; the seconds spent waiting for
         a process and in the call count as the request's `fs_wait` and `fs`."""
         if self.pending >= self.max_pending:
@@ -222,7 +226,7 @@ class FileProcesses:
             raise result
         return result
 
-    async def _take(self, deadline):
+    async def _take(self, deadline: float | None) -> _Process:
         """A ready process, or NotAnswering at the deadline (every process busy or stuck)."""
         loop = asyncio.get_running_loop()
         while True:
@@ -240,7 +244,7 @@ class FileProcesses:
                 continue  # it died idle: replaced
             return process
 
-    async def _call(self, process, request):
+    async def _call(self, process: _Process, request: bytes) -> bytes:
         try:
             answer = await process.call(request)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -271,6 +275,6 @@ class FileProcesses:
                     log.warning("file process %d is stuck in the kernel; leaving it", process.popen.pid)
 
 
-def _retrieved(task):
+def _retrieved(task: "asyncio.Future[bytes]") -> None:
     if not task.cancelled():
         task.exception()  # read, so that a call whose caller gave up is not reported as lost

@@ -16,11 +16,13 @@ Blocking (it reads and saves through the store): the files service
 service."""
 import logging
 from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from ..errors import Refused
 from .area import Area
 from .history import etag_of
-from .paths import name_problem
+from .paths import Parts, name_problem
+from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -40,24 +42,24 @@ class Pushed:
     (username, path, etag) of the copies students now have as pushed;
     `announced` (username, path, etag, their kept version or None), the
     saves their open IDEs are told of."""
-    copied: dict = field(default_factory=dict)
-    updated: dict = field(default_factory=dict)
-    up_to_date: dict = field(default_factory=dict)
-    replaced: dict = field(default_factory=dict)
-    sent_as_new: dict = field(default_factory=dict)
-    skipped: dict = field(default_factory=dict)
-    failed: dict = field(default_factory=dict)
-    records: list = field(default_factory=list)
-    announced: list = field(default_factory=list)
+    copied: dict[str, list[str]] = field(default_factory=dict)
+    updated: dict[str, list[str]] = field(default_factory=dict)
+    up_to_date: dict[str, list[str]] = field(default_factory=dict)
+    replaced: dict[str, list[dict[str, str | None]]] = field(default_factory=dict)
+    sent_as_new: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    skipped: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    records: list[tuple[str, str, str]] = field(default_factory=list)
+    announced: list[tuple[str, str, str, str | None]] = field(default_factory=list)
 
-    def report(self):
+    def report(self) -> dict[str, Any]:
         return {"copied": self.copied, "updated": self.updated, "up_to_date": self.up_to_date,
                 "replaced": self.replaced, "sent_as_new": self.sent_as_new, "skipped": self.skipped,
                 "failed": self.failed}
 
 
-def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_pushed: dict,
-                    changed: str = "keep") -> Pushed:
+def copy_into_homes(store: Store, course: Area, source: Parts, usernames: list[str],
+                    as_pushed: dict[tuple[str, str], str], changed: str = "keep") -> Pushed:
     """Push `source` of the course area `course` to `usernames`;
     `as_pushed`: {(username, path): etag} of the earlier pushes; `changed`:
     what becomes of copies students changed (CHANGED)."""
@@ -90,7 +92,8 @@ def copy_into_homes(store, course: Area, source: tuple, usernames: list, as_push
     return done
 
 
-def _push_one(store, username, parts, data, pushed_etag, changed, done):
+def _push_one(store: Store, username: str, parts: Parts, data: bytes, pushed_etag: str | None, changed: str,
+              done: Pushed) -> None:
     """Copy, update or leave one file of one student, and say which."""
     path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
     outcome = done.copied
@@ -122,7 +125,7 @@ def _push_one(store, username, parts, data, pushed_etag, changed, done):
     done.announced.append((username, path, etag, None))
 
 
-def _overwrite(store, username, parts, data, theirs, done):
+def _overwrite(store: Store, username: str, parts: Parts, data: bytes, theirs: str, done: Pushed) -> None:
     """Replace the student's changed copy (still `theirs`: a save of theirs
     meanwhile is not overwritten unseen), keeping it as a version."""
     path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
@@ -138,7 +141,7 @@ def _overwrite(store, username, parts, data, theirs, done):
     done.announced.append((username, path, etag, version or ""))
 
 
-def _beside(store, username, parts, data, done):
+def _beside(store: Store, username: str, parts: Parts, data: bytes, done: Pushed) -> None:
     """Save the starter beside the student's own copy under a free name (one
     that holds this version already is found up to date)."""
     path, etag, home = "/".join(parts), etag_of(data), Area.home(username)
@@ -160,7 +163,7 @@ def _beside(store, username, parts, data, done):
     done.skipped.setdefault(username, []).append({"path": path, "reason": "no_free_name"})
 
 
-def new_names(name):
+def new_names(name: str) -> Iterator[str]:
     """`lesson2 (teacher).py`, `lesson2 (teacher 2).py`, ... for `lesson2.py`
     (only names a file may have)."""
     stem, dot, ext = name.rpartition(".")
@@ -172,5 +175,5 @@ def new_names(name):
             yield candidate
 
 
-def _reason(e):
+def _reason(e: Exception) -> str:
     return e.strerror if isinstance(e, OSError) and e.strerror else "an error on the server (it has been logged)"

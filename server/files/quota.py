@@ -16,11 +16,17 @@ limit, and whenever a caller asks (the run service, after a program ran). When a
 dropped to make room before anything is refused.
 """
 import time
+from typing import TYPE_CHECKING, TypedDict
 
 from ..errors import Refused
 from . import paths, records
 from .history import counted_bytes
 from .walk import FILE, LEAVE, TooMany, Walk
+
+if TYPE_CHECKING:  # the store imports this module
+    from .area import Area
+    from .history import History
+    from .store import Limits
 
 USAGE_TTL = 30.0  # seconds a record is trusted without a walk (programs write too)
 NEAR = 0.9        # within this share of a limit, decide on a recent measurement:
@@ -28,7 +34,14 @@ NEAR_TTL = 2.0    # one at most this old (every change of the IDE is in the reco
 ROOM = 0.9        # making room frees versions down to this share of the quota
 
 
-def size_text(n):
+class Usage(TypedDict):
+    """An area's usage record."""
+    bytes: int
+    files: int
+    measured: float  # unix time of the last walk
+
+
+def size_text(n: int) -> str:
     if n >= 1 << 20:
         return f"{n / (1 << 20):.1f} MiB"
     if n >= 1 << 10:
@@ -37,27 +50,27 @@ def size_text(n):
 
 
 class Quota:
-    def __init__(self, root_fd, usage_fd, limits, history):
+    def __init__(self, root_fd: int, usage_fd: int, limits: "Limits", history: "History") -> None:
         self.root_fd, self.usage_fd, self.limits, self.history = root_fd, usage_fd, limits, history
 
     # -- the record ----------------------------------------------------------------
 
-    def usage(self, area, fresh=False, max_age=USAGE_TTL):
+    def usage(self, area: "Area", fresh: bool = False, max_age: float = USAGE_TTL) -> tuple[int, int]:
         """(bytes, files) of the area; the caller holds its lock."""
         record = self._record(area, fresh, max_age)
         return record["bytes"], record["files"]
 
-    def _record(self, area, fresh=False, max_age=USAGE_TTL):
+    def _record(self, area: "Area", fresh: bool = False, max_age: float = USAGE_TTL) -> Usage:
         record = None if fresh else self._read(area)
         if record is None or time.time() - record["measured"] > max_age:
             record = self.measure(area)
         return record
 
-    def measure(self, area):
+    def measure(self, area: "Area") -> Usage:
         """Walk the home and its history now, and rewrite the record."""
         cap = self.walk_cap()
         total = files = 0
-        seen = set()  # inodes with several names, counted once
+        seen: set[tuple[int, int]] = set()  # inodes with several names, counted once
         try:
             with paths.opened(self.root_fd, area.parts) as fd:
                 try:
@@ -73,7 +86,7 @@ class Quota:
             h_bytes, h_files = self.history.measure(area, seen, cap)
         except TooMany:
             h_bytes, h_files = 0, cap + 1
-        record = {"bytes": total + h_bytes, "files": files + h_files, "measured": time.time()}
+        record = Usage(bytes=total + h_bytes, files=files + h_files, measured=time.time())
         old = self._read(area)
         # After most runs nothing changed: keep the record unless it is going
         # stale (rewriting it is a rename on the shared file system).
@@ -82,24 +95,24 @@ class Quota:
             self._write(area, record)
         return record
 
-    def add(self, area, added_bytes, added_files, record=None):
+    def add(self, area: "Area", added_bytes: int, added_files: int, record: Usage | None = None) -> None:
         """Count a change already made (and checked) into the record
         (`record`: as the caller, holding the lock, has just read it)."""
         if not (added_bytes or added_files):
             return
         record = record or self._read(area)
         if record:
-            self._write(area, dict(record, bytes=max(0, record["bytes"] + added_bytes),
-                                   files=max(0, record["files"] + added_files)))
+            self._write(area, Usage(bytes=max(0, record["bytes"] + added_bytes),
+                                    files=max(0, record["files"] + added_files), measured=record["measured"]))
 
-    def walk_cap(self):
+    def walk_cap(self) -> int:
         """Entries a measurement counts at most: far past any files quota,
         so a program's million files cost a bounded walk, not a million stats."""
         return max(10 * self.limits.quota_files, 10_000)
 
     # -- decisions -----------------------------------------------------------------
 
-    def charge(self, area, added_bytes, added_files, shrinks=False):
+    def charge(self, area: "Area", added_bytes: int, added_files: int, shrinks: bool = False) -> None:
         """Refuse (507) a change that would put a home over its quota, after
         dropping old versions to make room; count it otherwise. A change
         that `shrinks` a file is let through even then, so that a student
@@ -110,14 +123,15 @@ class Quota:
         if self._near(record["bytes"] + added_bytes, record["files"] + added_files):
             record = self._record(area, max_age=NEAR_TTL)
         used, files = record["bytes"], record["files"]
+        current: Usage | None = record
         if not self._fits(used + added_bytes, files + added_files):
             used, files = self._make_room(area, used, files, added_bytes, added_files)
             if not self._fits(used + added_bytes, files + added_files) and not shrinks:
                 raise Refused(507, "quota_exceeded", self._sentence(used, files, added_bytes, added_files))
-            record = None  # making room rewrote it
-        self.add(area, added_bytes, added_files, record)
+            current = None  # making room rewrote it
+        self.add(area, added_bytes, added_files, current)
 
-    def problem(self, area, fresh=False):
+    def problem(self, area: "Area", fresh: bool = False) -> str | None:
         """None when the home is within its quota (after making room), else
         the sentence that tells the student what to do."""
         if not area.quota:
@@ -127,7 +141,8 @@ class Quota:
             used, files = self._make_room(area, used, files)
         return None if self._fits(used, files) else self._sentence(used, files)
 
-    def _make_room(self, area, used, files, added_bytes=0, added_files=0):
+    def _make_room(self, area: "Area", used: int, files: int, added_bytes: int = 0,
+               added_files: int = 0) -> tuple[int, int]:
         """Drop the oldest versions until the change would fit with some room
         to spare; returns the usage that leaves (without the change)."""
         lim = self.limits
@@ -137,13 +152,13 @@ class Quota:
         self.add(area, -freed_bytes, -freed_files)
         return used - freed_bytes, files - freed_files
 
-    def _fits(self, used, files):
+    def _fits(self, used: int, files: int) -> bool:
         return used <= self.limits.quota_bytes and files <= self.limits.quota_files
 
-    def _near(self, used, files):
+    def _near(self, used: int, files: int) -> bool:
         return used > NEAR * self.limits.quota_bytes or files > NEAR * self.limits.quota_files
 
-    def _sentence(self, used, files, added_bytes=0, added_files=0):
+    def _sentence(self, used: int, files: int, added_bytes: int = 0, added_files: int = 0) -> str:
         """What the student reads: how much is used, of what, and how much to
         delete; `added_*` is the change that would not fit."""
         lim = self.limits
@@ -164,15 +179,15 @@ class Quota:
 
     # -- record I/O ------------------------------------------------------------------
 
-    def _name(self, area):
+    def _name(self, area: "Area") -> str:
         return area.slug
 
-    def _read(self, area):
+    def _read(self, area: "Area") -> Usage | None:
         record = records.read(self.usage_fd, self._name(area))
         if isinstance(record, dict) and all(isinstance(record.get(k), (int, float))
                                             for k in ("bytes", "files", "measured")):
-            return record
+            return Usage(bytes=record["bytes"], files=record["files"], measured=record["measured"])
         return None
 
-    def _write(self, area, record):
+    def _write(self, area: "Area", record: Usage) -> None:
         records.write(self.usage_fd, self._name(area), record)

@@ -4,15 +4,21 @@ to the sandbox, which runs them as a read-only copy of its own
 (runs/child/launcher.py). The course folder itself is never shown to a
 sandbox, so no program can change it. Blocking: the store's course_copy,
 a file operation (Op.COURSE_COPY)."""
+from typing import TYPE_CHECKING
+
 from ..errors import Refused
-from .paths import is_plain
+from .area import Area
+from .paths import Parts, is_plain
+
+if TYPE_CHECKING:  # the store calls this module
+    from .store import Store
 
 COPY_FILES = 50  # files beside the one run, at most
 COPY_FILE_BYTES = 256 << 10  # a larger one beside it is left out
 COPY_BYTES = 1 << 20  # all of them together (the file run included), at most
 
 
-def course_copy(store, course, parts, home):
+def course_copy(store: "Store", course: Area, parts: Parts, home: Area) -> tuple[int, dict[str, bytes]]:
     """(bytes the runner's home holds, {name: bytes}) for running the file
     `parts` of the course area `course` from the home `home`: the file and
     the regular files beside it, within the bounds above. Refused when it

@@ -32,10 +32,11 @@ teaching/classes.py implements: files imports nothing of teaching.
 from __future__ import annotations  # the annotations name `list` in a class that has a method of that name
 
 import asyncio
+import builtins
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from .. import metrics
 from ..accounts import rules
@@ -47,14 +48,18 @@ from ..errors import Refused
 from ..executor import BoundedExecutor
 from . import faults, gate, paths
 from .area import Area
+from .changes import FileChanges
 from .child.protocol import Op
 from .modules import modules
 from .processes import FileProcesses
 from .push import Pushed, copy_into_homes
 from .usage import HomeUsage
-from .store import Store
+from .paths import Parts
+from .store import Meta, Store
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 STAFF = ("teacher", "admin")
 SIGN_IN_WAIT = 1.0  # seconds a sign-in waits for its home to be made
@@ -66,12 +71,12 @@ _CHANGES = {"save", "upload", "mkdir", "move", "restore", "delete", "home", "pus
 class Membership(Protocol):
     """What files needs to know of classes (teaching/classes.py has it)."""
 
-    async def area(self, user: dict, spec: str, write: bool) -> Area:
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
         """The course folder `spec` names (`course`, `class/<id>`) or a
         class's checks (`checks/<id>`), if `user` may read it (or write it,
         with `write`); else Refused."""
 
-    async def may_read_home(self, user: dict, owner: str) -> bool | None:
+    async def may_read_home(self, user: dict[str, Any], owner: str) -> bool | None:
         """Whether `user` (staff) may read the home of `owner`; None when,
         for `user`, there is no such student."""
 
@@ -85,16 +90,17 @@ class Files:
         self.pool = pool
         self.cfg = cfg
         self.classes = classes  # who is in which class (a Membership: teaching/classes.py)
-        self._areas_made = set()  # keys of the course areas known to have their folder
+        self._areas_made: set[str] = set()  # keys of the course areas known to have their folder
         self.save_times = Batch("save times", self._write_save_times)  # username -> time.time() of the save
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
-        self._homes_made = set()  # usernames whose home is known to be made, in this worker
-        self.changes = None  # changes.FileChanges: the open IDEs are told of every change (set by the worker)
+        self._homes_made: set[str] = set()  # usernames whose home is known to be made, in this worker
+        self.changes: FileChanges | None = None  # the open IDEs are told of every change (set by the worker)
         self.usage = HomeUsage(pool, lambda username: self.measure(username, Area.home(username)))
 
     # -- where a call runs ------------------------------------------------------------
 
-    async def _placed(self, username: str, op: str, call: Callable, seconds: float = None):
+    async def _placed(self, username: str, op: str, call: Callable[[float], Awaitable[T]],
+                  seconds: float | None = None) -> T:
         """await call(deadline) in `username`'s place, timed as `op` (the
         metric's label). It has `seconds` (FILE_DEADLINE) to answer, waiting
         for its place included; past that the student is told the file
@@ -115,30 +121,32 @@ class Files:
             refusal = faults.refusal(e)
             if refusal is None:
                 raise
-            self.health.failed(faults.condition_of(e), f"{op}: {e.strerror or e}", began)
+            self.health.failed(faults.condition_of(e) or faults.FAILING, f"{op}: {e.strerror or e}", began)
             raise refusal from None
         finally:
             metrics.FILE_OPS.labels(op).observe(time.perf_counter() - started)
         self.health.worked(changed=op in _CHANGES, began=began)
         return result
 
-    async def _in_process(self, username: str, op: str, operation: Op, *args, seconds: float = None):
+    async def _in_process(self, username: str, op: str, operation: Op, *args: object,
+                      seconds: float | None = None) -> Any:
         """The store's `operation` with `args`, in a file process."""
         return await self._placed(username, op, lambda deadline: self.processes.call(operation, *args,
                                                                                       deadline=deadline), seconds)
 
-    async def _threaded(self, username: str, op: str, fn: Callable, *args, seconds: float = None):
+    async def _threaded(self, username: str, op: str, fn: Callable[..., T], *args: object,
+                    seconds: float | None = None) -> T:
         """fn(*args) in a file thread: what is not one of the store's
         operations (a stream's next block, work over many homes)."""
         return await self._placed(username, op, lambda deadline: self._in_thread(fn, args, deadline), seconds)
 
-    async def _in_thread(self, fn, args, deadline):
+    async def _in_thread(self, fn: Callable[..., T], args: tuple[object, ...], deadline: float) -> T:
         """fn(*args) in a file thread, answered by `deadline`. A thread stuck
         in the kernel cannot be stopped: it is left to finish, and a call
         whose caller gave up before a thread took it is not made at all."""
         given_up = threading.Event()
 
-        def call():
+        def call() -> T:
             if given_up.is_set():
                 raise faults.NotAnswering()
             return fn(*args)
@@ -153,7 +161,7 @@ class Files:
             given_up.set()
             raise faults.NotAnswering() from None
 
-    async def _release(self, fn: Callable, *args):
+    async def _release(self, fn: Callable[..., object], *args: object) -> None:
         """A call that gives something back (closing a file): never refused,
         and waited for until the deadline at most. Behind a read stuck in a
         hung storage, the close happens when that read returns (a stream
@@ -164,7 +172,7 @@ class Files:
         except (faults.NotAnswering, ValueError):
             pass
 
-    async def area(self, user: dict, spec: str, write: bool) -> Area:
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
         """The Area `spec` names (home, course, class/<id>, checks/<id>, user/<name>), if `user` may
         read it (or write it, with `write`)."""
         if spec == "home":
@@ -213,7 +221,7 @@ class Files:
         if self.changes is not None:
             self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher", kept=kept)
 
-    async def _write_save_times(self, times: dict) -> None:
+    async def _write_save_times(self, times: dict[str, Any]) -> None:
         # greatest(): another worker may have recorded a later save already.
         names = list(times)
         await self.pool.execute(
@@ -223,87 +231,98 @@ class Files:
 
     # -- reading ----------------------------------------------------------------------
 
-    async def is_dir(self, username: str, area: Area, parts: tuple) -> bool:
-        return await self._in_process(username, "stat", Op.IS_DIR, area, parts)
+    async def is_dir(self, username: str, area: Area, parts: Parts) -> bool:
+        result: bool = await self._in_process(username, "stat", Op.IS_DIR, area, parts)
+        return result
 
-    async def list(self, username: str, area: Area, parts: tuple) -> list[dict]:
+    async def list(self, username: str, area: Area, parts: Parts) -> builtins.list[Meta]:
         """The entries of a folder."""
-        return await self._in_process(username, "list", Op.LIST, area, parts)
+        result: builtins.list[Meta] = await self._in_process(username, "list", Op.LIST, area, parts)
+        return result
 
-    async def tree(self, username: str, area: Area, parts: tuple) -> tuple[list[dict], bool]:
+    async def tree(self, username: str, area: Area, parts: Parts) -> tuple[builtins.list[Meta], bool]:
         """Everything below a folder: (entries, truncated)."""
-        return await self._in_process(username, "tree", Op.TREE, area, parts)
+        result: tuple[builtins.list[Meta], bool] = await self._in_process(username, "tree", Op.TREE, area, parts)
+        return result
 
-    async def read(self, username: str, area: Area, parts: tuple, limit: int | None = None) -> tuple:
+    async def read(self, username: str, area: Area, parts: Parts,
+                   limit: int | None = None) -> tuple[bytes | None, str | None, Meta]:
         """(data, etag, meta) of a file; data None past `limit` bytes."""
-        return await self._in_process(username, "read", Op.READ, area, parts, limit)
+        result: tuple[bytes | None, str | None, Meta] = await self._in_process(username, "read", Op.READ, area,
+                                                                               parts, limit)
+        return result
 
-    async def history(self, username: str, area: Area, parts: tuple) -> list[dict]:
+    async def history(self, username: str, area: Area, parts: Parts) -> builtins.list[Meta]:
         """The earlier versions of a file."""
-        return await self._in_process(username, "history", Op.HISTORY, area, parts)
+        result: builtins.list[Meta] = await self._in_process(username, "history", Op.HISTORY, area, parts)
+        return result
 
-    async def read_version(self, username: str, area: Area, parts: tuple, version: str) -> bytes:
-        return await self._in_process(username, "read", Op.READ_VERSION, area, parts, version)
+    async def read_version(self, username: str, area: Area, parts: Parts, version: str) -> bytes:
+        result: bytes = await self._in_process(username, "read", Op.READ_VERSION, area, parts, version)
+        return result
 
-    async def trash_list(self, username: str, area: Area) -> list[dict]:
+    async def trash_list(self, username: str, area: Area) -> builtins.list[Meta]:
         """What was deleted from an area."""
-        return await self._in_process(username, "trash", Op.TRASH_LIST, area)
+        result: builtins.list[Meta] = await self._in_process(username, "trash", Op.TRASH_LIST, area)
+        return result
 
-    async def download(self, username: str, area: Area, parts: tuple) -> Stream:
+    async def download(self, username: str, area: Area, parts: Parts) -> Stream:
         """A file's bytes, block by block, read in the file threads (the
         open file stays in the worker)."""
         f = await self._threaded(username, "download", self.store.open_download, area, parts)
         return Stream(self, username, "download", lambda: f.read(DOWNLOAD_BLOCK) or None, f.close)
 
-    async def zip(self, username: str, area: Area, parts: tuple) -> Stream:
+    async def zip(self, username: str, area: Area, parts: Parts) -> Stream:
         """A folder as a zip, block by block, made in the file threads as it
         is read; the first block checks the folder."""
         chunks = self.store.zip_chunks(area, parts)
         return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
 
-    async def python_modules(self, username: str, area: Area, folder: tuple, edited: str, source: str) -> dict:
+    async def python_modules(self, username: str, area: Area, folder: Parts, edited: str,
+                             source: str) -> dict[str, str]:
         """{file name: text} of the Python modules beside the edited file
         `edited` in `folder` that editing help needs (modules.py)."""
-        return await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
+        result = await self._threaded(username, "assist", modules, self.store, area, folder, edited, source)
+        return result
 
     # -- changing (each change is announced to the open IDEs) --------------------------
 
-    async def save(self, username: str, area: Area, parts: tuple, data: bytes, if_match: str | None) -> dict:
+    async def save(self, username: str, area: Area, parts: Parts, data: bytes, if_match: str | None) -> dict[str, Any]:
         """Save a file (only if its etag is still `if_match`, when given; "*":
         any existing file): its meta."""
-        meta = await self._in_process(username, "save", Op.SAVE, area, parts, data, if_match)
+        meta: Meta = await self._in_process(username, "save", Op.SAVE, area, parts, data, if_match)
         self._changed(username, area, "save", "/".join(parts), etag=meta.get("etag"))
         return meta
 
-    async def mkdir(self, username: str, area: Area, parts: tuple) -> None:
+    async def mkdir(self, username: str, area: Area, parts: Parts) -> None:
         await self._in_process(username, "mkdir", Op.MKDIR, area, parts)
         self._changed(username, area, "mkdir", "/".join(parts))
 
-    async def move(self, username: str, area: Area, parts: tuple, dest: tuple) -> None:
+    async def move(self, username: str, area: Area, parts: Parts, dest: Parts) -> None:
         await self._in_process(username, "move", Op.MOVE, area, parts, dest)
         self._changed(username, area, "move", "/".join(parts), to="/".join(dest))
 
-    async def delete(self, username: str, area: Area, parts: tuple) -> dict:
+    async def delete(self, username: str, area: Area, parts: Parts) -> dict[str, Any]:
         """Delete a file or folder (into the area's trash): what was deleted."""
-        done = await self._in_process(username, "delete", Op.DELETE, area, parts)
+        done: Meta = await self._in_process(username, "delete", Op.DELETE, area, parts)
         self._changed(username, area, "delete", "/".join(parts))
         return done
 
-    async def restore(self, username: str, area: Area, parts: tuple, version: str) -> dict:
+    async def restore(self, username: str, area: Area, parts: Parts, version: str) -> dict[str, Any]:
         """Save an earlier version of a file as its newest: its meta."""
-        meta = await self._in_process(username, "restore", Op.RESTORE, area, parts, version)
+        meta: Meta = await self._in_process(username, "restore", Op.RESTORE, area, parts, version)
         self._changed(username, area, "save", "/".join(parts), etag=meta.get("etag"))
         return meta
 
-    async def trash_restore(self, username: str, area: Area, record: str, path: str | None) -> dict:
+    async def trash_restore(self, username: str, area: Area, record: str, path: str | None) -> dict[str, Any]:
         """Put back one delete (or the file `path` of it): {"restored", "skipped"}."""
-        report = await self._in_process(username, "restore", Op.TRASH_RESTORE, area, record, path)
+        report: Meta = await self._in_process(username, "restore", Op.TRASH_RESTORE, area, record, path)
         for restored in report["restored"]:
             self._changed(username, area, "save", restored)
         return report
 
-    async def upload(self, username: str, area: Area, folder: tuple[str, ...], uploads: list[tuple[str, bytes]],
-                     overwrite: bool) -> dict:
+    async def upload(self, username: str, area: Area, folder: Parts, uploads: builtins.list[tuple[str, bytes]],
+                     overwrite: bool) -> dict[str, Any]:
         """Save uploaded (file name, bytes) into `folder`: every name is checked
         first (nothing is saved if one is bad), then each file is saved or
         refused on its own (an existing file only with `overwrite`)."""
@@ -323,8 +342,8 @@ class Files:
             self._changed(username, area, "save", meta["path"], etag=meta.get("etag"))
         return {"saved": saved, "refused": refused}
 
-    async def push(self, username: str, course: Area, source: tuple, usernames: list[str],
-                   as_pushed: dict, changed: str = "keep") -> Pushed:
+    async def push(self, username: str, course: Area, source: Parts, usernames: builtins.list[str],
+                   as_pushed: dict[tuple[str, str], str], changed: str = "keep") -> Pushed:
         """Copy `source` of the course area `course` into the homes of
         `usernames` (push.py; `changed`: what becomes of copies they
         changed); their open editors show it at once, and one whose copy
@@ -343,29 +362,34 @@ class Files:
 
     # -- for runs ----------------------------------------------------------------------
 
-    async def check_runnable(self, username: str, area: Area, parts: tuple):
+    async def check_runnable(self, username: str, area: Area, parts: Parts) -> int:
         """Refused unless `parts` is a file that may run, in a home within its
         quota; what the home holds (bytes) as recorded."""
-        return await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+        result: int = await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+        return result
 
-    async def course_copy(self, username: str, course: Area, parts: tuple) -> tuple[int, dict]:
+    async def course_copy(self, username: str, course: Area, parts: Parts) -> tuple[int, dict[str, bytes]]:
         """Refused unless `parts` is a file of the course area `course` that
         `username` may run from their home, within its quota: (bytes the
         home holds, {name: bytes} of the file and those beside it), which
         the sandbox runs as a read-only copy (run_copy.py)."""
-        return await self._in_process(username, "run", Op.COURSE_COPY, course, parts, Area.home(username))
+        result: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, course, parts,
+                                                                      Area.home(username))
+        return result
 
-    async def snapshot(self, username: str, parts: tuple) -> dict[str, bytes]:
+    async def snapshot(self, username: str, parts: Parts) -> dict[str, bytes]:
         """The file `parts` of `username`'s home and the files beside it
         (run_copy.py's bounds), read once: what every run of a check runs,
         whatever its programs do meanwhile. Refused as course_copy is."""
         home = Area.home(username)
-        return (await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home))[1]
+        copy: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home)
+        return copy[1]
 
     async def quota_problem(self, username: str, area: Area) -> str | None:
         """While a program runs: the sentence saying the area is over its
         quota, measured afresh; None within it."""
-        return await self._in_process(username, "quota", Op.QUOTA_PROBLEM, area, True)
+        result: str | None = await self._in_process(username, "quota", Op.QUOTA_PROBLEM, area, True)
+        return result
 
     async def room_left(self, username: str, area: Area) -> int | None:
         """While a program runs: the bytes its quota leaves, measured afresh;
@@ -375,11 +399,12 @@ class Files:
 
     async def measure(self, username: str, area: Area) -> tuple[int, int, str | None]:
         """After a run: (bytes, files, the over-quota sentence or None) the area holds."""
-        return await self._in_process(username, "measure", Op.MEASURE, area)
+        result: tuple[int, int, str | None] = await self._in_process(username, "measure", Op.MEASURE, area)
+        return result
 
     # -- homes ---------------------------------------------------------------------------
 
-    async def prepare_home(self, user: dict) -> None:
+    async def prepare_home(self, user: dict[str, Any]) -> None:
         """At sign-in: make the home, waiting SIGN_IN_WAIT seconds at most and
         never failing, since signing in must not need the storage. Not
         tried while the storage is known to fail; the first file call
@@ -395,7 +420,7 @@ class Files:
         except Exception:
             pass  # logged by _unexpected_logged
 
-    async def ensure_home(self, user: dict) -> str:
+    async def ensure_home(self, user: dict[str, Any]) -> str:
         """The user's home, made at first use (0700, theirs; a student's with
         the welcome file once); its path."""
         await self._in_process(user["username"], "home", Op.ENSURE_HOME, user["username"],
@@ -404,7 +429,7 @@ class Files:
         return self.store.home_path(user["username"])
 
 
-def _unexpected_logged(task):
+def _unexpected_logged(task: "asyncio.Task[str]") -> None:
     """Read a background call's outcome; a refusal is expected, anything else a bug."""
     if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), Refused):
         log.error("making a home failed", exc_info=task.exception())
@@ -414,7 +439,8 @@ class Stream:
     """A download or a zip read block by block, each in its user's place
     in the file threads (Files.download, Files.zip)."""
 
-    def __init__(self, files: Files, username: str, op: str, next_block: Callable, close: Callable):
+    def __init__(self, files: Files, username: str, op: str, next_block: Callable[[], bytes | None],
+             close: Callable[[], object]) -> None:
         self._files, self._username, self._op = files, username, op
         self._next_block, self._close = next_block, close
 

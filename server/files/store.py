@@ -29,6 +29,7 @@ thousands deep, names that are not UTF-8. Files are opened with
 `paths.open_regular` (never blocks, refuses anything but a file) and
 trees are walked with `walk.Walk` (no recursion, bounded).
 """
+import builtins
 import errno
 import logging
 import os
@@ -37,12 +38,13 @@ import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO, Any, Generator, Iterator
 
 from ..errors import Refused
 from . import lock, paths, run_copy, zipstream
 from .area import Area
 from .history import History, etag_of, etag_of_file
-from .paths import BadPath, NotAFile
+from .paths import BadPath, NotAFile, Owner, Parts
 from .quota import Quota, size_text
 from .trash import Trash
 from .walk import ENTER, LEAVE, Changed, TooMany, Walk
@@ -65,6 +67,10 @@ _SYSTEM = ("home", "course", "classes", ".system/history", ".system/locks", ".sy
            ".system/welcomed")
 
 
+# What the API says of a file or folder (_meta), or of a change made.
+Meta = dict[str, Any]
+
+
 @dataclass
 class Limits:
     quota_bytes: int
@@ -74,7 +80,7 @@ class Limits:
     delay_ms: int = 0  # FS_DELAY_MS: a slow file system, rehearsed
 
 
-def _kind(name, st):
+def _kind(name: str, st: os.stat_result) -> str:
     """'folder', 'file', or 'other': what the API cannot open (a FIFO, a
     socket, a device, a name that is not UTF-8)."""
     if not paths.is_plain(name):
@@ -84,7 +90,7 @@ def _kind(name, st):
     return "file" if stat.S_ISREG(st.st_mode) else "other"
 
 
-def _meta(name, st, kind=None, key="name"):
+def _meta(name: str, st: os.stat_result, kind: str | None = None, key: str = "name") -> Meta:
     """What the API says of an entry: under `key` its name (in a listing)
     or its path (a file read or saved, a tree)."""
     kind = kind or _kind(name.rsplit("/", 1)[-1], st)
@@ -92,15 +98,15 @@ def _meta(name, st, kind=None, key="name"):
             "modified": round(st.st_mtime, 3)}
 
 
-def _hidden(name):
+def _hidden(name: str) -> bool:
     return name.startswith(paths.RESERVED_PREFIX)
 
 
 class Store:
-    def __init__(self, root, limits):
+    def __init__(self, root: str, limits: Limits) -> None:
         self.root = os.path.realpath(root)
         self.limits = limits
-        self._owners = {}  # home area key -> (uid, gid) that its files must belong to
+        self._owners: dict[str, Owner] = {}  # home area key -> (uid, gid) that its files must belong to
         for sub in _SYSTEM:
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         # No sandboxed program, whatever its uid, may even look into the checks.
@@ -116,18 +122,18 @@ class Store:
         self.quota = Quota(self._root_fd, self._usage_fd, limits, self.versions)
         self.trash = Trash(self._root_fd)
 
-    def close(self):
+    def close(self) -> None:
         """Release the open STORAGE_ROOT (tools that make a Store, then
         remove its folder, call this)."""
-        if self._root_fd is not None:
+        if self._root_fd >= 0:
             for fd in (self._root_fd, self._locks_fd, self._usage_fd, self._history_fd):
                 os.close(fd)
-            self._root_fd = None
+            self._root_fd = -1
 
     # -- opening ----------------------------------------------------------
 
     @contextmanager
-    def _dir(self, area, parts):
+    def _dir(self, area: Area, parts: Parts) -> Iterator[int]:
         """with self._dir(area, parts) as fd: an existing folder of the area."""
         try:
             fd = paths.open_dir(self._root_fd, area.parts + tuple(parts))
@@ -139,12 +145,12 @@ class Store:
             os.close(fd)
 
     @contextmanager
-    def _locked(self, area):
+    def _locked(self, area: Area) -> Iterator[None]:
         name = area.slug + ".lock"
         with lock.area_lock(self._locks_fd, name, os.path.join(self.root, ".system", "locks", name)):
             yield
 
-    def _owner(self, area):
+    def _owner(self, area: Area) -> Owner | None:
         """(uid, gid) new files of a home get: its owner's, so that the
         student's sandboxed programs (running as that uid) may change them.
         None when the server cannot give files away (not root)."""
@@ -158,7 +164,7 @@ class Store:
             self._owners[area.key] = (st.st_uid, st.st_gid)
         return self._owners[area.key]
 
-    def _lookup(self, area, parts):
+    def _lookup(self, area: Area, parts: Parts) -> tuple[int, str, os.stat_result]:
         """(parent fd, name, stat) of an existing path; the caller closes fd."""
         if not parts:
             raise NotAFile(area.key.split("/")[-1])  # the area's own folder
@@ -177,7 +183,7 @@ class Store:
             raise BadPath("symlink", "links are not followed")
         return fd, name, st
 
-    def _make_area_root(self, area):
+    def _make_area_root(self, area: Area) -> bool:
         """Make the area's own folder if missing (a home: 0700, whoever makes
         it: login, a push, a run); True if it was made now."""
         with paths.opened(self._root_fd, area.parts[:-1]) as fd:
@@ -187,12 +193,12 @@ class Store:
             except FileExistsError:
                 return False
 
-    def ensure_area(self, area):
+    def ensure_area(self, area: Area) -> bool:
         """Make the area's own folder if it is missing (a new class's).
         mkdir is atomic: no lock (nor its file) is needed."""
         return self._make_area_root(area)
 
-    def _make_folder(self, area, parts):
+    def _make_folder(self, area: Area, parts: Parts) -> int:
         """An fd of the folder `parts`, made (with its parents) if missing."""
         self._make_area_root(area)
         try:
@@ -200,7 +206,7 @@ class Store:
         except (FileExistsError, NotADirectoryError):
             raise Refused(409, "not_a_folder", "A part of the path is a file, not a folder.") from None
 
-    def _missing(self, area, folder):
+    def _missing(self, area: Area, folder: Parts) -> int:
         """How many folders saving into `folder` would make."""
         try:
             fd = paths.open_dir(self._root_fd, area.parts)
@@ -222,7 +228,7 @@ class Store:
 
     # -- homes ------------------------------------------------------------
 
-    def ensure_home(self, username, welcome, owner_uid=None):
+    def ensure_home(self, username: str, welcome: bool, owner_uid: int | None = None) -> bool:
         """Make a user's home at first use (0700), give students the welcome
         file once (even if a push made the home before they signed in) and,
         with `owner_uid` (as root), make everything in it theirs."""
@@ -245,7 +251,7 @@ class Store:
                 self._welcomed(username, mark=True)
         return made
 
-    def _home_ready(self, area, username, welcome, owner_uid):
+    def _home_ready(self, area: Area, username: str, welcome: bool, owner_uid: int | None) -> bool:
         """Whether ensure_home has nothing to do: the home is there, 0700,
         its owner's, and a student has had the welcome file."""
         try:
@@ -257,13 +263,13 @@ class Store:
                 and (owner_uid is None or st.st_uid == owner_uid)
                 and (not welcome or self._welcomed(username, mark=False)))
 
-    def _welcomed(self, username, mark):
+    def _welcomed(self, username: str, mark: bool) -> bool:
         with paths.opened(self._root_fd, (".system", "welcomed")) as fd:
             if mark:
                 os.close(paths.open_file(fd, username, os.O_WRONLY | os.O_CREAT))
             return paths.exists(fd, username)
 
-    def _give_away(self, area, fd, uid):
+    def _give_away(self, area: Area, fd: int, uid: int) -> None:
         """chown -R without following links (a program may have planted some)."""
         os.fchown(fd, uid, uid)
         for event, cur, name, _ in Walk(fd):
@@ -271,24 +277,24 @@ class Store:
                 os.chown(name, uid, uid, dir_fd=cur, follow_symlinks=False)
         self._owners.pop(area.key, None)
 
-    def home_path(self, username):
+    def home_path(self, username: str) -> str:
         return os.path.join(self.root, *Area.home(username).parts)
 
     # -- reading ----------------------------------------------------------
 
-    def is_file(self, area, parts):
+    def is_file(self, area: Area, parts: Parts) -> bool:
         fd, _, st = self._lookup(area, parts)
         os.close(fd)
         return stat.S_ISREG(st.st_mode)
 
-    def is_dir(self, area, parts):
+    def is_dir(self, area: Area, parts: Parts) -> bool:
         fd, _, st = self._lookup(area, parts)
         os.close(fd)
         return stat.S_ISDIR(st.st_mode)
 
-    def list(self, area, parts):
+    def list(self, area: Area, parts: Parts) -> "builtins.list[Meta]":
         with self._dir(area, parts) as fd:
-            entries = []
+            entries: builtins.list[Meta] = []
             now = time.time()
             with os.scandir(fd) as found:
                 for entry in found:
@@ -305,16 +311,16 @@ class Store:
                         entries.append(_meta(entry.name, st))
         return sorted(entries, key=lambda e: (e["kind"] != "folder", e["name"].lower()))
 
-    def tree(self, area, parts=()):
+    def tree(self, area: Area, parts: Parts = ()) -> "tuple[builtins.list[Meta], bool]":
         """Every file and folder below `parts` the API can reach, as paths
         relative to it, and whether some were left out (too many, too deep)."""
-        out = []
+        out: builtins.list[Meta] = []
         with self._dir(area, parts) as fd:
             walk = Walk(fd, max_depth=paths.MAX_DEPTH - len(parts), max_entries=TREE_LIMIT,
                         skip_deep=True, skip=_hidden)
             try:
                 for event, _, name, st in walk:
-                    if event == LEAVE or stat.S_ISLNK(st.st_mode):
+                    if st is None or stat.S_ISLNK(st.st_mode):  # None: LEAVE
                         continue
                     entry = _meta(walk.path(name), st, _kind(name, st), key="path")
                     out.append(entry)
@@ -324,7 +330,7 @@ class Store:
                 return out, True
         return out, walk.truncated
 
-    def read(self, area, parts, limit=None):
+    def read(self, area: Area, parts: Parts, limit: int | None = None) -> tuple[bytes | None, str | None, Meta]:
         """(data, etag, meta) of a file; data is None when it exceeds `limit`."""
         self._slow_down()
         fd, name, st = self._lookup(area, parts)
@@ -336,7 +342,7 @@ class Store:
         finally:
             os.close(fd)
 
-    def open_download(self, area, parts):
+    def open_download(self, area: Area, parts: Parts) -> IO[bytes]:
         """A binary file object of a regular file, for streaming."""
         fd, name, st = self._lookup(area, parts)
         try:
@@ -348,7 +354,7 @@ class Store:
 
     # -- saving -----------------------------------------------------------
 
-    def save(self, area, parts, data, if_match, keep_required=False):
+    def save(self, area: Area, parts: Parts, data: bytes, if_match: str | None, keep_required: bool = False) -> Meta:
         """Replace (if_match = the etag edited from, or '*') or create
         (if_match None) a file; return its new meta with 'etag'. With
         `keep_required`, the old content must become a version (a push
@@ -360,7 +366,7 @@ class Store:
         with self._locked(area):
             return self._save(area, parts, data, if_match, keep_required)
 
-    def _save(self, area, parts, data, if_match, keep_required=False):
+    def _save(self, area: Area, parts: Parts, data: bytes, if_match: str | None, keep_required: bool = False) -> Meta:
         """save() for a caller that holds the area's lock."""
         self._check_file_size(len(data))
         fd, st = self._target(area, parts)
@@ -377,7 +383,7 @@ class Store:
             try:
                 self.quota.charge(area, len(data), 1 + made, shrinks=shrinks)
             except Refused:
-                if current is None or keep_required:
+                if current is None or st is None or keep_required:
                     raise
                 # An edit is not refused for the version it would keep: without
                 # one it adds only its growth (and no file) to the home.
@@ -385,14 +391,14 @@ class Store:
                 keep = False
             if fd is None:
                 fd = self._make_folder(area, parts[:-1])
-            meta = self._write(area, fd, parts, data, keep and current["etag"])
+            meta = self._write(area, fd, parts, data, current["etag"] if keep and current else None)
         finally:
             if fd is not None:
                 os.close(fd)
         meta["etag"] = etag_of(data)
         return meta
 
-    def _target(self, area, parts):
+    def _target(self, area: Area, parts: Parts) -> tuple[int | None, os.stat_result | None]:
         """(fd of the parent folder or None if it does not exist yet, stat of
         the file or None)."""
         try:
@@ -411,20 +417,20 @@ class Store:
             raise Refused(409, "not_a_file", f"{what} with this name is already there.")
         return fd, st
 
-    def _current(self, fd, name, st):
+    def _current(self, fd: int | None, name: str, st: os.stat_result | None) -> Meta | None:
         """The current version as a 409 answer shows it, or None."""
-        if st is None:
+        if st is None or fd is None:
             return None
         if st.st_size > TEXT_LIMIT:
             return {"etag": etag_of_file(fd, name), "size": st.st_size, "modified": round(st.st_mtime, 3)}
-        data = paths.read_regular(fd, name)[0]
-        current = {"etag": etag_of(data), "size": len(data), "modified": round(st.st_mtime, 3)}
+        data = paths.read_regular(fd, name)[0] or b""  # no limit: never None
+        current: Meta = {"etag": etag_of(data), "size": len(data), "modified": round(st.st_mtime, 3)}
         text = as_text(data)
         if text is not None:
             current["content"] = text
         return current
 
-    def _write(self, area, fd, parts, data, old_etag):
+    def _write(self, area: Area, fd: int, parts: Parts, data: bytes, old_etag: str | None) -> Meta:
         """Write `data` over parts[-1] in `fd` atomically; the old content, if
         any (with `old_etag`), becomes a history version."""
         name = parts[-1]
@@ -450,24 +456,24 @@ class Store:
         os.fsync(fd)
         return _meta("/".join(parts), os.stat(name, dir_fd=fd, follow_symlinks=False), key="path")
 
-    def _keep_version(self, area, fd, name, parts, etag, deleted=False):
+    def _keep_version(self, area: Area, fd: int, name: str, parts: Parts, etag: str, deleted: bool = False) -> str:
         version, (freed_bytes, freed_files) = self.versions.keep(area, fd, name, parts, etag, deleted)
         self.quota.add(area, -freed_bytes, -freed_files)
         return version
 
-    def _check_file_size(self, size):
+    def _check_file_size(self, size: int) -> None:
         if size > self.limits.max_file_bytes:
             raise Refused(413, "file_too_large", f"A file may have at most {size_text(self.limits.max_file_bytes)}.")
 
     # -- quotas -----------------------------------------------------------
 
-    def usage(self, area, fresh=False):
+    def usage(self, area: Area, fresh: bool = False) -> tuple[int, int]:
         """(bytes, files) an area holds: everything in it (whatever wrote it)
         and its earlier versions; `fresh` walks now and updates the record."""
         with self._locked(area):
             return self.quota.usage(area, fresh)
 
-    def measure(self, area):
+    def measure(self, area: Area) -> tuple[int, int, str | None]:
         """After something outside the store wrote the area (a program): walk
         it now; (bytes, files, the quota sentence or None), the usage as it
         is once old versions made room."""
@@ -477,7 +483,7 @@ class Store:
             used, files = self.quota.usage(area)
             return used, files, problem
 
-    def check_runnable(self, area, parts):
+    def check_runnable(self, area: Area, parts: Parts) -> int:
         """Refused unless `parts` is a file its student may run now: a file,
         in a home within its quota. Returns the bytes the home holds (the
         run's write budget is what the quota leaves)."""
@@ -485,12 +491,12 @@ class Store:
             raise Refused(400, "not_a_file", "Only a file can be run.")
         return self.room_to_run(area)
 
-    def course_copy(self, course, parts, home):
+    def course_copy(self, course: Area, parts: Parts, home: Area) -> tuple[int, dict[str, bytes]]:
         """What running the course file `parts` from the home `home` is
         given: (bytes the home holds, {name: bytes}) (run_copy.py)."""
         return run_copy.course_copy(self, course, parts, home)
 
-    def room_to_run(self, area):
+    def room_to_run(self, area: Area) -> int:
         """The bytes the home `area` holds, for a run whose program may write
         it; Refused when it is over its quota."""
         with self._locked(area):
@@ -500,7 +506,7 @@ class Store:
             raise Refused(507, "quota_exceeded", problem)
         return used
 
-    def quota_problem(self, area, fresh=False):
+    def quota_problem(self, area: Area, fresh: bool = False) -> str | None:
         """None when the area is within its quota, else the sentence for the
         student (how much is used, the quota, how much to delete). Old
         versions are dropped first when that is enough to make room."""
@@ -509,20 +515,20 @@ class Store:
 
     # -- history ----------------------------------------------------------
 
-    def history(self, area, parts):
+    def history(self, area: Area, parts: Parts) -> "builtins.list[Meta]":
         """Earlier versions of a file, newest first."""
         return self.versions.list(area, parts)
 
-    def read_version(self, area, parts, version):
+    def read_version(self, area: Area, parts: Parts, version: str) -> bytes:
         return self.versions.read(area, parts, version, self.limits.max_file_bytes)
 
-    def restore(self, area, parts, version):
+    def restore(self, area: Area, parts: Parts, version: str) -> Meta:
         """Save an earlier version as the newest one (the current one becomes a version)."""
         return self.save(area, parts, self.read_version(area, parts, version), if_match="*")
 
     # -- folders, moves, deletes ------------------------------------------
 
-    def mkdir(self, area, parts):
+    def mkdir(self, area: Area, parts: Parts) -> None:
         if not parts:
             raise BadPath("bad_path", "name a folder")
         with self._locked(area):
@@ -540,7 +546,7 @@ class Store:
             finally:
                 os.close(fd)
 
-    def move(self, area, src, dst):
+    def move(self, area: Area, src: Parts, dst: Parts) -> None:
         if not src or not dst:
             raise BadPath("bad_path", "name what to move and where")
         if dst[:len(src)] == src:
@@ -562,7 +568,7 @@ class Store:
                 os.close(sfd)
             self.versions.move(area, src, dst)
 
-    def delete(self, area, parts):
+    def delete(self, area: Area, parts: Parts) -> Meta:
         """Delete a file or a folder. Every file's last version is kept (the
         trash lists them and puts them back); FIFOs, sockets and devices are
         removed without being read. Returns how many files were kept."""
@@ -589,41 +595,43 @@ class Store:
                 os.close(fd)
         return {"deleted": path, "kept": len(kept), "not_kept": dropped}
 
-    def _worth_keeping(self, st):
+    def _worth_keeping(self, st: os.stat_result) -> bool:
         """A version of a deleted file is kept if it could be restored: a
         regular file no larger than a save may be (its etag reads it all)."""
         return stat.S_ISREG(st.st_mode) and st.st_size <= self.limits.max_file_bytes
 
-    def _keep_deleted(self, area, fd, name, parts, st):
+    def _keep_deleted(self, area: Area, fd: int, name: str, parts: Parts, st: os.stat_result) -> Meta:
         version = self._keep_version(area, fd, name, parts, etag_of_file(fd, name), deleted=True)
         return {"path": "/".join(parts), "version": version, "size": st.st_size}
 
-    def _delete_folder(self, area, parent_fd, name, parts):
+    def _delete_folder(self, area: Area, parent_fd: int, name: str,
+                   parts: Parts) -> "tuple[builtins.list[Meta], builtins.list[str], int]":
         """Empty and remove a folder however deep; the last version of each
         file the API could open is kept (at most the files quota of them:
         a program's mass output is not worth a version each) and the trash
         remembers them, even if a program's changes stop this half-way.
         Returns the kept files, the folders and how many files were removed
         without a version."""
-        kept, folders, dropped = [], ["/".join(parts)], 0
+        kept: builtins.list[Meta] = []
+        folders, dropped = ["/".join(parts)], 0
         freed_bytes = freed_files = 0
         top = os.open(name, paths.DIR_FLAGS, dir_fd=parent_fd)
         try:
             walk = Walk(top)
             for event, cur, entry, st in walk:
                 # Only what the API could open is worth keeping (and cheap to name).
-                full = (len(parts) + walk.depth <= paths.MAX_DEPTH
-                        and parts + tuple(walk.path(entry).split("/")))
-                reachable = full and all(paths.is_plain(p) for p in full[len(parts):])
+                full = (parts + tuple(walk.path(entry).split("/"))
+                        if len(parts) + walk.depth <= paths.MAX_DEPTH else None)
+                reachable = full if full and all(paths.is_plain(p) for p in full[len(parts):]) else None
                 if event == ENTER:
                     if reachable:
-                        folders.append("/".join(full))
+                        folders.append("/".join(reachable))
                 elif event == LEAVE:
                     _rmdir(cur, entry)
                     freed_files += 1
-                else:
+                elif st is not None:  # FILE: always stat'ed
                     if self._worth_keeping(st) and reachable and len(kept) < self.limits.quota_files:
-                        kept.append(self._keep_deleted(area, cur, entry, full, st))
+                        kept.append(self._keep_deleted(area, cur, entry, reachable, st))
                     else:
                         dropped += 1
                         freed_files += 1
@@ -640,11 +648,11 @@ class Store:
 
     # -- trash ------------------------------------------------------------
 
-    def trash_list(self, area):
+    def trash_list(self, area: Area) -> "builtins.list[Meta]":
         """What was deleted and can still be restored, newest first."""
-        return self.trash.list(area, lambda path, version: self.versions.kept(area, path.split("/"), version))
+        return self.trash.list(area, lambda path, version: self.versions.kept(area, tuple(path.split("/")), version))
 
-    def trash_restore(self, area, record_id, path=None):
+    def trash_restore(self, area: Area, record_id: str, path: str | None = None) -> Meta:
         """Put back what one delete removed (or only the file `path` of it),
         never over something there now: {"restored": [...], "skipped": [...]}."""
         with self._locked(area):
@@ -652,7 +660,8 @@ class Store:
             chosen = [f for f in record["files"] if path is None or f["path"] == path]
             if path is not None and not chosen:
                 raise Refused(404, "not_in_trash", "That file is not in this part of the trash.")
-            restored, skipped = [], []
+            restored: builtins.list[str] = []
+            skipped: builtins.list[Meta] = []
             if path is None:
                 for folder in record["folders"]:
                     self._restore_folder(area, tuple(folder.split("/")), skipped)
@@ -669,7 +678,7 @@ class Store:
             self.trash.update(area, record_id, record)
         return {"restored": restored, "skipped": skipped}
 
-    def _restore_folder(self, area, parts, skipped):
+    def _restore_folder(self, area: Area, parts: Parts, skipped: "builtins.list[Meta]") -> None:
         try:
             made = self._missing(area, parts)
             if made:
@@ -680,7 +689,7 @@ class Store:
 
     # -- zip --------------------------------------------------------------
 
-    def zip_chunks(self, area, parts):
+    def zip_chunks(self, area: Area, parts: Parts) -> Generator[bytes, None, None]:
         """A generator of the bytes of a zip of a folder, made as it is read.
         The first `next()` checks what can be checked before anything is
         sent (and raises Refused); a later one may still raise, and then
@@ -691,11 +700,11 @@ class Store:
 
     # -- housekeeping ------------------------------------------------------
 
-    def _slow_down(self):
+    def _slow_down(self) -> None:
         if self.limits.delay_ms:
             time.sleep(self.limits.delay_ms / 1000)
 
-    def _clean_temp(self, fd, entry, now):
+    def _clean_temp(self, fd: int, entry: os.DirEntry[str], now: float) -> None:
         """Remove a temporary file a crashed save left behind."""
         try:
             if entry.name.startswith(TEMP_PREFIX) and now - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS:
@@ -704,7 +713,7 @@ class Store:
             pass
 
 
-def as_text(data):
+def as_text(data: bytes) -> str | None:
     if b"\x00" in data:
         return None
     try:
@@ -713,7 +722,7 @@ def as_text(data):
         return None
 
 
-def _rmdir(fd, name):
+def _rmdir(fd: int, name: str) -> None:
     try:
         os.rmdir(name, dir_fd=fd)
     except OSError as e:
@@ -722,7 +731,7 @@ def _rmdir(fd, name):
         raise
 
 
-def _unlink_quietly(fd, name):
+def _unlink_quietly(fd: int, name: str) -> None:
     try:
         os.unlink(name, dir_fd=fd)
     except OSError:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from ..db import Pool
 from ..errors import Refused
@@ -25,19 +25,21 @@ MEASURE_EVERY = 1.0  # seconds between walks of one home after runs
 
 @dataclass
 class _Home:
-    recorded: tuple = None  # (bytes, files) as last written to the roster
+    recorded: tuple[int, int] | None = None  # (bytes, files) as last written to the roster
     measured_at: float = -MEASURE_EVERY  # monotonic time of the last walk
-    due: asyncio.Task = None  # a walk put off to keep to MEASURE_EVERY
+    due: "asyncio.Future[None] | None" = None  # a walk put off to keep to MEASURE_EVERY
 
 
 @dataclass
 class HomeUsage:
     pool: Pool
-    measure: Callable[[str], Awaitable[tuple]]  # async (username) -> (bytes, files, problem or None)
-    track: Callable = asyncio.ensure_future  # runs a walk put off as a task the worker waits for
-    homes: dict = field(default_factory=dict)  # user id -> _Home (bounded by the worker's students)
+    # async (username) -> (bytes, files, problem or None)
+    measure: Callable[[str], Awaitable[tuple[int, int, str | None]]]
+    # Runs a walk put off as a task the worker waits for.
+    track: Callable[[Coroutine[Any, Any, None]], "asyncio.Future[None]"] = asyncio.ensure_future
+    homes: dict[int, _Home] = field(default_factory=dict)  # user id -> _Home (bounded by the worker's students)
 
-    async def after_run(self, user: dict, tell: Callable[[str], Awaitable], now: bool = False) -> None:
+    async def after_run(self, user: dict[str, Any], tell: Callable[[str], Awaitable[None]], now: bool = False) -> None:
         """A run of `user` ended: walk their home (now, or once MEASURE_EVERY
         allows) and record it; `tell(sentence)` the student when it is over
         its quota."""
@@ -49,7 +51,7 @@ class HomeUsage:
             await self._walk(user, home, tell)
             return
 
-        async def later():
+        async def later() -> None:
             try:
                 await asyncio.sleep(wait)
                 await self._walk(user, home, tell)
@@ -57,12 +59,12 @@ class HomeUsage:
                 home.due = None
         home.due = self.track(later())
 
-    def forget(self, user: dict) -> None:
+    def forget(self, user: dict[str, Any]) -> None:
         """`user` left this worker: their record goes (a walk still due ends
         on its own), and their next run here walks their home at once."""
         self.homes.pop(user["id"], None)
 
-    async def _walk(self, user, home, tell):
+    async def _walk(self, user: dict[str, Any], home: _Home, tell: Callable[[str], Awaitable[None]]) -> None:
         home.measured_at = time.monotonic()
         try:
             used, files, problem = await self.measure(user["username"])

@@ -19,27 +19,30 @@ content), FILE anything else (files, FIFOs, links...), LEAVE a folder
 import errno
 import os
 import stat
+from typing import Callable, Iterator
 
 from ..errors import Refused
 from .paths import DIR_FLAGS, shown
 
 ENTER, FILE, LEAVE = "enter", "file", "leave"
+# (event, the folder's fd, the name in it, its stat: None on LEAVE)
+Step = tuple[str, int, str, "os.stat_result | None"]
 
 
 class TooDeep(Refused):
-    def __init__(self, path, limit):
+    def __init__(self, path: str, limit: int) -> None:
         super().__init__(409, "too_deep", f"'{shown(path)}' holds folders nested more than {limit} deep. "
                                           "Delete it (or move what you need out of it) first.")
 
 
 class TooMany(Refused):
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         super().__init__(409, "too_many_files", f"This folder holds more than {limit} files and folders. "
                                                 "Delete some, or choose a smaller folder.")
 
 
 class Changed(Refused):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(409, "folder_changed", "The folder changed while it was being read "
                                                 "(a running program?). Try again.")
 
@@ -47,7 +50,7 @@ class Changed(Refused):
 class _Level:
     __slots__ = ("ident", "todo", "name")
 
-    def __init__(self, st, todo, name):
+    def __init__(self, st: os.stat_result, todo: list[str], name: str) -> None:
         self.ident, self.todo, self.name = (st.st_dev, st.st_ino), todo, name
 
 
@@ -60,31 +63,32 @@ class Walk:
     entries than this have been met. skip(name): names left out (and not
     counted), e.g. the store's own temporary files."""
 
-    def __init__(self, top_fd, max_depth=None, max_entries=None, skip_deep=False, skip=None):
+    def __init__(self, top_fd: int, max_depth: int | None = None, max_entries: int | None = None,
+             skip_deep: bool = False, skip: Callable[[str], bool] | None = None) -> None:
         self.top_fd, self.max_depth, self.max_entries = top_fd, max_depth, max_entries
         self.skip_deep, self.skip = skip_deep, skip
         self.truncated = False
         self.count = 0
-        self._stack = []
+        self._stack: list[_Level] = []
         self._pruned = False
 
     @property
-    def depth(self):
+    def depth(self) -> int:
         """How deep the entries of the current folder are (1: in the top)."""
         return len(self._stack)
 
-    def path(self, name):
+    def path(self, name: str) -> str:
         """'a/b/name' for `name` in the current folder, relative to the top."""
         return "/".join([level.name for level in self._stack[1:]] + [name])
 
-    def prune(self):
+    def prune(self) -> None:
         """Do not go into the folder just ENTERed."""
         self._pruned = True
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Step]:
         cur = os.dup(self.top_fd)
         try:
-            self._stack = [_Level(os.fstat(cur), self._names(cur), None)]
+            self._stack = [_Level(os.fstat(cur), self._names(cur), "")]  # the top: no name
             while True:
                 level = self._stack[-1]
                 if level.todo:
@@ -111,28 +115,28 @@ class Walk:
 
     # -- steps -------------------------------------------------------------
 
-    def _counted(self):
+    def _counted(self) -> None:
         self.count += 1
         if self.max_entries is not None and self.count > self.max_entries:
             raise TooMany(self.max_entries)
 
-    def _names(self, fd):
+    def _names(self, fd: int) -> list[str]:
         """The names in folder `fd`, to be popped in sorted order, bounded by
         what max_entries still allows (a folder of a million names must not
         cost a million strings first)."""
         budget = None if self.max_entries is None else self.max_entries - self.count
-        names = []
+        names: list[str] = []
         with os.scandir(fd) as entries:
             for entry in entries:
                 if self.skip and self.skip(entry.name):
                     continue
                 if budget is not None and len(names) >= budget:
-                    raise TooMany(self.max_entries)
+                    raise TooMany(self.count + budget)  # max_entries
                 names.append(entry.name)
         names.sort(reverse=True)
         return names
 
-    def _descend(self, cur, name, st):
+    def _descend(self, cur: int, name: str, st: os.stat_result) -> int:
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=cur)
         except (FileNotFoundError, NotADirectoryError):
@@ -160,7 +164,7 @@ class Walk:
         os.close(cur)
         return child
 
-    def _climb(self, cur):
+    def _climb(self, cur: int) -> int:
         parent = os.open("..", DIR_FLAGS, dir_fd=cur)
         st = os.fstat(parent)
         self._stack.pop()
@@ -171,7 +175,7 @@ class Walk:
         return parent
 
 
-def remove_tree(path):
+def remove_tree(path: str) -> None:
     """Remove the folder `path` and everything below it, however deep,
     never following a link: for a sandbox's throwaway folder, once its
     programs are gone (nothing may race the removal)."""

@@ -13,6 +13,7 @@ import os
 import stat
 import time
 import zipfile
+from typing import Iterator
 
 from ..errors import Refused
 from . import paths
@@ -23,23 +24,23 @@ MAX_BYTES = 4 << 30
 CHUNK = 256 << 10
 
 
-def _reserved(name):
+def _reserved(name: str) -> bool:
     return name.startswith(paths.RESERVED_PREFIX)
 
 
-def check(dir_fd):
+def check(dir_fd: int) -> None:
     """Refuse (before any byte is sent) a folder too deep, too full or too
     large to zip."""
     total = 0
     for event, _, _, st in Walk(dir_fd, max_depth=paths.MAX_DEPTH, max_entries=MAX_ENTRIES, skip=_reserved):
-        if event == FILE and stat.S_ISREG(st.st_mode):
+        if st is not None and event == FILE and stat.S_ISREG(st.st_mode):
             total += st.st_size
             if total > MAX_BYTES:
                 raise Refused(409, "too_large", f"This folder holds more than {MAX_BYTES >> 30} GiB: "
                                                 "download smaller folders one at a time.")
 
 
-def chunks(dir_fd):
+def chunks(dir_fd: int) -> Iterator[bytes]:
     """The bytes of a zip of the folder `dir_fd`, in chunks; each `next()`
     blocks (the handler runs it in the file executor)."""
     sink = _ChunkSink()
@@ -47,7 +48,7 @@ def chunks(dir_fd):
     zf = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=5)
     walk = Walk(dir_fd, max_depth=paths.MAX_DEPTH, max_entries=MAX_ENTRIES, skip=_reserved)
     for event, cur, name, st in walk:
-        if event != FILE or not stat.S_ISREG(st.st_mode):
+        if st is None or event != FILE or not stat.S_ISREG(st.st_mode):
             continue
         try:
             src = paths.open_regular(cur, name)
@@ -79,33 +80,36 @@ class _ChunkSink:
     """A write-only, unseekable stream that zipfile writes into and the
     generator empties chunk by chunk."""
 
-    def __init__(self):
-        self._parts = []
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
         self._size = 0
         self._written = 0
 
-    def write(self, b):
+    def write(self, b: bytes) -> int:
         self._parts.append(bytes(b))
         self._size += len(b)
         self._written += len(b)
         return len(b)
 
-    def tell(self):
+    def tell(self) -> int:
         return self._written
 
-    def flush(self):
+    def flush(self) -> None:
         pass
 
-    def size(self):
+    def close(self) -> None:
+        """Nothing to close (zipfile closes only what it opened; its stubs ask for it)."""
+
+    def size(self) -> int:
         return self._size
 
-    def take(self):
+    def take(self) -> bytes:
         data = b"".join(self._parts)
         self._parts, self._size = [], 0
         return data
 
 
-def _zipinfo(name, st):
+def _zipinfo(name: str, st: os.stat_result) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, time.localtime(max(st.st_mtime, 315532800))[:6])
     info.compress_type = zipfile.ZIP_DEFLATED
     info.external_attr = 0o644 << 16

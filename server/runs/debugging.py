@@ -102,14 +102,14 @@ class DebugSession:
         self.watches = watches or []
         self.frame = 0  # the frame the last pause showed
         self.expecting = True  # one `paused` line will be taken: the first pause
-        self.paused_since = None  # monotonic time the program paused, None while it runs
+        self.paused_since: float | None = None  # monotonic time the program paused, None while it runs
         self.paused_total = 0.0
         self.last_command = time.monotonic()
         self.last_pause = None  # the last `paused` sent, sent again if a command cannot go on
         self.cpu_unplaced = None  # the run's CPU seconds when it gave its place back; None: it holds one
         self.going_on = None  # the task of a command waiting for a place
         self.parsed = 0  # lines parsed since the last command
-        self.preparing_since = None  # monotonic time the program began working out a pause, None if not
+        self.preparing_since: float | None = None  # monotonic time the program began working out a pause, None if not
         self.slow = None  # what it said was slow: {"watch": index} or {"value": name}
 
     def attach(self, program: Program) -> None:

@@ -32,12 +32,12 @@ class RunEvents(Protocol):
         """A program of `user` started."""
 
     def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
-        """It ended: `exit_message` is its `exit` message (PROTOCOL.md),
+        """It ended: `exit_message` is its `exit` message (docs/run-protocol.md),
         `error` what its stderr says went wrong (`run_error`), if anything."""
 
     def run_console(self, user: dict, message: dict) -> None:
         """A message of a run an IDE shows (`started`, `output`, `image`,
-        `input`, `exit`: PROTOCOL.md), as its student is sent it."""
+        `input`, `exit`: docs/run-protocol.md), as its student is sent it."""
 
 
 class NoEvents:
@@ -99,6 +99,7 @@ def run_error(stderr_tail: str, username: str) -> dict | None:
         shown = [line.strip() for line in lines if line.strip()]
         return {"kind": None, "message": None, "file": None, "line": None, "text": shown[-1]} if shown else None
     found = EXCEPTION_LINE.match(lines[end])
+    assert found is not None  # `end` is the line it matched
     error = {"kind": found["kind"], "message": (found["message"] or "").strip(), "file": None, "line": None,
              "text": lines[end].strip()}
     # The traceback above it: indented lines, up to its "Traceback" header (a
@@ -110,7 +111,7 @@ def run_error(stderr_tail: str, username: str) -> dict | None:
     for line in reversed(lines[start:end]):
         frame = FRAME.match(line)
         path = frame and home_path(frame["file"], username)
-        if path:
+        if frame and path:
             error["file"], error["line"] = path, int(frame["line"])
             break
     return error

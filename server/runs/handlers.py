@@ -1,4 +1,4 @@
-"""WebSocket /ws/run: one connection per open IDE (PROTOCOL.md).
+"""WebSocket /ws/run: one connection per open IDE (docs/run-protocol.md).
 
 The handler authenticates the upgrade, turns messages into calls on the
 worker's RunManager (manager.py), and sends what it is given. Whatever a

@@ -32,9 +32,11 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar, cast
 
 from .. import metrics
+from ..config import Config
+from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 from . import runlock
@@ -46,6 +48,11 @@ from .run import Run
 from .spec import Mode, RunSpec
 from .starts import Sandboxed
 from .warm import WarmSandboxes
+
+if TYPE_CHECKING:  # the files service is the worker's; only its type is needed here
+    from ..files.service import Files
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +103,7 @@ class SandboxSource(Protocol):
 
 
 class RunSink(Protocol):
-    """Where a job's messages go (PROTOCOL.md: queued, started, output,
+    """Where a job's messages go (docs/run-protocol.md: queued, started, output,
     image, input, notice, exit, error)."""
 
     gone: asyncio.Event  # set when nobody waits for the run any more
@@ -104,8 +111,14 @@ class RunSink(Protocol):
     async def send(self, message: dict) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
 
-    # A job that serves a check or runs its tests (Mode.SERVE, Mode.TEST) also has its program's
-    # channel messages: `async def channel(self, message: dict) -> None`.
+
+
+class ChannelSink(RunSink, Protocol):
+    """The sink of a job that serves a check or runs its tests (Mode.SERVE,
+    Mode.TEST): it has its program's channel messages too."""
+
+    async def channel(self, message: dict) -> None:
+        """A message the program wrote on its channel (awaited: the next waits for it)."""
 
 
 class SessionEnded(Refused):
@@ -143,9 +156,9 @@ SANDBOX_FAILED = refusal("sandbox_failed", "Your program could not start: the se
 @dataclass
 class Jobs:
     """Every job of this worker, and what they share."""
-    cfg: object
-    pool: object  # the database pool (the run lock)
-    files: object  # the files service: the file, the home's quota, its changes and usage
+    cfg: Config
+    pool: Pool  # the database pool (the run lock)
+    files: "Files"  # the files service: the file, the home's quota, its changes and usage
     admission: Admission
     warm: WarmSandboxes
     events: RunEvents
@@ -210,7 +223,7 @@ class Jobs:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=3)
 
-    def track(self, coroutine):
+    def track(self, coroutine: Awaitable[T]) -> "asyncio.Future[T]":
         """Run it as a task the worker waits for when it shuts down, so no run
         lock or sandbox is left behind when the database pool closes."""
         task = asyncio.ensure_future(coroutine)
@@ -225,14 +238,14 @@ class Job:
     def __init__(self, request: RunRequest, sink: RunSink, jobs: Jobs):
         self.request, self.sink, self.jobs = request, sink, jobs
         self.state = State.PREPARING
-        self.claim = None  # the run lock's id, once this job holds it (not when its asker does)
+        self.claim: str | None = None  # the run lock's id, once this job holds it (not when its asker does)
         self.admitted = False  # holds a place among the host's running programs
         self.sandboxed: Sandboxed | None = None
         self.run: Run | None = None
         self.debug: DebugSession | None = None  # a debug run's session (debugging.py)
         self.session_ended = False  # refused because the asker's session had ended
         self.done = asyncio.Event()  # its last message is out
-        self.task = None  # its life, once started (Jobs.start): done with it
+        self.task: asyncio.Future[None] | None = None  # its life, once started (Jobs.start): done with it
 
     @property
     def events(self) -> RunEvents:
@@ -268,7 +281,8 @@ class Job:
             await self.sink.send(message)
         if self.run is not None and self.sandboxes.holds_home:
             # It may have written, made, renamed or deleted files: the open IDEs look again.
-            jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
+            if jobs.files.changes is not None:
+                jobs.files.changes.announce(Area.home(user["username"]).key, "program", by="program")
             guard = self.run.disk_guard
             await jobs.files.usage.after_run(user, self._notice,
                                              now=guard is not None and guard.wrote() >= WROTE_MEASURE_NOW)
@@ -325,7 +339,7 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        channel = self.sink.channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
+        channel = cast(ChannelSink, self.sink).channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
         if spec.mode is Mode.DEBUG:
             options = spec.debug.to_dict() if spec.debug else {}
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view

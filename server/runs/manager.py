@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 SESSION_CHECK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
-CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see PROTOCOL.md)
+CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see docs/run-protocol.md)
 CLOSE_TOO_MANY_TABS = 4002
 
 
@@ -41,12 +41,12 @@ class Connection:
     """One open /ws/run, as the manager sees it: the sink of its jobs. `send`
     a message, `close` the socket (the handler's)."""
 
-    def __init__(self, student, token_hash, send, close):
+    def __init__(self, student: Student, token_hash: bytes, send: Callable, close: Callable) -> None:
         self.student = student
         self.token_hash = token_hash
         self.send = send
         self.close = close
-        self.job = None  # its latest job
+        self.job: Job | None = None  # its latest job
         self.check = None  # its latest check (server/checks/grader.py)
         self.gone = asyncio.Event()  # the socket closed (or is closing): its run stops
         self.ending = False  # its session ended: it closes once its run has
@@ -62,7 +62,7 @@ class RunManager:
     def __init__(self, jobs: Jobs, grader=None):
         self.jobs = jobs
         self.grader = grader  # checks.grader.Grader: exercises' checks asked for on these sockets
-        self.students = {}  # user id -> Student
+        self.students: dict[int, Student] = {}  # user id -> Student
 
     # -- sockets ------------------------------------------------------------
 
@@ -120,6 +120,7 @@ class RunManager:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(spec, conn.student.user, conn.token_hash, console=True)
         job = conn.job = self.jobs.start(request, conn)
+        assert job.task is not None  # start() started it
         job.task.add_done_callback(lambda _: self._after(conn, job))
 
     def check(self, conn: Connection, class_id: int, slug: str, etag: str | None) -> None:

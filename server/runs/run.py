@@ -1,6 +1,6 @@
 """One run of a student's program in a ready sandbox: from `go` to its end.
 
-It turns the launcher's frames into protocol messages (see PROTOCOL.md):
+It turns the launcher's frames into protocol messages (see docs/run-protocol.md):
 text is decoded and coalesced into `output` messages every few tens of
 milliseconds, images are cut out of stdout, and every limit the server
 enforces itself (wall time, idle time, output, CPU time of the whole run,
@@ -9,7 +9,7 @@ writes it (disk_guard.py), and its home walked every few seconds besides. Sends 
 slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
-A run may also have a control channel (`channel`, see PROTOCOL.md, "The
+A run may also have a control channel (`channel`, see docs/run-protocol.md, "The
 check channel"): lines of JSON between the server and the program, which
 holds its end at fd 3. What comes on it is the program's data, never the
 launcher's word: it is parsed with bounds and handed to `channel`, which is
@@ -118,22 +118,22 @@ class Run:
         self.disk_check = disk_check  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
-        self.stop_reason = None
+        self.stop_reason: str | None = None
         self.status = None  # the launcher's exit frame
         self.reusable = False  # the launcher reported the end itself and serves the next run
         self.output_bytes = 0
         self.stderr_tail = ""  # the end of what the program wrote to stderr (STDERR_TAIL)
         self.last_activity = time.monotonic()
         self._images = ImageParser()
-        self._pending = []  # [(stream, text)]
+        self._pending: list[tuple[str, str]] = []  # [(stream, text)]
         self._pending_size = 0
         self._sent_output = False
         self._told_input = False  # an `input` message was sent and nothing typed since
         self._prompt = None  # stdout since input()'s prompt mark, until its input mark (None: not in a prompt)
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
-        self._reading = None
-        self._stopping = None
+        self._reading: asyncio.Future[Any] | None = None
+        self._stopping: asyncio.Future[None] | None = None
 
     # -- input from the client ---------------------------------------------
 

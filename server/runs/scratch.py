@@ -62,6 +62,7 @@ class ScratchSandbox:
             return sandboxed
         self.warm_up()
         starting, self.starting = self.starting, None
+        assert starting is not None and self.place is not None  # warm_up made them
         if self.place.ahead and not starting.done():
             self.starts.hurry(self.place, notify)
         return await starting

@@ -32,10 +32,10 @@ class WarmSandboxes:
         self.home_of = home_of  # async (user) -> the path of their home, made if need be
         self.uid_of = uid_of  # (user) -> the uid their programs run as
         self.draining = draining  # () -> True once the worker shuts down: no new sandboxes
-        self.wanted = {}  # user id -> the user, while they have an IDE open here
-        self.ready = {}  # user id -> Future of a Sandboxed (or None: it failed)
-        self.places = {}  # user id -> the Place of their ready sandbox's start while it waits in line
-        self.discarding = set()  # tasks killing sandboxes nobody wants: awaited by close
+        self.wanted: dict[int, dict] = {}  # user id -> the user, while they have an IDE open here
+        self.ready: dict[int, asyncio.Future[Sandboxed | None]] = {}  # user id -> its sandbox (None: it failed)
+        self.places: dict[int, Place] = {}  # user id -> the Place of their ready sandbox's start while it waits in line
+        self.discarding: set[asyncio.Task[None]] = set()  # tasks killing sandboxes nobody wants: awaited by close
 
     def want(self, user: dict) -> None:
         """`user` has an IDE open here: keep a sandbox ready for them."""

@@ -38,7 +38,7 @@ LIMITS = {"timeout", "cpu_limit", "memory_limit", "output_limit", "disk_limit"}
 
 
 def outcome_of(reason: str) -> str:
-    """What the teacher sees of an exit reason (runs/PROTOCOL.md):
+    """What the teacher sees of an exit reason (docs/run-protocol.md):
     ok, error, limit (a limit stopped it) or stopped (Stop, Ctrl-C, ...)."""
     if reason in ("ok", "error"):
         return reason
@@ -79,11 +79,11 @@ class RunEvent:
     """The newest run event of a user not yet written."""
     running: bool
     at: datetime
-    started_at: datetime = None
-    ended_at: datetime = None
-    outcome: str = None  # None: the run started; the last result stays
-    reason: str = None
-    error: dict = None  # _shown_error's
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    outcome: str | None = None  # None: the run started; the last result stays
+    reason: str | None = None
+    error: dict | None = None  # _shown_error's
 
 
 UPSERT_RUNS = """
@@ -120,14 +120,14 @@ def _now():
 
 
 class Activity:
-    def __init__(self, pool: db.Pool, worker: str = None):
+    def __init__(self, pool: db.Pool, worker: str | None = None):
         self.pool = pool
         self.worker = worker or worker_name()
-        self.sockets = {}  # user id -> IDE sockets open on this worker
-        self.presence_changed = set()  # user ids whose count here is not written yet
-        self.runs = {}  # user id -> RunEvent not written yet
+        self.sockets: dict[int, int] = {}  # user id -> IDE sockets open on this worker
+        self.presence_changed: set[int] = set()  # user ids whose count here is not written yet
+        self.runs: dict[int, RunEvent] = {}  # user id -> RunEvent not written yet
         self.wake = asyncio.Event()
-        self.tasks = []
+        self.tasks: list[asyncio.Task[None]] = []
         self.failing = False
 
     # -- the hooks (runs call them: RunEvents) -----------------------------------
@@ -148,7 +148,7 @@ class Activity:
         self.wake.set()
 
     def run_ended(self, user: dict, exit_message: dict, error: dict | None = None) -> None:
-        """A run ended: `exit_message` is its `exit` message (runs/PROTOCOL.md),
+        """A run ended: `exit_message` is its `exit` message (docs/run-protocol.md),
         `error` what went wrong (runs/events.py `run_error`), if it failed."""
         reason = str(exit_message.get("reason", "error"))
         earlier = self.runs.get(user["id"])

@@ -129,14 +129,14 @@ class Consoles:
     def __init__(self, pool: db.Pool, worker: str, listener=None):
         self.pool = pool
         self.worker = worker
-        self.kept = OrderedDict()  # user id -> Console, the least recently touched first
+        self.kept: OrderedDict[int, Console] = OrderedDict()  # user id -> Console, the least recently touched first
         self.figure_bytes = 0  # of every console kept
-        self.followed = set()  # user ids some teacher follows (console_follow)
-        self.dirty = set()  # followed user ids whose console changed since it was written
-        self.heard = set()  # follows announced since the last refresh began
-        self.figures_written = {}  # user id -> the figures_id last written
+        self.followed: set[int] = set()  # user ids some teacher follows (console_follow)
+        self.dirty: set[int] = set()  # followed user ids whose console changed since it was written
+        self.heard: set[int] = set()  # follows announced since the last refresh began
+        self.figures_written: dict[int, str] = {}  # user id -> the figures_id last written
         self.wake = asyncio.Event()
-        self.tasks = []
+        self.tasks: list[asyncio.Task[None]] = []
         if listener is not None:
             listener.listen(FOLLOW_CHANNEL, self._follow_announced)
 
@@ -150,9 +150,10 @@ class Consoles:
             while len(self.kept) > MAX_CONSOLES:
                 self._forget(next(iter(self.kept)))
         else:
-            console = self.kept.get(user_id)
-            if console is None:
+            kept = self.kept.get(user_id)
+            if kept is None:
                 return
+            console = kept
             if kind == "output" and isinstance(message.get("data"), str):
                 console.text("stderr" if message.get("stream") == "stderr" else "stdout", message["data"])
             elif kind == "image" and isinstance(message.get("data"), str):

@@ -103,9 +103,9 @@ class Following:
         self.worker = worker
         self.numbers = itertools.count(1)
         self.followers = Registry()  # student id -> {Follower}
-        self.announced = set()  # student ids whose console was written, not yet read
+        self.announced: set[int] = set()  # student ids whose console was written, not yet read
         self.reading = None
-        self.task = None
+        self.task: asyncio.Task[None] | None = None
         if listener is not None:
             listener.listen(CHANNEL, self._announced)
             listener.on_gap(lambda: self._reread(*self.followers))

@@ -115,12 +115,12 @@ class LiveView:
         self.classes = classes
         self.watchers = Registry()  # class id -> {Watcher}
         self.reads = itertools.count(1)  # numbers the reads of students as they start
-        self.announced = set()  # student ids announced, not yet read
-        self.reading = None
-        self.hands_announced = set()  # class ids whose hands changed, not yet read
-        self.reading_hands = None
-        self.task = None
-        self.resyncing = None  # a resync asked for by a gap in the notifications
+        self.announced: set[int] = set()  # student ids announced, not yet read
+        self.reading: asyncio.Task[None] | None = None
+        self.hands_announced: set[int] = set()  # class ids whose hands changed, not yet read
+        self.reading_hands: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.resyncing: asyncio.Task[None] | None = None  # a resync asked for by a gap in the notifications
         self.gap_again = False  # a gap since that resync began
         if listener is not None:  # a notify.Listener, not started yet
             listener.listen(CHANNEL, self._announced)

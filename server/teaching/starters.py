@@ -34,7 +34,7 @@ class Starters:
                    SELECT u, $1, p FROM unnest($2::bigint[], $3::text[]) AS t(u, p)
                    ON CONFLICT (user_id, class_id, path) DO UPDATE SET sent_at = now()
                    RETURNING user_id, path, sent_at""", found["id"], [u for u, _ in kept], [p for _, p in kept])
-            by_path = {}
+            by_path: dict[str, list] = {}
             for r in rows:
                 by_path.setdefault(r["path"], []).append(r)
             for path, got in by_path.items():

@@ -60,7 +60,7 @@ ORDER BY h.class_id, h.raised_at, u.username
 
 async def queues(pool: Pool, class_ids: list[int]) -> dict[int, list[dict]]:
     """{class id: its raised hands, oldest first (at most MAX_QUEUE)} of these classes."""
-    found = {c: [] for c in class_ids}
+    found: dict[int, list[dict]] = {c: [] for c in class_ids}
     for row in await pool.fetch(QUEUE, class_ids):
         if len(found[row["class_id"]]) < MAX_QUEUE:
             found[row["class_id"]].append(_hand(row))

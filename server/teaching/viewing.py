@@ -1,6 +1,6 @@
 """Which file each student has in front of them in the IDE (a path of
 their home, or None), for the roster: a teacher's view of the student opens
-it. The IDE says so on /ws/run (`viewing`, runs/PROTOCOL.md); it is
+it. The IDE says so on /ws/run (`viewing`, docs/run-protocol.md); it is
 recorded as the last save time is (batch.py: with the worker's next flush,
 never waiting), and the table's trigger announces a change on 'class_live'
 (migration 014)."""
@@ -20,7 +20,7 @@ class Viewing(Batch):
         super().__init__("open files", self._write)
         self.pool = pool
 
-    def add(self, user_id: int, path: str | None) -> None:
+    def add(self, user_id: int, path: str | None = None) -> None:
         super().add(user_id, (path, datetime.now(timezone.utc)))
 
     async def _write(self, items: dict) -> None:

@@ -1,4 +1,4 @@
-// The debugger's controls and panel (server/runs/PROTOCOL.md, "The
+// The debugger's controls and panel (docs/run-protocol.md, "The
 // debugger"): Debug starts the current file paused at its first line (a
 // file of the home, or a course folder's, which runs as a read-only copy
 // of it and the files beside it); step over, into, out and continue while

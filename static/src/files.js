@@ -74,6 +74,9 @@ export class FileTree extends EventTarget {
   // -- rendering -------------------------------------------------------------
 
   render() {
+    // A redraw (a refresh, a change made elsewhere) keeps the keyboard where it was.
+    const had = this.el.contains(document.activeElement) ? document.activeElement : null;
+    const focusedPath = had?.closest(".tree-row")?.dataset.path;
     const titleId = `tree-title-${this.area.replace(/\W/g, "-")}`;
     const header = h("div", { class: "tree-header" },
       h("button", {
@@ -109,6 +112,8 @@ export class FileTree extends EventTarget {
     const rows = [...this.el.querySelectorAll(".tree-row")];
     const focusable = rows.find((r) => r.dataset.path === this.selected) || rows[0];
     if (focusable) focusable.tabIndex = 0;
+    if (focusedPath !== undefined) this.focusRow(focusedPath);
+    else if (had?.classList.contains("tree-title")) this.el.querySelector(".tree-title").focus();
   }
 
   renderLevel(parent, folder, level) {

@@ -1,4 +1,4 @@
-// The run socket (/ws/run, see server/runs/PROTOCOL.md): kept open while
+// The run socket (/ws/run, see docs/run-protocol.md): kept open while
 // the IDE is, reopened by itself with backoff when it closes (a network
 // drop, or code 1012 when the server restarts). Not after the server closed
 // it for good: the session ended (4401) or another tab took over (4002).

@@ -1,6 +1,6 @@
 // What the teacher says to a student's IDE, and the student's raised hand.
 // A teacher's message comes on the run socket ("class_message", see
-// server/runs/PROTOCOL.md) and shows as a notice above the editor until the
+// docs/run-protocol.md) and shows as a notice above the editor until the
 // student dismisses it; it is read out by screen readers and never takes the
 // focus from the editor. An IDE opened a little after the message (or
 // reconnected, or told it "missed" some) asks GET /api/talk for it.

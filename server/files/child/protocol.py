@@ -70,7 +70,7 @@ def operation(op):
     return OPERATIONS[op]
 
 
-def frame(obj):
+def frame(obj: object) -> bytes:
     """A message: its pickle's length (4 bytes), then the pickle."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return len(data).to_bytes(4, "big") + data

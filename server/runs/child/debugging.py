@@ -3,7 +3,7 @@
 How it runs. A `debug` run is an ordinary run (same sandbox, limits,
 seccomp filter, terminal, no network) whose `go` frame also carries this
 file's source and the breakpoints. The launcher forks the program as
-always, with the run's control channel at fd 3 (PROTOCOL.md, "The check
+always, with the run's control channel at fd 3 (docs/run-protocol.md, "The check
 channel"); instead of exec'ing the student's file it hands the compiled
 file to `main()` here, which runs it under a `bdb.Bdb` subclass
 (`sys.settrace`: the sandbox's Python is 3.11, without `sys.monitoring`).

@@ -71,8 +71,8 @@ def group_limits(cfg):
 @dataclass
 class Exit:
     """How the launcher ended, as the kernel (or the container engine) said."""
-    code: int = None
-    signal: int = None
+    code: int | None = None
+    signal: int | None = None
     oom_killed: bool = False
 
 
