@@ -6,7 +6,7 @@ A check runs the student's code on inputs the student must not learn
 write them into its home and read them back through the files API; here
 its home is an empty scratch folder of its own (DATA_DIR/sandbox/scratch,
 0700, the student's uid), and the program runs a copy of the checked files
-that the launcher writes afresh for each run (Job: RunRequest.files). A
+that the launcher writes afresh for each run (Job: RunSpec.files). A
 check has one such sandbox (grader.py: started ahead of time, its shown
 checks run before its hidden ones) and `close`s it when it is over: the
 sandbox is killed as a whole and its folder removed, so nothing a check's
