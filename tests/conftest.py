@@ -320,6 +320,7 @@ def local_server(request, shared_servers):
 
 KIND_OF_MODULE = {"test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
                   "test_loadgen": "tools", "test_efs_bench": "tools",
+                  "test_tiers": "tools",
                   "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}
 
 # What a test needs, from the fixtures it uses (`item.fixturenames` is the
