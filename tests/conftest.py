@@ -325,19 +325,22 @@ KIND_OF_MODULE = {"test_loadtest": "tools", "test_benchmarks": "tools", "test_be
 
 # What a test needs, from the fixtures it uses (`item.fixturenames` is the
 # whole closure, so a fixture built on `server` counts as `server`) and from
-# what its own code or its fixtures' code start. `make test-fast` runs what
-# needs none of them (FAST below); tests/test_tiers.py checks the selection.
+# what its own code or its fixtures' code start. A test that needs none of
+# NOT_FAST is marked `fast`: `make test-fast` runs those, and
+# tests/test_tiers.py checks the selection from pytest's own report.
 SERVER_FIXTURES = {"shared_servers", "start_server", "module_server"}
 # Mounting file systems, making cgroups, running programs as students' uids
 # (the local sandbox kind: bubblewrap, chown), a process as another user.
 ROOT_FIXTURES = {"sandbox", "cgroup2", "small_disk", "small_tmpfs", "own_cpu_group", "bystander"}
 FUSE_FIXTURES = {"faultfs"}
-STARTS_SERVER = re.compile(r"\bServerProcess\(|\brunning_server\(")
+# By hand, or through the load test's scripts (simple_load_test.sh, the
+# benchmarks of loadtest/, each starting servers of its own).
+STARTS_SERVER = re.compile(r"\bServerProcess\(|\brunning_server\(|loadtest\.bench_|[\"']bench_\w+[\"']|\brun_script\(")
 STARTS_POSTGRES = re.compile(r"\bEmbeddedPostgres\(")
+RUNS_NPM = re.compile(r"\bwhich\(\"npm\"\)")  # npm ci: the network, unless its cache has every package
 # A module that skips itself unless it runs as root.
 ROOT_MODULE = re.compile(r"^if os\.geteuid\(\) != 0:\n\s+pytest\.skip\(", re.M)
-NOT_FAST = ("postgres", "server", "browser", "docker", "fuse", "root", "tools", "deploy")
-FAST = "not (" + " or ".join(NOT_FAST) + ")"
+NOT_FAST = ("postgres", "server", "browser", "docker", "fuse", "root", "npm", "tools", "deploy")
 
 
 @functools.lru_cache(maxsize=None)
@@ -352,9 +355,12 @@ TESTS = os.path.join(ROOT, "tests") + os.sep
 
 
 def _own_code(item):
-    """The source of the test and of the tests folder's fixtures it uses."""
-    funcs = [item.function] + [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
-                               if getattr(d.func, "__code__", None) and d.func.__code__.co_filename.startswith(TESTS)]
+    """The source of the test, of the helpers of its module it calls, and of
+    the tests folder's fixtures it uses."""
+    helpers = [getattr(item.module, name, None) for name in item.function.__code__.co_names]
+    funcs = [item.function] + [f for f in helpers if inspect.isfunction(f) and f.__module__ == item.module.__name__]
+    funcs += [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+              if getattr(d.func, "__code__", None) and d.func.__code__.co_filename.startswith(TESTS)]
     return "\n".join(map(_source, funcs))
 
 
@@ -369,13 +375,15 @@ def needs(item):
     if "postgres_url" in fixtures or STARTS_POSTGRES.search(code):
         found.add("postgres")
     if fixtures & SERVER_FIXTURES or STARTS_SERVER.search(code):
-        found.add("server")
+        found |= {"server", "postgres"}  # a server keeps everything in PostgreSQL (its own, if no URL)
     if "browser" in fixtures:
         found.add("browser")
     if "docker" in item.nodeid or "docker_image" in fixtures:
         found.add("docker")
     if fixtures & FUSE_FIXTURES:
         found.add("fuse")
+    if RUNS_NPM.search(code):
+        found.add("npm")
     if (fixtures & ROOT_FIXTURES or ROOT_MODULE.search(_source(item.module))
             or any("root" in m.kwargs.get("reason", "") for m in item.iter_markers("skipif"))):
         found.add("root")
