@@ -1,7 +1,8 @@
 """How the handlers translate what a service raised into HTTP (server/web.py),
 without a server: a refusal keeps its status, code, sentence and extras, a
 full executor or line is a 503 with Retry-After, and anything else is not
-an expected outcome (a bug, which the handler logs); and a JSON body with a lone surrogate anywhere is found without recursion."""
+an expected outcome (a bug, which the handler logs); and a JSON body with
+a lone surrogate anywhere is found without recursion."""
 import json
 
 import pytest
