@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: start test typecheck server-deps system-deps
+.PHONY: start test test-fast typecheck server-deps system-deps
 
 $(PY):
 	@echo "==> Making the virtualenv $(VENV)/ (once)"
@@ -54,3 +54,14 @@ typecheck: $(VENV)/.installed-test
 
 test: typecheck system-deps $(VENV)/.installed-test $(AXE)
 	$(PY) -m pytest
+
+# The tests that need no server process, PostgreSQL, root, Docker, Chromium,
+# the load-test tools or the deployment's: only the virtualenv (the `fast`
+# marker, given in tests/conftest.py from what each test uses). FAST_TIER=1
+# fails a test that reaches for one of them anyway. Temporary files go to
+# memory when there is a /dev/shm: the history tests save thousands of
+# versions, and a disk the machine's other work keeps busy makes each
+# rename wait.
+test-fast: $(VENV)/.installed-test
+	FAST_TIER=1 TMPDIR=$$(test -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp}) \
+		$(PY) -m pytest -m fast -n 2 --dist load

@@ -10,8 +10,11 @@ stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
 import fcntl
+import functools
+import inspect
 import os
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -317,18 +320,108 @@ def local_server(request, shared_servers):
 
 KIND_OF_MODULE = {"test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",
                   "test_loadgen": "tools", "test_efs_bench": "tools",
+                  "test_tiers": "tools",
                   "test_deploy_aws": "deploy", "test_deploy_templates": "deploy", "test_rollback_procedure": "deploy"}
+
+# What a test needs, from the fixtures it uses (`item.fixturenames` is the
+# whole closure, so a fixture built on `server` counts as `server`) and from
+# what its own code or its fixtures' code start. A test that needs none of
+# NOT_FAST is marked `fast`: `make test-fast` runs those, and
+# tests/test_tiers.py checks the selection from pytest's own report.
+SERVER_FIXTURES = {"shared_servers", "start_server", "module_server"}
+# Mounting file systems, making cgroups, running programs as students' uids
+# (the local sandbox kind: bubblewrap, chown), a process as another user.
+ROOT_FIXTURES = {"sandbox", "cgroup2", "small_disk", "small_tmpfs", "own_cpu_group", "bystander"}
+FUSE_FIXTURES = {"faultfs"}
+# By hand, or through the load test's scripts (simple_load_test.sh, the
+# benchmarks of loadtest/, each starting servers of its own).
+STARTS_SERVER = re.compile(r"\bServerProcess\(|\brunning_server\(|loadtest\.bench_|[\"']bench_\w+[\"']|\brun_script\(")
+STARTS_POSTGRES = re.compile(r"\bEmbeddedPostgres\(")
+RUNS_NPM = re.compile(r"\bwhich\(\"npm\"\)")  # npm ci: the network, unless its cache has every package
+# A module that skips itself unless it runs as root.
+ROOT_MODULE = re.compile(r"^if os\.geteuid\(\) != 0:\n\s+pytest\.skip\(", re.M)
+NOT_FAST = ("postgres", "server", "browser", "docker", "fuse", "root", "npm", "tools", "deploy")
+
+
+@functools.lru_cache(maxsize=None)
+def _source(obj):
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+TESTS = os.path.join(ROOT, "tests") + os.sep
+
+
+def _own_code(item):
+    """The source of the test, of the helpers of its module it calls, and of
+    the tests folder's fixtures it uses."""
+    helpers = [getattr(item.module, name, None) for name in item.function.__code__.co_names]
+    funcs = [item.function] + [f for f in helpers if inspect.isfunction(f) and f.__module__ == item.module.__name__]
+    funcs += [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
+              if getattr(d.func, "__code__", None) and d.func.__code__.co_filename.startswith(TESTS)]
+    return "\n".join(map(_source, funcs))
+
+
+def needs(item):
+    """The markers of what `item` needs (a set of NOT_FAST's names)."""
+    found = set()
+    kind = KIND_OF_MODULE.get(item.module.__name__.rsplit(".", 1)[-1])
+    if kind:
+        found.add(kind)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    code = _own_code(item)
+    if "postgres_url" in fixtures or STARTS_POSTGRES.search(code):
+        found.add("postgres")
+    if fixtures & SERVER_FIXTURES or STARTS_SERVER.search(code):
+        found |= {"server", "postgres"}  # a server keeps everything in PostgreSQL (its own, if no URL)
+    if "browser" in fixtures:
+        found.add("browser")
+    if "docker" in item.nodeid or "docker_image" in fixtures:
+        found.add("docker")
+    if fixtures & FUSE_FIXTURES:
+        found.add("fuse")
+    if RUNS_NPM.search(code):
+        found.add("npm")
+    if (fixtures & ROOT_FIXTURES or ROOT_MODULE.search(_source(item.module))
+            or any("root" in m.kwargs.get("reason", "") for m in item.iter_markers("skipif"))):
+        found.add("root")
+    return found
 
 
 def pytest_collection_modifyitems(items):
     """Markers from what a test uses, so that `-m "not browser"` is true:
-    Chromium (the `browser` fixture, and `new_page` over it), Docker."""
+    Chromium (the `browser` fixture, and `new_page` over it), Docker,
+    PostgreSQL, a server process, root, the storage-fault FUSE file system."""
     for item in items:
-        kind = KIND_OF_MODULE.get(item.module.__name__.rsplit(".", 1)[-1])
-        if kind:
-            item.add_marker(kind)
-        fixtures = getattr(item, "fixturenames", ())
-        if "browser" in fixtures:
-            item.add_marker("browser")
-        if "docker" in item.nodeid or "docker_image" in fixtures:
-            item.add_marker("docker")
+        found = needs(item)
+        for name in sorted(found):
+            item.add_marker(name)
+        if not found:
+            item.add_marker("fast")
+
+
+def pytest_configure(config):
+    """Under `make test-fast` (FAST_TIER=1) a fixture or a server a fast test
+    was not marked for fails the test, naming what it reached for, rather
+    than quietly making the fast tier slow."""
+    if os.environ.get("FAST_TIER") != "1":
+        return
+    if config.option.markexpr != "fast":
+        raise pytest.UsageError("FAST_TIER=1 is for `-m fast` (make test-fast)")
+
+    def refuse(what):
+        def refused(*args, **kwargs):
+            pytest.fail(f"a fast-tier test reached for {what}: mark it in tests/conftest.py needs()")
+        return refused
+    ServerProcess.start = refuse("a server process")
+    EmbeddedPostgres.start = refuse("PostgreSQL")
+
+
+OUT_OF_FAST_TIER = {"postgres_url", "browser", "docker_image"} | SERVER_FIXTURES | ROOT_FIXTURES | FUSE_FIXTURES
+
+
+def pytest_fixture_setup(fixturedef, request):
+    if os.environ.get("FAST_TIER") == "1" and fixturedef.argname in OUT_OF_FAST_TIER:
+        pytest.fail(f"a fast-tier test reached for the fixture {fixturedef.argname}: mark it in tests/conftest.py needs()")
