@@ -1,12 +1,15 @@
 """A check's pieces that need no program run (server/checks/): the
-transcript of a run's output, prompts and waits, and the code rules that
-hold while a program runs (code_rules.py) read from the runs' exits."""
+transcript of a run's output, prompts and waits, the code rules that
+hold while a program runs (code_rules.py) read from the runs' exits, and
+the relay between the checker and the student's program."""
+import asyncio
 from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, strategies as st
 
 from server.checks import code_rules
+from server.checks.grader import Relay
 from server.checks.transcript import MAX_PIECES, OUTPUT, PROMPT, TYPED, Transcript, shown
 from server.runs.child import import_guard
 
@@ -126,3 +129,53 @@ def test_each_module_has_its_own_exit_code():
         [check("r", "no_import:random"), check("m", "no_import:math"), check("o", "no_import:os")], forbid,
         [{"type": "exit", "code": import_guard.exit_code(2)}])
     assert set(verdicts) == {"o"}
+
+
+class Told:
+    """The checker run's side of the channel: what the relay tells it."""
+
+    def __init__(self):
+        self.told = []
+
+    def tell(self, message):
+        if message.get("value") == "huge":
+            raise ValueError("over the channel's bound")
+        self.told.append(message)
+
+
+def test_the_relay_answers_the_checkers_calls_and_keeps_its_first_verdict_per_test():
+    asked = []
+
+    async def answer(call):
+        asked.append(call)
+        return {"type": "reply", "id": call["id"], "value": call["args"][0] * 2}
+    relay = Relay(answer, {"test_double": SimpleNamespace(id="double")})
+    relay.job = SimpleNamespace(run=Told())
+
+    async def go():
+        await relay.channel({"type": "call", "id": 1, "function": "double", "args": [21]})
+        await relay.channel({"type": "result", "id": "test_double", "passed": True})
+        await relay.channel({"type": "result", "id": "test_double", "passed": False})  # a second word: not kept
+        await relay.channel({"type": "result", "id": "code-1", "passed": False, "message": "a\x00b"})
+        await relay.channel({"type": "result", "id": 7})  # not a check's id: dropped
+        await relay.send({"type": "output", "stream": "stdout", "data": "tests ran\n"})
+    asyncio.run(go())
+    assert [c["id"] for c in asked] == [1] and relay.job.run.told == [{"type": "reply", "id": 1, "value": 42}]
+    assert relay.verdicts["double"]["passed"] is True and set(relay.verdicts) == {"double", "code-1"}
+    assert relay.verdicts["code-1"]["message"] == "a\\0b"  # a NUL the program wrote, as it is stored
+    assert relay.collected.text == "tests ran\n"
+
+
+def test_a_reply_too_large_for_the_channel_fails_that_call_and_not_gradable_is_kept():
+    async def answer(call):
+        return {"type": "reply", "id": call["id"], "value": "huge"}
+    relay = Relay(answer, {})
+    relay.job = SimpleNamespace(run=Told())
+
+    async def go():
+        await relay.channel({"type": "call", "id": 3, "function": "f", "args": []})
+        await relay.channel({"type": "not_gradable", "error": {"type": "SyntaxError", "line": 2}})
+    asyncio.run(go())
+    [reply] = relay.job.run.told
+    assert reply["id"] == 3 and reply["failed"]["message"] == "The value your function returned is too large to check."
+    assert relay.verdicts == {"not_gradable": {"type": "SyntaxError", "line": 2}}

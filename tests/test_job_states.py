@@ -219,3 +219,14 @@ def test_a_step_from_the_wrong_state_is_an_error_and_a_job_ends_once(lock):
     assert job.state is State.ENDED
     with pytest.raises(WrongState, match="ends once"):
         asyncio.run(job._end())
+
+
+def test_a_run_whose_asker_holds_its_place_waits_in_no_line(lock):
+    """A check's checker run: the check waited in the checks' line and holds the run lock, so its job
+    takes neither (a full line does not refuse it), and gives back neither."""
+    jobs, sink, source = make_jobs(slots=1, queue_max=0, draining=True), Sink(), Sandboxes()
+    jobs.admission.running = 1  # somebody else's program holds the only place
+    job = life(jobs, request(sandboxes=source, claim="held-by-the-check", placed=True), sink)
+    assert [m["error"] for m in sink.messages] == ["server_restart"]  # past the line: stopped by the shutdown
+    assert jobs.admission.running == 1 and not job.admitted and lock.claimed == lock.released == []
+    assert source.given_back == [("a sandbox", False, False)] and job.state is State.ENDED
