@@ -595,13 +595,17 @@ SLOW_AT_A_PAUSE = {
 
 
 @pytest.mark.parametrize("how", SLOW_AT_A_PAUSE)
-def test_a_slow_watch_or_value_shows_as_too_slow_and_the_program_goes_on(local_server, how):
-    """The debugger gives the student's code at a pause a couple of seconds:
-    then it is interrupted and shown as such, and stepping goes on (not a
-    CPU limit's 'loop that never ends', nor an idle limit's 'nothing typed')."""
-    ada = student(local_server, "ada")
+def test_a_slow_watch_or_value_shows_as_too_slow_and_the_program_goes_on(shared_servers, how):
+    """The debugger gives the student's code at a pause a second: then it is
+    interrupted and shown as such, and stepping goes on (not a CPU limit's
+    'loop that never ends', nor an idle limit's 'nothing typed'). A watch
+    that spins spends its second of CPU at each of the three pauses: the
+    default CPU limit (10 s) holds that, the run tests' 2 s would not on a
+    quiet machine."""
+    server = next(_shared(shared_servers, SANDBOX="local", **dict(LIMITS, RUN_CPU_SECONDS=10)))
+    ada = student(server, "ada")
     code, watches, slow = SLOW_AT_A_PAUSE[how]
-    (lines, end), rc = debugging(local_server, ada, {"main.py": code}, stepping_to_the_end, watches=watches)
+    (lines, end), rc = debugging(server, ada, {"main.py": code}, stepping_to_the_end, watches=watches)
     assert end["reason"] == "ok", end
     assert rc.output("stdout") == "end\r\n"
     last = [m for m in rc.messages if m["type"] == "paused"][-1]
