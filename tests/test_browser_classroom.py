@@ -142,8 +142,9 @@ def test_sixty_students_on_one_screen_and_the_class_mistakes_grouped(start_serve
     teacher.get_by_label("Find a student").fill("quiet student 0")
     expect(teacher.locator(".tile:visible")).to_have_count(10)
     teacher.get_by_label("Find a student").fill("")
+    expect(teacher.locator(".tile:visible")).to_have_count(60)  # the search is applied as typing pauses
     teacher.get_by_label("Sort by").select_option("state")
-    assert teacher.locator(".tile").first.get_attribute("data-state") == "error"
+    expect(teacher.locator(".tile").first).to_have_attribute("data-state", "error")
     assert fully_visible_tiles(teacher) >= 30
     shot(teacher, "40-class-view-1366")
     teacher.get_by_label("Sort by").select_option("name")

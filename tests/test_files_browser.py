@@ -86,6 +86,37 @@ def test_a_redraw_of_the_tree_keeps_the_keyboard_on_its_row(start_server, new_pa
     expect(page.get_by_role("dialog", name="Delete proj?")).to_be_visible()
 
 
+def test_a_file_saved_elsewhere_during_a_drag_does_not_drop_the_drag(start_server, new_page):
+    """The tree waits for the drop to redraw: Chromium ends a drag whose row
+    is taken off the page, so a change announced mid-drag lost the move. The
+    drag is dispatched as the page's own events (Playwright's drag is one
+    step, with no moment in the middle for the change)."""
+    server = start_server(processes=1)
+    create_user(server.env["DATABASE_URL"], "ada", "ada-password")
+    api = server.client()
+    api.login_ok("ada", "ada-password")
+    for path in ("week1/a.py", "ideas.py"):
+        assert api.request("PUT", "/api/files/home/" + path, data=b"x = 1\n").status_code == 200
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    home = page.locator('.tree-section[data-area="home"]')
+    source = home.locator('.tree-row[data-path="ideas.py"]').element_handle()
+    data = page.evaluate_handle("() => new DataTransfer()")
+    source.dispatch_event("dragstart", {"dataTransfer": data})
+    assert api.request("PUT", "/api/files/home/elsewhere.py", data=b"y = 2\n").status_code == 200
+    page.wait_for_timeout(1500)  # the change is announced and the tree loaded meanwhile
+    assert source.evaluate("(row) => row.isConnected")  # still on the page: the drag goes on
+    expect(home.locator('.tree-row[data-path="elsewhere.py"]')).to_have_count(0)  # drawn after the drop
+    target = home.locator('.tree-row[data-path="week1"]')
+    target.dispatch_event("dragover", {"dataTransfer": data})
+    target.dispatch_event("drop", {"dataTransfer": data})
+    source.dispatch_event("dragend", {"dataTransfer": data})
+    expect(home.locator('.tree-row[data-path="elsewhere.py"]')).to_be_visible()
+    expect(home.locator('.tree-row[data-path="week1/ideas.py"]')).to_be_visible()
+    names = {e["path"] for e in api.get("/api/files/home", params={"tree": "1"}).json()["entries"]}
+    assert {"week1/ideas.py", "elsewhere.py"} <= names and "ideas.py" not in names
+
+
 def test_a_program_past_the_quota_is_told_in_the_console_and_the_teacher_sees_it(start_server, new_page):
     server = start_server(processes=1, QUOTA_BYTES=1 << 20, RUN_FILE_MB=2, **LIMITS)
     page, user, _ = student_ide(new_page, server)

@@ -74,6 +74,8 @@ export class FileTree extends EventTarget {
   // -- rendering -------------------------------------------------------------
 
   render() {
+    // Chromium ends a drag whose row left the page: a redraw waits for the drop.
+    if (this.dragging) { this.redrawAfterDrag = true; return; }
     // A redraw (a refresh, a change made elsewhere) keeps the keyboard where it was.
     const had = this.el.contains(document.activeElement) ? document.activeElement : null;
     const focusedPath = had?.closest(".tree-row")?.dataset.path;
@@ -143,6 +145,11 @@ export class FileTree extends EventTarget {
         row.addEventListener("dragstart", (e) => {
           e.dataTransfer.setData("application/x-pyclassroom-path", JSON.stringify({ area: this.area, path: entry.path }));
           e.dataTransfer.effectAllowed = "move";
+          this.dragging = true;
+        });
+        row.addEventListener("dragend", () => {
+          this.dragging = false;
+          if (this.redrawAfterDrag) { this.redrawAfterDrag = false; this.render(); }
         });
         if (isFolder) this.dropTarget(row, entry.path);
       }
