@@ -2,9 +2,51 @@
 // the IDE is, reopened by itself with backoff when it closes (a network
 // drop, or code 1012 when the server restarts). Not after the server closed
 // it for good: the session ended (4401) or another tab took over (4002).
+//
+// Every message to the server is made by `ask` (its id, and a check against
+// run-messages.json, the server's own table: server/runs/messages.py); every
+// answer the server sends because of one names its id as `re`, which is how
+// the parts of the page tell their answers apart.
 export const SESSION_ENDED = 4401;
 export const OTHER_TAB = 4002;
 import { backoff, connection } from "./api.js";
+import SCHEMA from "./run-messages.json";
+
+/** Why `value` does not fit `field` of the table, or "". */
+function misfit(value, field) {
+  if (value === undefined || value === null) return field.required || (value === null && !field.null) ? "is missing" : "";
+  switch (field.json) {
+    case "string":
+      if (typeof value !== "string") return "is not text";
+      if (field.max_length !== undefined && value.length > field.max_length) return "is too long";
+      if (field.min_length !== undefined && value.length < field.min_length) return "is too short";
+      if (field.pattern && !new RegExp(`^(?:${field.pattern})$`).test(value)) return "does not match its pattern";
+      if (field.plain && value.includes("\0")) return "holds a NUL";
+      return "";
+    case "integer":
+      return Number.isInteger(value) && value >= field.min && value <= field.max ? "" : "is out of bounds";
+    case "array":
+      if (!Array.isArray(value) || (field.max_items !== undefined && value.length > field.max_items)) return "is not a short list";
+      return field.items && value.some((v) => misfit(v, field.items)) ? "has a bad item" : "";
+    case "object":
+      return value && typeof value === "object" && !Array.isArray(value)
+        && (field.max_items === undefined || Object.keys(value).length <= field.max_items) ? "" : "is not a small object";
+    default:
+      return "has a type the table does not know";
+  }
+}
+
+/** The message `type` with `fields` and `id`, as the protocol's table allows; throws (a bug of the page) if not. */
+export function runMessage(type, fields, id) {
+  const table = SCHEMA.messages[type];
+  if (!table) throw new Error(`run socket: no message type ${type}`);
+  const msg = { type, id, ...fields };
+  const wrong = [["id", SCHEMA.id], ...Object.entries(table)].map(([name, field]) => [name, misfit(msg[name], field)])
+    .concat(Object.keys(fields).filter((name) => !(name in table)).map((name) => [name, "is not one of its fields"]))
+    .find(([, why]) => why);
+  if (wrong) throw new Error(`run socket: the ${type} message's ${wrong[0]} ${wrong[1]}`);
+  return msg;
+}
 
 export class RunSocket extends EventTarget {
   constructor() {
@@ -15,6 +57,7 @@ export class RunSocket extends EventTarget {
     this.timer = null;
     this.retryAt = 0;
     this.lastClose = null;
+    this.sent = 0; // messages made: the next one's id (unique on each socket, as they are on all of them)
     connection.addEventListener("change", () => {
       // Requests see the server again: do not wait for the next backoff step.
       if (connection.online && this.state === "waiting") this.connectNow();
@@ -28,7 +71,7 @@ export class RunSocket extends EventTarget {
     this.ws = ws;
     ws.onopen = () => {
       this.attempt = 0;
-      ws.send(JSON.stringify({ type: "watch" })); // news of the files this IDE shows (server/files/changes.py)
+      this.ask("watch"); // news of the files this IDE shows (server/files/changes.py)
       this.setState("open");
       connection.back();
     };
@@ -73,9 +116,12 @@ export class RunSocket extends EventTarget {
     return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
   }
 
-  send(msg) {
-    if (!this.open) return false;
-    this.ws.send(JSON.stringify(msg));
-    return true;
+  /** Send the message `type` with `fields`: its id (answers name it as `re`), or null when not connected. */
+  ask(type, fields = {}) {
+    if (!this.open) return null;
+    this.sent += 1;
+    const id = String(this.sent);
+    this.ws.send(JSON.stringify(runMessage(type, fields, id)));
+    return id;
   }
 }
