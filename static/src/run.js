@@ -140,7 +140,10 @@ export class RunControl extends EventTarget {
     const ours = msg.re !== undefined && msg.re === this.asked; // (else a command's answer, or news for the page)
     // A keystroke or resize sent just as the program ended: nothing to say.
     // A debugger's command sent just as the program stopped being paused: the same.
-    if (msg.type === "error" && !ours && (msg.error === "not_running" || msg.error === "not_paused")) return;
+    if (msg.type === "error" && !ours) {
+      if (msg.error !== "not_running" && msg.error !== "not_paused") this.output.note(msg.message, "\x1b[31m");
+      return; // (a refused command, a breakpoint, the file shown: the run, if any, goes on)
+    }
     this.output.message(msg);
     if (msg.type === "output" && msg.stream === "stderr") this.stderr = (this.stderr + msg.data).slice(-STDERR_KEPT);
     if ((msg.type === "exit" || msg.type === "error") && ours && this.running) {
