@@ -4,6 +4,8 @@ messages from the same table (static/src/run-messages.json, committed), and
 the protocol's documentation names the same types. Without a socket."""
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -61,10 +63,12 @@ def sent_by_the_page():
 
     def add(kind, names):
         sent.setdefault(kind, set()).update(names)
-    call = r'\.(?:ask|input|command)\("(\w+)"(?:,\s*\{([^}]*)\})?\)'
+    call = r'\.(?:ask|input|command)\("(\w+)"(?:,\s*(?:\{([^}]*)\}|(this\.size\(\))))?\)'
     for name in ("run-socket.js", "run.js", "check.js", "debugger.js", "console.js", "exercises.js", "ide.js"):
-        for kind, literal in re.findall(call, js[name]):
-            add(kind, _fields(literal or ""))
+        found = re.findall(call, js[name])
+        assert len(found) == len(re.findall(r'\.(?:ask|input|command)\("', js[name])), f"{name}: a call the scan cannot read"
+        for kind, literal, size in found:
+            add(kind, {"cols", "rows"} if size else _fields(literal or ""))  # (size(): the terminal's)
     for kind in re.findall(r'"#[\w-]+": "(\w+)"', re.search(r"const COMMANDS = \{[^}]*\}", js["debugger.js"]).group(0)):
         add(kind, set())  # the step buttons: `command(kind)`
     run_fields = _fields(re.search(r'this\.socket\.ask\(kind, \{([^}]*)\}\)', js["run.js"]).group(1)) | {"cols", "rows"}
@@ -76,7 +80,7 @@ def sent_by_the_page():
 
 def test_every_message_the_page_sends_is_in_the_table_with_its_fields():
     sent = sent_by_the_page()
-    assert {"watch", "run", "debug", "check", "stdin", "step", "frame"} <= set(sent)  # the scan found them
+    assert {"watch", "run", "debug", "check", "stdin", "step", "frame", "resize", "viewing"} <= set(sent)  # found
     for kind, names in sent.items():
         assert kind in CLIENT, kind
         assert names <= set(CLIENT[kind]), (kind, names - set(CLIENT[kind]))
@@ -174,3 +178,52 @@ def test_the_json_is_plain_data():
     assert set(data["messages"]) == set(CLIENT)
     kinds = {f["json"] for fields in data["messages"].values() for f in fields.values()}
     assert kinds <= {"string", "integer", "array", "object"}
+
+
+# -- the page's check is the server's ------------------------------------------------
+
+NODE = shutil.which("node")
+VALUES = [None, True, 0, 1, 2, 9, 10, 24, 80, 199, 200, 500, 501, 63, 64, -1, 2 ** 40, "", "a.py", "x" * 64, "x" * 65,
+          "x" * 1025, "a\x00b", "\ud800", "0123456789abcdef0123", "0123456789ABCDEF0123", "course", "y" * 41,
+          [], ["a"], ["a"] * 11, ["x" * 201], [1], ["a\x00"], ["\ud800"], ["a"] * 33, {}, {"a.py": [1]},
+          {str(i): [] for i in range(101)}, [[1]], {"k": "v"}]
+
+
+VALID = {"path": "a.py", "area": "course", "args": ["1"], "cols": 80, "rows": 24, "etag": None, "breakpoints": {},
+         "watches": ["x"], "frame": 0, "class": 2, "exercise": "swap", "data": "y\r"}
+
+
+def _cases():
+    """For each type: the message with its required fields, with all of
+    them, and with each field (a stranger, the id) set to each of VALUES,
+    on either side of the bounds."""
+    out = []
+    for kind, table in sorted(CLIENT.items()):
+        required = {name: VALID[name] for name, field in table.items() if field.get("required")}
+        out += [[kind, required, "7"], [kind, {name: VALID[name] for name in table}, "7"]]
+        out += [[kind, required, msg_id] for msg_id in ("", "x" * 33, "a7", "x" * 32)]
+        out += [[kind, {**required, name: value}, "7"] for name in sorted(table) + ["other"] for value in VALUES]
+    return out
+
+
+@pytest.mark.skipif(NODE is None, reason="node is what builds the page (npm run build); it is not installed here")
+def test_the_page_refuses_what_the_server_refuses():
+    """run-messages.js (the page's check, under node) and messages.py give
+    the same verdict on each message."""
+    cases = _cases()
+    script = ("import { runMessage } from " + json.dumps((SRC / "run-messages.js").as_uri()) + ";\n"
+              "import { readFileSync } from 'node:fs';\n"
+              "const out = JSON.parse(readFileSync(0, 'utf8')).map(([t, f, id]) => {\n"
+              "  try { runMessage(t, f, id); return true; } catch { return false; } });\n"
+              "process.stdout.write(JSON.stringify(out));\n")
+    done = subprocess.run([NODE, "--input-type=module", "-e", script], input=json.dumps(cases), capture_output=True,
+                          text=True, timeout=60, check=True)
+    page = json.loads(done.stdout)
+    for (kind, fields, msg_id), passed in zip(cases, page, strict=True):
+        try:
+            checked({**fields, "type": kind, "id": msg_id})
+            server = True
+        except Refused:
+            server = False
+        assert passed == server, (kind, fields, msg_id)
+    assert 100 < sum(page) < len(page) - 100  # both sides of the bounds were tried

@@ -114,11 +114,12 @@ export class Console extends EventTarget {
     } catch {
       return; // hidden
     }
-    this.input("resize", { cols: this.term.cols, rows: this.term.rows });
+    this.input("resize", this.size());
   }
 
+  /** The terminal's size, within what the server takes (server/runs/messages.py: a narrow window has 10 columns). */
   size() {
-    return { cols: Math.max(10, this.term.cols), rows: Math.max(2, this.term.rows) };
+    return { cols: Math.min(500, Math.max(10, this.term.cols)), rows: Math.min(200, Math.max(2, this.term.rows)) };
   }
 
   setState(state, text) {

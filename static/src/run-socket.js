@@ -10,43 +10,7 @@
 export const SESSION_ENDED = 4401;
 export const OTHER_TAB = 4002;
 import { backoff, connection } from "./api.js";
-import SCHEMA from "./run-messages.json";
-
-/** Why `value` does not fit `field` of the table, or "". */
-function misfit(value, field) {
-  if (value === undefined || value === null) return field.required || (value === null && !field.null) ? "is missing" : "";
-  switch (field.json) {
-    case "string":
-      if (typeof value !== "string") return "is not text";
-      if (field.max_length !== undefined && value.length > field.max_length) return "is too long";
-      if (field.min_length !== undefined && value.length < field.min_length) return "is too short";
-      if (field.pattern && !new RegExp(`^(?:${field.pattern})$`).test(value)) return "does not match its pattern";
-      if (field.plain && value.includes("\0")) return "holds a NUL";
-      return "";
-    case "integer":
-      return Number.isInteger(value) && value >= field.min && value <= field.max ? "" : "is out of bounds";
-    case "array":
-      if (!Array.isArray(value) || (field.max_items !== undefined && value.length > field.max_items)) return "is not a short list";
-      return field.items && value.some((v) => misfit(v, field.items)) ? "has a bad item" : "";
-    case "object":
-      return value && typeof value === "object" && !Array.isArray(value)
-        && (field.max_items === undefined || Object.keys(value).length <= field.max_items) ? "" : "is not a small object";
-    default:
-      return "has a type the table does not know";
-  }
-}
-
-/** The message `type` with `fields` and `id`, as the protocol's table allows; throws (a bug of the page) if not. */
-export function runMessage(type, fields, id) {
-  const table = SCHEMA.messages[type];
-  if (!table) throw new Error(`run socket: no message type ${type}`);
-  const msg = { type, id, ...fields };
-  const wrong = [["id", SCHEMA.id], ...Object.entries(table)].map(([name, field]) => [name, misfit(msg[name], field)])
-    .concat(Object.keys(fields).filter((name) => !(name in table)).map((name) => [name, "is not one of its fields"]))
-    .find(([, why]) => why);
-  if (wrong) throw new Error(`run socket: the ${type} message's ${wrong[0]} ${wrong[1]}`);
-  return msg;
-}
+import { runMessage } from "./run-messages.js";
 
 export class RunSocket extends EventTarget {
   constructor() {
