@@ -67,6 +67,7 @@ class RunClient:
         self.messages = [] if keep else None
         self.ws = None
         self.runs = 0
+        self.sent = 0  # messages sent: the next one's id (each message has one, unique on its socket)
         self.queued = 0  # `queued` messages seen (the server's line of runs was full)
         self.stale = 0   # late `not_running` answers to input sent as a program ended, ignored
 
@@ -101,7 +102,12 @@ class RunClient:
         await self.open()
 
     async def send(self, **message):
+        """Send a message, with an id of its own as the browser's have
+        (answers name it as `re`); returns the id."""
+        self.sent += 1
+        message.setdefault("id", str(self.sent))
         await asyncio.wait_for(self.ws.send_str(json.dumps(message)), self.timeout)
+        return message["id"]
 
     async def receive(self, timeout=None):
         """The next message (a dict); CheckFailed when the socket closes or

@@ -113,11 +113,13 @@ async def check(server, student, number, etag=None):
     """Press Check on the IDE's socket: (the attempt or the error, every check message)."""
     async with RunClient(server.url, student.http.cookies.get_dict()) as rc:
         rc.messages = []
-        await rc.send(type="check", **{"class": number, "exercise": "average"}, **({"etag": etag} if etag else {}))
+        asked = await rc.send(type="check", **{"class": number, "exercise": "average"}, **({"etag": etag} if etag else {}))
         while True:
             message = await rc.receive(TIMEOUT)
             if message["type"] == "error" or (message["type"] == "check" and message["state"] == "done"):
-                return message, [m for m in rc.messages if m["type"] in ("check", "error")]
+                answers = [m for m in rc.messages if m["type"] in ("check", "error")]
+                assert {m["re"] for m in answers} == {asked}, answers  # each names the check it answers
+                return message, answers
 
 
 def results_by_id(attempt):
@@ -286,7 +288,8 @@ def test_a_press_that_could_not_be_checked_is_kept_with_why_and_does_not_count(r
                     answers.append(message)
             return answers
     again, done = asyncio.run(press_twice())
-    assert again["error"] in ("check_waiting", "already_running"), again
+    assert again["error"] in ("check_waiting", "already_running") and again["re"] == "2", again
+    assert done["re"] == "1", done  # the first press's answer, told apart by its id
     assert done["type"] == "error" and done["error"] == "checker_failed", done
     assert done["message"].startswith("Your program could not be checked, so this did not count as an attempt: ")
     attempt = done["attempt"]

@@ -26,9 +26,9 @@ def debugging(server, client, files, steps, path="main.py", breakpoints=None, wa
 
     async def go():
         async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
-            await rc.send(type="debug", path=path, breakpoints=breakpoints or {}, watches=watches or [])
+            asked = await rc.send(type="debug", path=path, breakpoints=breakpoints or {}, watches=watches or [])
             first = await next_stop(rc)
-            assert first["type"] == "paused", rc.messages
+            assert first["type"] == "paused" and first["re"] == asked, rc.messages
             return await steps(rc, first), rc
     return asyncio.run(go())
 
@@ -43,8 +43,11 @@ async def next_stop(rc, timeout=TIMEOUT):
 
 
 async def command(rc, kind, **fields):
-    await rc.send(type=kind, **fields)
-    return await next_stop(rc)
+    """Send a command; the next stop (a pause names the command, an exit the `debug`)."""
+    sent = await rc.send(type=kind, **fields)
+    stop = await next_stop(rc)
+    assert (stop["re"] == sent) == (stop["type"] == "paused"), (sent, stop)
+    return stop
 
 
 def variable(pause, name, scope="variables"):

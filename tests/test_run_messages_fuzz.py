@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from loadtest.run_client import RunClient
 from tests.runs_support import assert_all_released, lock_of, metric, save, student
 
-TYPES = ["run", "stdin", "interrupt", "kill", "resize", "eof"]
+TYPES = ["run", "stdin", "interrupt", "kill", "resize", "eof"]  # each with an id (else it is refused for that)
 # Text as browsers and attackers send it: any code point, surrogates included.
 TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=40) | st.sampled_from(
     ["\ud800", "a\x00b", "\u202e.py", "../x.py", "/etc/passwd", "x" * 5000, "hello.py\x00", ""])
@@ -21,12 +21,20 @@ JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dict
                     max_leaves=12)
 FIELDS = st.sampled_from(["path", "args", "cols", "rows", "data", "type"])
 MESSAGES = (
-    st.builds(lambda kind, extra: json.dumps({"type": kind, **extra}),
-              st.sampled_from(TYPES), st.dictionaries(FIELDS, JSON, max_size=4))
+    st.builds(lambda kind, extra, n: json.dumps({"type": kind, **extra, "id": f"m{n}"}),
+              st.sampled_from(TYPES), st.dictionaries(FIELDS, JSON, max_size=4), st.integers(0, 10 ** 6))
     | JSON.map(json.dumps)
     | st.builds(lambda depth: "[" * depth + "]" * depth, st.integers(1, 60_000))  # within the 128 KiB a message may have
     | TEXT.filter(lambda t: _utf8(t))  # a text frame must be UTF-8 (see the test of one that is not)
 )
+
+
+def _object(raw):
+    try:
+        sent = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return sent if isinstance(sent, dict) else {}
 
 
 def _utf8(text):
@@ -56,6 +64,9 @@ def test_any_message_gets_an_answer_and_changes_nothing(local_server):
         assert answer["type"] == "error", answer  # nothing here can be run
         assert isinstance(answer["error"], str) and isinstance(answer["message"], str)
         assert answer["error"] != "internal_error", (raw[:200], answer)
+        sent = _object(raw)
+        if isinstance(sent.get("type"), str) and isinstance(sent.get("id"), str) and 0 < len(sent["id"]) <= 32:
+            assert answer.get("re") == sent["id"], (raw[:200], answer)  # an answer names what it answers
 
     try:
         one()

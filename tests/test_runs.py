@@ -25,6 +25,7 @@ def test_hello_world(sandbox_server):
     assert exit_["reason"] == "ok" and exit_["code"] == 0, rc.messages
     assert rc.output("stdout") == "Hello, world!\r\n"
     assert [m["type"] for m in rc.messages][0] == "started"
+    assert {m.get("re") for m in rc.messages} == {"1"}  # each answer names the `run` (the client's first message)
 
 
 def test_two_inputs_with_prompts(sandbox_server):
@@ -546,20 +547,25 @@ def test_socket_needs_a_session_and_the_same_origin(local_server):
 
 
 def test_bad_messages_get_clear_errors(local_server):
+    """Each answer names the message it answers (`re`), once it had an id."""
     ada = student(local_server, "ada")
 
     async def go():
         async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
             out = []
-            for raw in ("not json", "[1]", '{"type": "fly"}', '{"type": "stdin", "data": "x"}',
-                        '{"type": "run", "path": "../bob/x.py"}', '{"type": "run", "path": "nope.py"}',
-                        '{"type": "run", "path": "hello.py", "args": "x"}',
-                        '{"type": "run", "path": "hello.py", "cols": true}'):
+            for raw in ("not json", "[1]", '{"type": "stdin", "data": "x"}', '{"type": "fly", "id": "a"}',
+                        '{"type": "stdin", "data": "x", "id": "b"}',
+                        '{"type": "run", "path": "../bob/x.py", "id": "c"}', '{"type": "run", "path": "nope.py", "id": "d"}',
+                        '{"type": "run", "path": "hello.py", "args": "x", "id": "e"}',
+                        '{"type": "run", "path": "hello.py", "cols": true, "id": "f"}',
+                        '{"type": "run", "path": "hello.py", "colour": 1, "id": "g"}'):
                 await rc.ws.send_str(raw)
-                out.append((await rc.receive())["error"])
+                answer = await rc.receive()
+                out.append((answer["error"], answer.get("re")))
             return out
-    assert asyncio.run(go()) == ["bad_message", "bad_message", "unknown_type", "not_running",
-                                 "path_segment", "not_found", "bad_args", "bad_field"]
+    assert asyncio.run(go()) == [("bad_message", None), ("bad_message", None), ("bad_message", None),
+                                 ("unknown_type", "a"), ("not_running", "b"), ("path_segment", "c"),
+                                 ("not_found", "d"), ("bad_args", "e"), ("bad_field", "f"), ("bad_field", "g")]
 
 
 # Where a root server puts student code: an idle CPU group (each sandbox's

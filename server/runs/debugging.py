@@ -111,6 +111,7 @@ class DebugSession:
         self.parsed = 0  # lines parsed since the last command
         self.preparing_since: float | None = None  # monotonic time the program began working out a pause, None if not
         self.slow = None  # what it said was slow: {"watch": index} or {"value": name}
+        self.cause = None  # the id of the command the next pause answers (None: the first pause, the run's)
 
     def attach(self, program: Program) -> None:
         self.program = program
@@ -167,7 +168,9 @@ class DebugSession:
 
     def command(self, kind, msg):
         """A command from the IDE: sent to the paused program, with the
-        breakpoints, once it has a place; refused while it runs."""
+        breakpoints, once it has a place; refused while it runs. The pause
+        that answers it names its `id` (`re`)."""
+        cause = msg.get("id")
         if kind == "breakpoints":
             self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
             if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
@@ -187,18 +190,20 @@ class DebugSession:
             if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
                 raise Refused(400, "bad_field", f"'frame' must be a whole number from 0 to {STACK - 1}.")
             message["frame"] = frame
-        self._go_on(lambda: self.program.tell(message), runs_again=kind != "frame")
+        self._go_on(lambda: self.program.tell(message), runs_again=kind != "frame", cause=cause)
 
-    def interrupt(self):
-        """Ctrl-C: a paused program takes it once it has a place again (it may
-        go on, if it catches it); a running one at once."""
+    def interrupt(self, cause=None):
+        """Ctrl-C (the message's id: `cause`): a paused program takes it once
+        it has a place again (it may go on, if it catches it); a running one at once."""
         if not self.waits_for_student:
             self.program.interrupt()
         else:
-            self._go_on(self.program.interrupt, runs_again=True)
+            self._go_on(self.program.interrupt, runs_again=True, cause=cause)
 
-    def _go_on(self, act, runs_again):
-        """`act()` (wake the program) once it has a place; the next pause is taken."""
+    def _go_on(self, act, runs_again, cause=None):
+        """`act()` (wake the program) once it has a place; the next pause is
+        taken, and names `cause`."""
+        self.cause = cause
         self.last_command = time.monotonic()
         self.expecting = True
         self.parsed = 0
@@ -211,10 +216,10 @@ class DebugSession:
                 return  # nobody waits any more
         except QueueFull:
             self.expecting = False
-            await self.send({"type": "notice",  # (not an `error`: the run goes on)
-                             "message": "The server is busy, so your program stays paused. Try the step again "
-                                        "in a moment."})
-            await self.send(self.last_pause)  # the IDE shows it paused again
+            await self.send(self._answer({"type": "notice",  # (not an `error`: the run goes on)
+                                          "message": "The server is busy, so your program stays paused. Try the "
+                                                     "step again in a moment."}))
+            await self.send(self._answer(self.last_pause))  # the IDE shows it paused again
             return
         self.cpu_unplaced = None
         now = time.monotonic()  # on its way, a command is not a pause: the wall clock ticks again
@@ -265,8 +270,12 @@ class DebugSession:
             self.cpu_unplaced = cpu
             self.places.give_back()
         self.last_pause = pause
-        await self.send(pause)
+        await self.send(self._answer(pause))
         return True
+
+    def _answer(self, message):
+        """`message`, naming the command it answers (else the run's message names it: manager.Reply)."""
+        return message if self.cause is None else {**message, "re": self.cause}
 
 
 def options(msg):

@@ -11,7 +11,6 @@ hand answered: server/inbox.py).
 """
 import asyncio
 import json
-import re
 
 from tornado import websocket
 
@@ -21,12 +20,10 @@ from ..files import paths
 from ..files.area import Area
 from ..sockets import answering, message_of
 from ..web import user_for_session
-from . import debugging
+from . import debugging, messages
+from .manager import Reply
 from .spec import DebugOptions, Limits, Mode, RunSpec
 
-MAX_ARGS = 32
-ETAG = re.compile(r"[0-9a-f]{20}")
-INPUT_KINDS = ("stdin", "interrupt", "kill", "resize", "eof")
 DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints", "watches")
 
 
@@ -97,14 +94,18 @@ class RunSocket(websocket.WebSocketHandler):
 
     async def on_message(self, message):
         if self.conn is not None:  # else refused at open: closing
-            await answering(self.send, lambda: self.act(message_of(message)), "a /ws/run message")
+            reply = Reply(self.conn, None)  # names the message's id once it is known
+            await answering(reply.send, lambda: self.act(message, reply), "a /ws/run message")
 
-    async def act(self, msg):
-        kind = msg["type"]
+    async def act(self, text, reply):
+        """Do what a message asks; its answers (an error too) name its id."""
+        msg = message_of(text)
+        reply.re = messages.id_of(msg)
+        kind = messages.check(msg)["type"]
         if kind == "watch":
             return self.start_watching()
         if kind in ("run", "debug"):
-            return self.manager.start(self.conn, await self.run_spec(msg, Mode(kind)))
+            return self.manager.start(self.conn, await self.run_spec(msg, Mode(kind)), reply.re)
         if kind in DEBUG_KINDS:
             session = self.manager.debugging(self.conn)
             if session is None:
@@ -115,38 +116,37 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "prepare_check":
             return self.manager.prepare_check(self.conn)
         if kind == "check":
-            return self.manager.check(self.conn, _int(msg, "class", 1, 2 ** 62), _text(msg, "exercise", 64),
-                                      _etag(msg))
-        if kind not in INPUT_KINDS:
-            raise Refused(400, "unknown_type", f"Unknown message type {kind[:40]!r}.")
-        run = self.manager.running(self.conn)
+            return self.manager.check(self.conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
+        run = self.manager.running(self.conn)  # (the table knows no other type: the program's input)
         if run is None:
             raise Refused(409, "not_running", "No program is running.")
         if kind == "stdin":
-            run.stdin(_text(msg, "data", 64 << 10))
+            run.stdin(msg["data"])
         elif kind == "interrupt":
-            (self.manager.debugging(self.conn) or run).interrupt()  # paused: once it has a place again
+            session = self.manager.debugging(self.conn)
+            if session is not None:  # paused: once it has a place again
+                session.interrupt(reply.re)
+            else:
+                run.interrupt()
         elif kind == "eof":
             run.end_of_input()
         elif kind == "kill":
             await run.stop("killed")
         else:
-            run.resize(_int(msg, "cols", 10, 500), _int(msg, "rows", 2, 200))
+            run.resize(msg["cols"], msg["rows"])
 
     def viewing(self, msg):
         """The file the IDE shows now (a path of the home, or null: none),
         for the teacher's view of the student."""
         path = None
         if msg.get("path") is not None:
-            path = "/".join(paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False))
+            path = "/".join(paths.parse(msg["path"], allow_root=False))
         self.application.settings["ctx"].teaching.student_viewing(self.user, path)
 
     async def course_of(self, msg):
         """The course folder a `run` names (`area`), if the user may read it
         (its file then runs as a read-only copy); None for their home."""
         spec = msg.get("area", "home")
-        if not isinstance(spec, str) or len(spec) > 40:
-            raise Refused(400, "bad_field", "'area' must be 'home' or a course folder ('course', 'class/<id>').")
         if spec == "home":
             return None
         if spec != "course" and not spec.startswith("class/"):
@@ -155,15 +155,12 @@ class RunSocket(websocket.WebSocketHandler):
         return await self.application.settings["ctx"].files.area(self.user, spec, write=False)
 
     async def run_spec(self, msg, mode: Mode) -> RunSpec:
-        """The run a `run` or `debug` message asks for, its fields checked
-        before the database is asked anything (the course folder's access)."""
-        parts = paths.parse(_text(msg, "path", paths.MAX_PATH_BYTES), allow_root=False)
-        args = msg.get("args", [])
-        if not isinstance(args, list) or len(args) > MAX_ARGS or not all(
-                isinstance(a, str) and len(a) <= 1000 and "\x00" not in a and _encodable(a) for a in args):
-            raise Refused(400, "bad_args", f"args must be a list of at most {MAX_ARGS} strings.")
-        cols, rows = _int(msg, "cols", 10, 500, default=80), _int(msg, "rows", 2, 200, default=24)
-        etag = _etag(msg)
+        """The run a `run` or `debug` message (its fields' types and bounds
+        checked: messages.py) asks for, its path and the debugger's options
+        checked before the database is asked anything (the course folder's access)."""
+        parts = paths.parse(msg["path"], allow_root=False)
+        args = msg.get("args") or []
+        cols, rows, etag = msg.get("cols", 80), msg.get("rows", 24), msg.get("etag")
         debug = DebugOptions.of(**debugging.options(msg)) if mode is Mode.DEBUG else None
         course = await self.course_of(msg)
         return RunSpec(self.user["id"], self.user["username"], parts, Limits.of(self.application.settings["ctx"].cfg),
@@ -177,32 +174,3 @@ class RunSocket(websocket.WebSocketHandler):
             await self.write_message(json.dumps(message))
         except websocket.WebSocketClosedError:
             pass  # on_close tells the manager
-
-
-def _encodable(text):
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:  # a lone surrogate
-        return False
-
-
-def _text(msg, key, max_len):
-    value = msg.get(key)
-    if not isinstance(value, str) or len(value) > max_len:
-        raise Refused(400, "bad_field", f"'{key}' must be text of at most {max_len} characters.")
-    return value
-
-
-def _etag(msg):
-    etag = msg.get("etag")
-    if etag is not None and not (isinstance(etag, str) and ETAG.fullmatch(etag)):
-        raise Refused(400, "bad_field", "'etag' must be the version the editor shows (20 hex digits).")
-    return etag
-
-
-def _int(msg, key, lo, hi, default=None):
-    value = msg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise Refused(400, "bad_field", f"'{key}' must be a whole number from {lo} to {hi}.")
-    return value

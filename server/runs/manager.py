@@ -58,6 +58,19 @@ class Connection:
             (self.check is not None and not self.check.done.is_set())
 
 
+class Reply:
+    """A socket as the sink of what one of its messages asked for: every
+    message sent names that message's id as `re` (docs/run-protocol.md),
+    unless it already names another (a debugger's command's pause)."""
+
+    def __init__(self, conn: Connection, re: str | None) -> None:
+        self.conn, self.re = conn, re
+        self.gone = conn.gone
+
+    async def send(self, message: dict) -> None:
+        await self.conn.send(message if self.re is None or "re" in message else {**message, "re": self.re})
+
+
 class RunManager:
     def __init__(self, jobs: Jobs, grader=None):
         self.jobs = jobs
@@ -112,26 +125,27 @@ class RunManager:
 
     # -- runs -----------------------------------------------------------------
 
-    def start(self, conn: Connection, spec: RunSpec) -> None:
+    def start(self, conn: Connection, spec: RunSpec, re: str | None = None) -> None:
         """Run what `spec` says (a file of the user's home, or of a course
         folder they may read as a read-only copy in their own sandbox; under
-        the debugger or not), its messages on this socket."""
+        the debugger or not), its messages on this socket, naming the
+        message `re` that asked for it."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
         request = RunRequest(spec, conn.student.user, conn.token_hash, console=True)
-        job = conn.job = self.jobs.start(request, conn)
+        job = conn.job = self.jobs.start(request, Reply(conn, re))
         assert job.task is not None  # start() started it
         job.task.add_done_callback(lambda _: self._after(conn, job))
 
-    def check(self, conn: Connection, class_id: int, slug: str, etag: str | None) -> None:
+    def check(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
         """Check the student's program against an exercise's checks; the
-        check's messages come on this socket."""
+        check's messages come on this socket, naming the message `re`."""
         if conn.busy:
             raise Refused(409, "already_running", "A program or a check is already running here. Stop it, "
                                                   "then press Check.")
         if self.grader is None:
             raise Refused(503, "no_checks", "Checks are not available on this server.")
-        conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, conn)
+        conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
 
     def prepare_check(self, conn: Connection) -> None:
         """An exercise is open in the IDE: its next check's sandbox starts now."""

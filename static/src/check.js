@@ -2,9 +2,8 @@
 // the server to check that version on the run socket, and follow the
 // answers (a place in line, running, the attempt's results, or an error
 // in a sentence). Run and Check wait for each other: the server checks
-// only while no program of the student runs, and a refusal of either
-// comes as a plain `error`, so which one it answers is told by what is
-// waiting (claims()).
+// only while no program of the student runs. The check's answers (a
+// refusal too) name its message's id (`re`): claims() takes those.
 import { duration } from "./dom.js";
 import { STATUS_TEXT } from "./autosave.js";
 
@@ -20,7 +19,7 @@ export class CheckControl extends EventTarget {
     this.saver = saver;
     this.workspace = workspace;
     this.runControl = null; // set by the page: Run and Check wait for each other
-    this.pending = null; // {key, doc} while a check is asked for and not answered
+    this.pending = null; // {key, doc, id: the check message's} while a check is asked for and not answered
     this.saving = false;
     socket.addEventListener("closed", () => {
       if (this.pending) this.finish("error", "The connection to the server was lost during the check: press Check again.");
@@ -33,8 +32,7 @@ export class CheckControl extends EventTarget {
 
   /** A message of the socket that answers a check (a run's are the RunControl's). */
   claims(msg) {
-    return msg.type === "check" || (msg.type === "error" && this.pending !== null && !this.runControl?.running
-      && msg.error !== "not_running");
+    return msg.type === "check" || (this.pending !== null && msg.re === this.pending.id);
   }
 
   status(key, state, text) {
@@ -76,8 +74,7 @@ export class CheckControl extends EventTarget {
       this.socket.connectNow();
       return "Not connected to the server: reconnecting… Press Check again in a moment.";
     }
-    this.pending = { key, doc };
-    this.socket.send({ type: "check", class: classId, exercise: slug, etag: doc.etag });
+    this.pending = { key, doc, id: this.socket.ask("check", { class: classId, exercise: slug, etag: doc.etag }) };
     this.status(key, "queued", "Sent: waiting for the checker…");
     return "";
   }
@@ -90,7 +87,7 @@ export class CheckControl extends EventTarget {
   }
 
   received(msg) {
-    if (!this.pending) return;
+    if (!this.pending || msg.re !== this.pending.id) return; // an earlier check's, given up (the socket closed)
     const { key, doc } = this.pending;
     if (msg.type === "error") {
       if (msg.error === "changed") this.workspace.refresh(doc, true);

@@ -64,8 +64,8 @@ export function wrapIndented(line, width) {
 }
 
 export class Console extends EventTarget {
-  /** events: "input" (detail: a run-protocol message: stdin, interrupt, eof,
-   * resize) for the run control to send while a program runs. */
+  /** events: "input" (detail: {type, fields}: a run-protocol message,
+   * stdin, interrupt, eof or resize) for the run control to send while a program runs. */
   constructor({ terminalEl, plotsEl, stateEl, passKeys, username, openFrame }) {
     super();
     this.plotsEl = plotsEl;
@@ -104,8 +104,8 @@ export class Console extends EventTarget {
     this.term.write(HIDE_CURSOR);
   }
 
-  input(msg) {
-    this.dispatchEvent(new CustomEvent("input", { detail: msg }));
+  input(type, fields = {}) {
+    this.dispatchEvent(new CustomEvent("input", { detail: { type, fields } }));
   }
 
   resize() {
@@ -114,11 +114,12 @@ export class Console extends EventTarget {
     } catch {
       return; // hidden
     }
-    this.input({ type: "resize", cols: this.term.cols, rows: this.term.rows });
+    this.input("resize", this.size());
   }
 
+  /** The terminal's size, within what the server takes (server/runs/messages.py: a narrow window has 10 columns). */
   size() {
-    return { cols: Math.max(10, this.term.cols), rows: Math.max(2, this.term.rows) };
+    return { cols: Math.min(500, Math.max(10, this.term.cols)), rows: Math.min(200, Math.max(2, this.term.rows)) };
   }
 
   setState(state, text) {
@@ -148,9 +149,9 @@ export class Console extends EventTarget {
   typed(data) {
     // Enter gives the line; Ctrl+C and Ctrl+D end the wait too.
     if (this.state === "input" && /[\r\x03\x04]/.test(data)) this.setState("running", "Running…");
-    if (data === "\x03") this.input({ type: "interrupt" });
-    else if (data === "\x04") this.input({ type: "eof" });
-    else this.input({ type: "stdin", data });
+    if (data === "\x03") this.input("interrupt");
+    else if (data === "\x04") this.input("eof");
+    else this.input("stdin", { data });
   }
 
   idle() {

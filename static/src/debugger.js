@@ -46,7 +46,7 @@ export class DebugPanel {
     runControl.addEventListener("refused", () => this.end());
     runControl.addEventListener("state", () => this.render());
     breakpoints.addEventListener("change", () => {
-      if (this.active) this.socket.send({ type: "breakpoints", breakpoints: this.runBreakpoints() });
+      if (this.active) this.socket.ask("breakpoints", { breakpoints: this.runBreakpoints() });
     });
     this.render();
   }
@@ -79,7 +79,7 @@ export class DebugPanel {
     if (!this.paused) return;
     this.paused = false;
     if (kind !== "frame") this.output.setState("running", "Running…");
-    this.socket.send({ type: kind, ...fields });
+    this.socket.ask(kind, fields);
     this.render();
     this.sayIfSlow(kind);
   }
@@ -114,7 +114,7 @@ export class DebugPanel {
       // kept for this page only
     }
     if (this.active) {
-      this.socket.send({ type: "watches", watches });
+      this.socket.ask("watches", { watches });
       if (this.paused) this.sayIfSlow("watches");
       this.paused = false; // (paused:) the pause comes again, with them worked out
       this.render();

@@ -105,7 +105,7 @@ export class ExercisesPanel {
     this.layout?.widen(ROOM);
     this.render(focus);
     // A Check may come soon: the server starts its sandbox now, so the result does not wait for one.
-    this.checker.socket.send({ type: "prepare_check" });
+    this.checker.socket.ask("prepare_check");
   }
 
   /** The student's file of the open exercise, in My files. */

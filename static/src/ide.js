@@ -126,7 +126,7 @@ if (user.role === "student") {
   const viewing = () => {
     const doc = tabs.current;
     const path = doc && doc.area === "home" ? doc.path : null;
-    if (path !== told && socket.send({ type: "viewing", path })) told = path;
+    if (path !== told && socket.ask("viewing", { path })) told = path;
   };
   const viewingSoon = debounce(viewing, 500);
   workspace.addEventListener("shown", viewingSoon);

@@ -2,9 +2,15 @@
 // the IDE is, reopened by itself with backoff when it closes (a network
 // drop, or code 1012 when the server restarts). Not after the server closed
 // it for good: the session ended (4401) or another tab took over (4002).
+//
+// Every message to the server is made by `ask` (its id, and a check against
+// run-messages.json, the server's own table: server/runs/messages.py); every
+// answer the server sends because of one names its id as `re`, which is how
+// the parts of the page tell their answers apart.
 export const SESSION_ENDED = 4401;
 export const OTHER_TAB = 4002;
 import { backoff, connection } from "./api.js";
+import { runMessage } from "./run-messages.js";
 
 export class RunSocket extends EventTarget {
   constructor() {
@@ -15,6 +21,7 @@ export class RunSocket extends EventTarget {
     this.timer = null;
     this.retryAt = 0;
     this.lastClose = null;
+    this.sent = 0; // messages made: the next one's id (unique on each socket, as they are on all of them)
     connection.addEventListener("change", () => {
       // Requests see the server again: do not wait for the next backoff step.
       if (connection.online && this.state === "waiting") this.connectNow();
@@ -28,7 +35,7 @@ export class RunSocket extends EventTarget {
     this.ws = ws;
     ws.onopen = () => {
       this.attempt = 0;
-      ws.send(JSON.stringify({ type: "watch" })); // news of the files this IDE shows (server/files/changes.py)
+      this.ask("watch"); // news of the files this IDE shows (server/files/changes.py)
       this.setState("open");
       connection.back();
     };
@@ -73,9 +80,12 @@ export class RunSocket extends EventTarget {
     return this.ws !== null && this.ws.readyState === WebSocket.OPEN;
   }
 
-  send(msg) {
-    if (!this.open) return false;
-    this.ws.send(JSON.stringify(msg));
-    return true;
+  /** Send the message `type` with `fields`: its id (answers name it as `re`), or null when not connected. */
+  ask(type, fields = {}) {
+    if (!this.open) return null;
+    this.sent += 1;
+    const id = String(this.sent);
+    this.ws.send(JSON.stringify(runMessage(type, fields, id)));
+    return id;
   }
 }

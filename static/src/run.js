@@ -27,6 +27,7 @@ export class RunControl extends EventTarget {
     this.saver = saver;
     this.current = current;
     this.state = "idle"; // idle | saving (the file, before asking) | running (asked for, queued or running)
+    this.asked = null; // the id of the run's message: its answers (started, output, exit, a refusal) name it
     this.stderr = "";
     this.held = ""; // why Run waits for something else (a check), or ""
     this.runButton = $("#run");
@@ -35,7 +36,7 @@ export class RunControl extends EventTarget {
     this.stopButton.addEventListener("click", () => this.stop());
     $("#clear-console").addEventListener("click", () => this.clearConsole());
     output.addEventListener("input", (e) => {
-      if (this.running) socket.send(e.detail);
+      if (this.running) socket.ask(e.detail.type, e.detail.fields);
     });
     socket.addEventListener("message", (e) => { if (!claims(e.detail)) this.received(e.detail); });
     socket.addEventListener("closed", () => {
@@ -117,7 +118,7 @@ export class RunControl extends EventTarget {
             + "the program cannot change the course folder, and files it writes beside itself are refused. "
             + "To change it, copy it to My files.");
         }
-        this.socket.send({ type: kind, area: doc.area, path: doc.path, etag: doc.etag, ...this.output.size(), ...extra });
+        this.asked = this.socket.ask(kind, { area: doc.area, path: doc.path, etag: doc.etag, ...this.output.size(), ...extra });
         next = "running";
       }
     } finally {
@@ -132,16 +133,20 @@ export class RunControl extends EventTarget {
   }
 
   stop() {
-    if (this.running) this.socket.send({ type: "kill" });
+    if (this.running) this.socket.ask("kill");
   }
 
   received(msg) {
+    const ours = msg.re !== undefined && msg.re === this.asked; // (else a command's answer, or news for the page)
     // A keystroke or resize sent just as the program ended: nothing to say.
     // A debugger's command sent just as the program stopped being paused: the same.
-    if (msg.type === "error" && (msg.error === "not_running" || msg.error === "not_paused")) return;
+    if (msg.type === "error" && !ours) {
+      if (msg.error !== "not_running" && msg.error !== "not_paused") this.output.note(msg.message, "\x1b[31m");
+      return; // (a refused command, a breakpoint, the file shown: the run, if any, goes on)
+    }
     this.output.message(msg);
     if (msg.type === "output" && msg.stream === "stderr") this.stderr = (this.stderr + msg.data).slice(-STDERR_KEPT);
-    if (msg.type === "exit" || msg.type === "error") {
+    if ((msg.type === "exit" || msg.type === "error") && ours && this.running) {
       this.setState("idle");
       const exit = msg.type === "exit";
       if (exit && msg.reason === "changed" && this.ran) {
