@@ -56,7 +56,7 @@ def expected_error(exc):
     return None
 
 
-def has_lone_surrogate(value):
+def has_lone_surrogate(value: Any) -> bool:
     """Whether any string of a parsed JSON value, keys included, holds a
     lone surrogate. Walks without recursion: the value may be deep."""
     stack = [value]

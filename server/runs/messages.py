@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import Refused
 from ..files.paths import MAX_PATH_BYTES
+from ..web import has_lone_surrogate
 from .debugging import BREAKPOINT_FILES, STACK, WATCH, WATCHES
 
 ID_LENGTH = 32
@@ -37,13 +38,15 @@ ETAG_PATTERN = "[0-9a-f]{20}"
 Field = dict[str, Any]
 
 _ETAG: Field = {"json": "string", "pattern": ETAG_PATTERN, "null": True}
+_COLS: Field = {"json": "integer", "min": 10, "max": 500}
+_ROWS: Field = {"json": "integer", "min": 2, "max": 200}
 _RUN: dict[str, Field] = {
     "path": {"json": "string", "required": True, "max_length": MAX_PATH_BYTES},
     "area": {"json": "string", "max_length": 40},
     "args": {"json": "array", "max_items": MAX_ARGS, "error": "bad_args",
              "items": {"json": "string", "max_length": 1000, "plain": True}},
-    "cols": {"json": "integer", "min": 10, "max": 500},
-    "rows": {"json": "integer", "min": 2, "max": 200},
+    "cols": _COLS,
+    "rows": _ROWS,
     "etag": _ETAG,
 }
 _BREAKPOINTS: Field = {"json": "object", "max_items": BREAKPOINT_FILES}
@@ -69,8 +72,7 @@ CLIENT: dict[str, dict[str, Field]] = {
     "interrupt": {},
     "eof": {},
     "kill": {},
-    "resize": {"cols": {"json": "integer", "required": True, "min": 10, "max": 500},
-               "rows": {"json": "integer", "required": True, "min": 2, "max": 200}},
+    "resize": {"cols": {**_COLS, "required": True}, "rows": {**_ROWS, "required": True}},
 }
 
 JSON_FILE = Path(__file__).resolve().parents[2] / "static" / "src" / "run-messages.json"
@@ -133,11 +135,7 @@ def _fits(value: Any, field: Field) -> bool:
 
 def _plain(text: str) -> bool:
     """Text a program can be given: no NUL, no half a character (a lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
+    return "\x00" not in text and not has_lone_surrogate(text)
 
 
 def _bad(name: str, field: Field) -> Refused:

@@ -11,6 +11,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import { h, clear, duration } from "./dom.js";
 import { settings } from "./settings.js";
 import { framesIn } from "./traceback.js";
+import SCHEMA from "./run-messages.json" with { type: "json" };
 
 const THEMES = {
   light: { background: "#fbfbfd", foreground: "#1d2430", cursor: "#2458c6", selectionBackground: "#c7d7fb",
@@ -117,9 +118,11 @@ export class Console extends EventTarget {
     this.input("resize", this.size());
   }
 
-  /** The terminal's size, within what the server takes (server/runs/messages.py: a narrow window has 10 columns). */
+  /** The terminal's size, within what the server takes (its table, run-messages.json: a narrow window has 10 columns). */
   size() {
-    return { cols: Math.min(500, Math.max(10, this.term.cols)), rows: Math.min(200, Math.max(2, this.term.rows)) };
+    const { cols, rows } = SCHEMA.messages.resize;
+    return { cols: Math.min(cols.max, Math.max(cols.min, this.term.cols)),
+      rows: Math.min(rows.max, Math.max(rows.min, this.term.rows)) };
   }
 
   setState(state, text) {
