@@ -52,8 +52,15 @@ typecheck: $(VENV)/.installed-test
 	@echo "==> Checking the server's types (mypy, mypy.ini)"
 	$(PY) -m mypy
 
+# The tests start hundreds of Python processes (servers, their file
+# processes, the tools): with bytecode caching off (PYTHONDONTWRITEBYTECODE,
+# which some machines set) each would compile the server from source, and
+# each pytest process would rewrite every test module's asserts again. The
+# caches go under the virtualenv, not beside the sources.
+PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
+
 test: typecheck system-deps $(VENV)/.installed-test $(AXE)
-	$(PY) -m pytest
+	$(PYCACHE) $(PY) -m pytest
 
 # The tests that need no server process, PostgreSQL, root, Docker, Chromium,
 # the load-test tools or the deployment's: only the virtualenv (the `fast`
@@ -63,5 +70,5 @@ test: typecheck system-deps $(VENV)/.installed-test $(AXE)
 # versions, and a disk the machine's other work keeps busy makes each
 # rename wait.
 test-fast: $(VENV)/.installed-test
-	FAST_TIER=1 TMPDIR=$$(test -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp}) \
+	$(PYCACHE) FAST_TIER=1 TMPDIR=$$(test -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp}) \
 		$(PY) -m pytest -m fast -n 2 --dist load

@@ -9,6 +9,7 @@ never see each other's users or files. A test that changes settings, or
 stops or kills a server, starts its own with `start_server` (a fresh
 database and DATA_DIR)."""
 import contextlib
+import json
 import fcntl
 import functools
 import inspect
@@ -390,7 +391,12 @@ def needs(item):
     return found
 
 
-def pytest_collection_modifyitems(items):
+def pytest_addoption(parser):
+    parser.addoption("--tier-report", metavar="PATH",
+                     help="write each collected test's tier and the fixtures pytest resolved for it (JSON; test_tiers.py)")
+
+
+def pytest_collection_modifyitems(config, items):
     """Markers from what a test uses, so that `-m "not browser"` is true:
     Chromium (the `browser` fixture, and `new_page` over it), Docker,
     PostgreSQL, a server process, root, the storage-fault FUSE file system."""
@@ -400,6 +406,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(name)
         if not found:
             item.add_marker("fast")
+    if path := config.getoption("tier_report"):
+        with open(path, "w") as f:
+            json.dump([{"test": item.nodeid, "fast": item.get_closest_marker("fast") is not None,
+                        "fixtures": sorted(getattr(item, "fixturenames", ()))} for item in items], f)
 
 
 def pytest_configure(config):
