@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import types
 import uuid
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,6 +28,7 @@ import pytest
 
 from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
+from server.runs.sandbox.local import build_mpl_cache, mpl_cache
 from loadtest.harness import ServerProcess
 
 from tests.helpers import wait_for_editing_help
@@ -115,11 +117,27 @@ def data_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def font_cache(tmp_path_factory):
+    """matplotlib's font list for the sandboxes, built once per test process
+    the way a server builds it at its first start (build_mpl_cache)."""
+    cfg = types.SimpleNamespace(DATA_DIR=str(tmp_path_factory.mktemp("fonts")),
+                                SANDBOX_PYTHON=os.environ.get("SANDBOX_PYTHON", "/usr/bin/python3"))
+    build_mpl_cache(cfg)
+    return mpl_cache(cfg)
+
+
 @pytest.fixture
-def start_server(fresh_db, data_dir):
+def start_server(fresh_db, data_dir, font_cache):
     """start_server(processes=1, **env) -> a running ServerProcess on the
-    test's fresh database; every server started is stopped after the test."""
+    test's fresh database; every server started is stopped after the test.
+    Its DATA_DIR starts with the font list a first start builds (a third of
+    a second of CPU each time otherwise); the shared servers build theirs."""
     started = []
+    fonts = mpl_cache(types.SimpleNamespace(DATA_DIR=data_dir))
+    if os.listdir(font_cache) and not os.path.exists(fonts):
+        shutil.copytree(font_cache, fonts)
+        os.chmod(os.path.dirname(fonts), 0o755)
 
     def start(processes=1, database_url=fresh_db, data_dir=data_dir, **env):
         server = ServerProcess(processes=processes, database_url=database_url, data_dir=data_dir, env=env)
