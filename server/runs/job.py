@@ -4,11 +4,11 @@ A `Job` is made from who runs what (a `RunRequest`: the run's `RunSpec`,
 and the user and the session that ask) and where its messages go (a `RunSink`: the IDE socket is one,
 a grader's collector another). Its collaborators are explicit (`Jobs`,
 which makes every job of the worker and holds what they share). It goes
-through its states in order, each step checking the state it needs (an
+through its states in order, each step asserting the state it needs (an
 impossible transition raises `WrongState`), and whatever it holds is given
 back in one place (`_end`), whichever state it ends in:
 
-    preparing  the file is checked runnable, the student's run lock
+    preparing  the file is measured (runnable, within quota), the student's run lock
                claimed if their session is still live (PostgreSQL, one
                statement: one run per student across tabs, workers and
                hosts), and a ready sandbox taken (warm.py)
@@ -78,8 +78,8 @@ class RunRequest:
     spec: RunSpec
     user: dict
     session: bytes  # the token hash of the session that asks: no run once it has ended
-    claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
-    placed: bool = False  # the asker holds its place already: it waits in no line (a check's checker run)
+    claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: an attempt's runs)
+    placed: bool = False  # the asker holds its place already: it waits in no line (an attempt's checker run)
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
     events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
@@ -87,7 +87,7 @@ class RunRequest:
 
 class SandboxSource(Protocol):
     """Where a job takes its sandbox from and gives it back to: the user's
-    ready sandbox (warm.WarmSandboxes), or a check's own (scratch.py)."""
+    ready sandbox (warm.WarmSandboxes), or an attempt's own (scratch.py)."""
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
 
@@ -114,7 +114,7 @@ class RunSink(Protocol):
 
 
 class ChannelSink(RunSink, Protocol):
-    """The sink of a job that serves a check or runs its tests (Mode.SERVE,
+    """The sink of a job that serves an attempt or runs its tests (Mode.SERVE,
     Mode.TEST): it has its program's channel messages too."""
 
     async def channel(self, message: dict) -> None:
@@ -249,7 +249,7 @@ class Job:
 
     @property
     def events(self) -> RunEvents:
-        """Who hears of it: the request's (a check's runs are not the student's last run), or the class view."""
+        """Who hears of it: the request's (an attempt's runs are not the student's last run), or the class view."""
         return self.request.events or self.jobs.events
 
     @property
@@ -345,7 +345,7 @@ class Job:
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
-        self.run = Run(spec, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
+        self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if home else None,
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
             self.debug.attach(self.run)

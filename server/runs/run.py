@@ -10,7 +10,7 @@ slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
 A run may also have a control channel (`channel`, see docs/run-protocol.md, "The
-check channel"): lines of JSON between the server and the program, which
+control channel"): lines of JSON between the server and the program, which
 holds its end at fd 3. What comes on it is the program's data, never the
 launcher's word: it is parsed with bounds and handed to `channel`, which is
 awaited (a flood goes at the server's pace), and it can never end a run.
@@ -42,9 +42,9 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.025
 FLUSH_BYTES = 16 << 10
 KILL_GRACE = 1.0  # seconds the output may take to end after the kill
-CHECK_SECONDS = 0.25
-DISK_CHECK_SECONDS = 3.0
-DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
+WATCHDOG_SECONDS = 0.25
+QUOTA_LOOK_SECONDS = 3.0
+QUOTA_LOOK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
 CHANNEL_LINE = 256 << 10  # the largest message on a run's channel, either way (as the launcher's)
@@ -104,10 +104,10 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class Run:
     def __init__(self, spec: RunSpec, sandbox: Any, send: Send,
-                 disk_check: Callable[[], Awaitable[bool]] | None = None, disk_guard: Any = None,
+                 over_quota: Callable[[], Awaitable[bool]] | None = None, disk_guard: Any = None,
                  channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = None, debug: Pauses | None = None):
         if spec.mode in (Mode.SERVE, Mode.TEST) and channel is None:
-            raise ValueError("a check talks on the run's channel: make the Run with one")
+            raise ValueError("an attempt talks on the run's channel: make the Run with one")
         self.spec = spec  # what runs (spec.py)
         self.limits = spec.limits
         self.sandbox = sandbox  # a ready sandbox.StartedSandbox
@@ -115,7 +115,7 @@ class Run:
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
         self.debug = debug  # a debug session's: it asks for the channel's lines, and pauses the clock
-        self.disk_check = disk_check  # async () -> True when the home is over its quota
+        self.over_quota = over_quota  # async () -> True when the home is over its quota
         self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
         self.id = uuid.uuid4().hex[:12]
         self.stop_reason: str | None = None
@@ -172,7 +172,7 @@ class Run:
 
     def end_channel(self) -> None:
         """The program reads the end of its channel after what it was told
-        (a `serve` check then exits)."""
+        (an attempt's `serve` run then exits)."""
         self.sandbox.send(frame(b"C"))
 
     def stop(self, reason: str | None = None) -> "asyncio.Future[None]":
@@ -330,8 +330,8 @@ class Run:
     async def _wants_input(self):
         """The program waits in input(): the page is told once per wait
         (what is typed, or input()'s next prompt, starts the next), after
-        the prompt before it, whose text the message repeats (a check
-        leaves it out of the output it compares)."""
+        the prompt before it, whose text the message repeats (an output
+        check leaves it out of the output it compares)."""
         prompt, self._prompt = self._prompt, None
         if self._told_input:
             return
@@ -376,9 +376,9 @@ class Run:
 
     async def _watchdog(self, started, cpu_before):
         limits = self.limits
-        next_disk_check, cpu_at_disk_check = started + DISK_CHECK_SECONDS, cpu_before
+        next_quota_look, cpu_at_quota_look = started + QUOTA_LOOK_SECONDS, cpu_before
         while True:
-            await asyncio.sleep(CHECK_SECONDS)
+            await asyncio.sleep(WATCHDOG_SECONDS)
             now = time.monotonic()
             debug = self.debug
             if debug is not None and debug.overdue(now):
@@ -398,13 +398,13 @@ class Run:
                 return await self.stop("cpu_limit")  # many processes, each under its own limit
             # The home is walked only while the program works: one waiting
             # for input writes nothing.
-            working = cpu is None or cpu_at_disk_check is None or cpu - cpu_at_disk_check > DISK_CHECK_CPU
-            if self.disk_check and now >= next_disk_check and working:
-                if await self.disk_check():
+            working = cpu is None or cpu_at_quota_look is None or cpu - cpu_at_quota_look > QUOTA_LOOK_CPU
+            if self.over_quota and now >= next_quota_look and working:
+                if await self.over_quota():
                     log.info("run %s stopped: its home went over its quota (walked every %.0f s)",
-                             self.id, DISK_CHECK_SECONDS)
+                             self.id, QUOTA_LOOK_SECONDS)
                     return await self.stop("disk_limit")
-                next_disk_check, cpu_at_disk_check = time.monotonic() + DISK_CHECK_SECONDS, cpu
+                next_quota_look, cpu_at_quota_look = time.monotonic() + QUOTA_LOOK_SECONDS, cpu
 
     async def _guard(self):
         """Stop the run once it has written its home past its quota."""
