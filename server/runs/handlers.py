@@ -114,9 +114,9 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "viewing":
             return self.viewing(msg)
         if kind == "prepare_check":
-            return self.manager.prepare_check(self.conn)
+            return self.manager.prepare_attempt(self.conn)
         if kind == "check":
-            return self.manager.check(self.conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
+            return self.manager.attempt(self.conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
         run = self.manager.running(self.conn)  # (the table knows no other type: the program's input)
         if run is None:
             raise Refused(409, "not_running", "No program is running.")

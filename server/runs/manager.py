@@ -1,11 +1,11 @@
 """The IDE sockets of one worker: who has an IDE open, their tabs, and the
-session re-check; a socket's `run` becomes a job (job.py), whose sink the
+session re-look; a socket's `run` becomes a job (job.py), whose sink the
 socket is.
 
 A student may have RUN_SOCKETS_PER_USER sockets open on a worker, and a new
 one closes their oldest idle one. While a student has one open here, a
-sandbox is kept ready for them (warm.py). Sessions are checked again on
-every `run` (when the job claims its lock) and every SESSION_CHECK_SECONDS
+sandbox is kept ready for them (warm.py). Sessions are looked up again on
+every `run` (when the job claims its lock) and every SESSION_LOOK_SECONDS
 for every open socket, so a logout, deactivation or password reset stops
 the student's program and closes their sockets on every worker and
 instance.
@@ -24,7 +24,7 @@ from .spec import RunSpec
 
 log = logging.getLogger(__name__)
 
-SESSION_CHECK_SECONDS = 1.0
+SESSION_LOOK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
 CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see docs/run-protocol.md)
 CLOSE_TOO_MANY_TABS = 4002
@@ -47,15 +47,15 @@ class Connection:
         self.send = send
         self.close = close
         self.job: Job | None = None  # its latest job
-        self.check = None  # its latest check (server/checks/grader.py)
+        self.attempt = None  # its latest attempt (server/checks/grader.py)
         self.gone = asyncio.Event()  # the socket closed (or is closing): its run stops
         self.ending = False  # its session ended: it closes once its run has
 
     @property
     def busy(self) -> bool:
-        """A program or a check of this socket's is under way."""
+        """A program or an attempt of this socket's is under way."""
         return (self.job is not None and self.job.state is not State.ENDED) or \
-            (self.check is not None and not self.check.done.is_set())
+            (self.attempt is not None and not self.attempt.done.is_set())
 
 
 class Reply:
@@ -74,7 +74,7 @@ class Reply:
 class RunManager:
     def __init__(self, jobs: Jobs, grader=None):
         self.jobs = jobs
-        self.grader = grader  # checks.grader.Grader: exercises' checks asked for on these sockets
+        self.grader = grader  # checks.grader.Grader: the attempts asked for on these sockets
         self.students: dict[int, Student] = {}  # user id -> Student
 
     # -- sockets ------------------------------------------------------------
@@ -137,18 +137,18 @@ class RunManager:
         assert job.task is not None  # start() started it
         job.task.add_done_callback(lambda _: self._after(conn, job))
 
-    def check(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
-        """Check the student's program against an exercise's checks; the
-        check's messages come on this socket, naming the message `re`."""
+    def attempt(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
+        """Start an attempt: the student's program against an exercise's checks; the
+        attempt's messages come on this socket, naming the message `re`."""
         if conn.busy:
             raise Refused(409, "already_running", "A program or a check is already running here. Stop it, "
                                                   "then press Check.")
         if self.grader is None:
             raise Refused(503, "no_checks", "Checks are not available on this server.")
-        conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
+        conn.attempt = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
 
-    def prepare_check(self, conn: Connection) -> None:
-        """An exercise is open in the IDE: its next check's sandbox starts now."""
+    def prepare_attempt(self, conn: Connection) -> None:
+        """An exercise is open in the IDE: its next attempt's sandbox starts now."""
         if self.grader is not None:
             self.grader.prepare(conn.student.user)
 
@@ -169,7 +169,7 @@ class RunManager:
 
     # -- sessions ---------------------------------------------------------------
 
-    async def check_sessions(self) -> None:
+    async def close_ended_sessions(self) -> None:
         """Stop the programs and close the sockets of sessions that ended
         (logout, deactivation, password reset, expiry) anywhere."""
         conns = [c for s in self.students.values() for c in s.connections]
