@@ -15,7 +15,7 @@ reach what:
                     or admin's home)
 
 Handlers, the run service, the teaching service and editing help call
-its named methods (read, save, ..., check_runnable, measure, push,
+its named methods (read, save, ..., runnable_size, measure, push,
 python_modules); where each call runs is its own business: the store's
 operations in a file process (processes.py, by an explicit child.protocol.Op),
 the rest (a download's blocks, a zip's, a push over many homes, a folder's
@@ -362,10 +362,10 @@ class Files:
 
     # -- for runs ----------------------------------------------------------------------
 
-    async def check_runnable(self, username: str, area: Area, parts: Parts) -> int:
+    async def runnable_size(self, username: str, area: Area, parts: Parts) -> int:
         """Refused unless `parts` is a file that may run, in a home within its
         quota; what the home holds (bytes) as recorded."""
-        result: int = await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+        result: int = await self._in_process(username, "run", Op.RUNNABLE_SIZE, area, parts)
         return result
 
     async def course_copy(self, username: str, course: Area, parts: Parts) -> tuple[int, dict[str, bytes]]:

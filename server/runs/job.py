@@ -311,7 +311,7 @@ class Job:
         if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
             used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
         elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
-            used = await jobs.files.check_runnable(user["username"], area, spec.parts)  # a file, within its quota
+            used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)

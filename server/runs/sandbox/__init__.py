@@ -89,7 +89,7 @@ def resolve(cfg):
     """The sandbox kind to use: SANDBOX, or for `auto` the best that works
     here. Called once, before the workers are forked."""
     if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalKind.works(cfg)):
-        LocalKind.check_storage(cfg)
+        LocalKind.probe_storage(cfg)
         kind = "local"
     elif cfg.SANDBOX != "auto":
         kind = cfg.SANDBOX

@@ -172,7 +172,7 @@ class LocalKind(ProcessKind):
         return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings)
 
     @staticmethod
-    def check_storage(cfg):
+    def probe_storage(cfg):
         """bubblewrap mounts a home as the student's uid, which must be able
         to walk down to it: refuse to start rather than fail every run."""
         if os.geteuid() == 0:
