@@ -2,7 +2,7 @@
 prompts its input() calls printed, and where it waited for a line.
 
 An output check compares the output, and the prompts too only when the
-teacher asks for "exact" (checking.py); the student sees all of it, with
+teacher asks for "exact" (testing.py); the student sees all of it, with
 the lines of the check's input where the program read them (a check's
 terminal does not echo them), the prompts and those lines greyed. The
 run (runs/run.py) says which text was a prompt: each `input` message
