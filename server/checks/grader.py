@@ -1,17 +1,18 @@
-"""One press of Check: an exercise's checks run against the student's
-saved program, the verdicts decided where the student's code cannot reach.
+"""Attempts: one press of Check, an exercise's checks run once against the
+student's saved program, the verdicts decided where the student's code
+cannot reach.
 
-A check waits in a line (CHECKS_AT_ONCE on this host at once; the others
-are told their place and an estimate), then holds the student's run lock
-for its whole length (no Run meanwhile, no second check), and:
+An attempt waits in a line (CHECKS_AT_ONCE on this host at once; the
+others are told their place and an estimate), then holds the student's run
+lock for its whole length (no Run meanwhile, no second attempt), and:
 
 1. reads the student's file and those beside it once (a snapshot), the
    version their editor showed (etag): every run of the attempt runs a
    fresh copy of these bytes, and the attempt records their version;
 2. runs it once per output check, fed the check's input, echo off, below
-   interactive runs (CHECK_NICE), each for CHECK_SECONDS at most, with the
+   interactive runs (ATTEMPT_NICE), each for CHECK_SECONDS at most, with the
    exercise's no_import modules forbidden while it runs (code_rules.py):
-   jobs with a collector for a sink, in a sandbox of the check's own
+   jobs with a collector for a sink, in a sandbox of the attempt's own
    (runs/scratch.py: a throwaway home), never the student's, so nothing a
    run writes survives it; the checks the student sees run first, the
    hidden ones after (see _run), so what a hidden check's run is given
@@ -21,17 +22,17 @@ for its whole length (no Run meanwhile, no second check), and:
    on the source text, output comparisons (prompts apart: transcript.py),
    and tests.py's test functions. When a test calls a student's function,
    the call crosses as JSON to the student's program, served in the
-   check's sandbox (a job in the launcher's `serve` mode, one for each
+   attempt's sandbox (a job in the launcher's `serve` mode, one for each
    phase), and the value comes back the same way; each call has
    CHECK_SECONDS. A program that exits, hangs or prints anything only
    fails the tests that needed it;
 4. records the attempt: the exercises service computes the score from the
-   exercise's points and keeps what the student may see (attempts.py). A
-   press whose check could not be done once the program ran is recorded
-   all the same, as not checked and why.
+   exercise's points and keeps what the student may see (attempts.py). An
+   attempt that could not be finished once the program ran is recorded
+   all the same, as not checked (its stored outcome) and why.
 
 The checks' verdicts come from the checker sandbox and nothing else; the
-student's program only ever produces output and values. The whole check
+student's program only ever produces output and values. The whole attempt
 has 3 × CHECK_SECONDS for its tests, past which what did not report failed.
 """
 import asyncio
@@ -57,14 +58,14 @@ from .transcript import Transcript, shown as shown_transcript
 
 log = logging.getLogger(__name__)
 
-CHECK_NICE = 5  # a check's programs run below students' interactive ones
-RETIRED_MAX = 64  # used sandboxes kept idle at most while checks wait, before they are killed anyway
-READY_SECONDS = 600  # a check's sandbox started ahead of time waits this long for its Check
-SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
+ATTEMPT_NICE = 5  # an attempt's programs run below students' interactive ones
+RETIRED_MAX = 64  # used sandboxes kept idle at most while attempts wait, before they are killed anyway
+READY_SECONDS = 600  # an attempt's sandbox started ahead of time waits this long for its press of Check
+SOURCE_LIMIT = 256 << 10  # bytes of a student's file an attempt reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
-# A check's runs are not the student's runs: the class view keeps what their last Run showed, and
-# learns of the check from its attempt (exercise_progress).
-CHECK_RUN_EVENTS = NoEvents()
+# An attempt's runs are not the student's runs: the class view keeps what their last Run showed, and
+# learns of the attempt from its record (exercise_progress).
+ATTEMPT_RUN_EVENTS = NoEvents()
 RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) produced no output to compare
 
 
@@ -97,7 +98,7 @@ class Collected:
 class Relay:
     """The checker run's sink: its messages kept as any run's, and its
     channel relayed: a test's call of the student's function goes to the
-    program serving them (`answer`: Check._call) and the reply back;
+    program serving them (`answer`: Attempt._call) and the reply back;
     verdicts are kept. Each is awaited, so the checker's next line waits
     for it."""
 
@@ -133,7 +134,7 @@ class Relay:
 
 
 class Grader:
-    """Every check of this worker."""
+    """Every attempt of this worker."""
 
     def __init__(self, cfg, jobs: Jobs, checkers: CheckerSandboxes, exercises, files, processes: int = 1):
         self.cfg = cfg
@@ -141,30 +142,30 @@ class Grader:
         self.checkers = checkers
         self.exercises = exercises  # the exercises service: the exercise, and recording the attempt
         self.files = files
-        self.limits = Limits.of(cfg)  # a check's runs have these, with CHECK_SECONDS of wall and idle time
+        self.limits = Limits.of(cfg)  # an attempt's runs have these, with CHECK_SECONDS of wall and idle time
         self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
-        self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
-        self.checking: dict[int, Check] = {}  # user id -> Check: one at a time per student
-        # user id -> (a check's sandbox started ahead of time, when): the student has an exercise in
+        self.took = deque([2.0], maxlen=20)  # seconds the latest attempts took, for estimates
+        self.attempts: dict[int, Attempt] = {}  # user id -> Attempt: one at a time per student
+        # user id -> (an attempt's sandbox started ahead of time, when): the student has an exercise in
         # front of them, so their next Check waits for no sandbox. One each, while their IDE is open here.
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
-        self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no check waits (retire)
+        self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
-    def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Check":
-        if user["id"] in self.checking:
+    def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Attempt":
+        if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
-        check = self.checking[user["id"]] = Check(self, user, session, class_id, slug, etag, sink)
-        self.jobs.track(check.live())
-        return check
+        attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
+        self.jobs.track(attempt.live())
+        return attempt
 
     def prepare(self, user: dict) -> None:
-        """Start `user`'s next check's sandbox now (an exercise is open in
-        their IDE, or they just checked): one at a time, kept READY_SECONDS."""
+        """Start the sandbox of `user`'s next attempt now (an exercise is open
+        in their IDE, or they just pressed Check): one at a time, kept READY_SECONDS."""
         now = time.monotonic()
         for user_id, (place, since) in list(self.ready.items()):
             if now - since > READY_SECONDS:
                 self._drop_ready(user_id)
-        if user["id"] in self.ready or user["id"] in self.checking or self.jobs.draining():
+        if user["id"] in self.ready or user["id"] in self.attempts or self.jobs.draining():
             return
         self.ready[user["id"]] = (self._started_place(user, ahead=True), now)
 
@@ -173,7 +174,7 @@ class Grader:
         self._drop_ready(user["id"])
 
     def take_place(self, user: dict) -> "ScratchSandbox":
-        """A sandbox for `user`'s check: the one started ahead of time, or a new one."""
+        """A sandbox for `user`'s attempt: the one started ahead of time, or a new one."""
         ready = self.ready.pop(user["id"], None)
         if ready is not None:
             if time.monotonic() - ready[1] <= READY_SECONDS:
@@ -182,9 +183,9 @@ class Grader:
         return self._started_place(user)
 
     def retire(self, place: "ScratchSandbox") -> None:
-        """A check is over with its sandbox (nothing runs in it). It goes after
-        the result is out, and while checks wait in line, once none does:
-        killing a sandbox costs the kernel CPU those checks need."""
+        """An attempt is over with its sandbox (nothing runs in it). It goes after
+        the result is out, and while attempts wait in line, once none does:
+        killing a sandbox costs the kernel CPU those attempts need."""
         self.retired.append(place)
         if not self.line.waiting or len(self.retired) > RETIRED_MAX:
             retired, self.retired = self.retired, []
@@ -198,7 +199,7 @@ class Grader:
         await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
     def _started_place(self, user, ahead=False):
-        """A check's sandbox for `user`, starting now (`ahead`: before their Check)."""
+        """An attempt's sandbox for `user`, starting now (`ahead`: before they press Check)."""
         place = ScratchSandbox(self.jobs.warm.starts, self.jobs.warm.uid_of(user))
         place.warm_up(ahead)
         return place
@@ -209,22 +210,22 @@ class Grader:
             self.jobs.track(ready[0].close())
 
     def estimate(self, position: int) -> float:
-        """Seconds until a check at `position` in the line has its result."""
+        """Seconds until an attempt at `position` in the line has its result."""
         each = sum(self.took) / len(self.took)
         return round(each * (1 + position / self.line.slots), 1)
 
 
-class Check:
+class Attempt:
     def __init__(self, grader: Grader, user, session, class_id, slug, etag, sink):
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
         # The student's program was given to a sandbox: from then on the press is kept, whatever
-        # happens (what a check does can tell something of its hidden inputs, even when it fails).
+        # happens (what an attempt does can tell something of its hidden inputs, even when it fails).
         self.pressed = False
-        self.snapshot: dict[str, bytes] = {}  # the checked file and those beside it, read once: every run runs these
-        self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
-        self.place: ScratchSandbox | None = None  # the sandbox of the check's runs of the student's program
+        self.snapshot: dict[str, bytes] = {}  # the graded file and those beside it, read once: every run runs these
+        self.graded: dict | None = None  # what the attempt graded: the file, its version and its bytes
+        self.place: ScratchSandbox | None = None  # the sandbox of the attempt's runs of the student's program
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)
         self.forbid = ()  # modules the student's runs may not import (code_rules.py)
@@ -232,17 +233,17 @@ class Check:
 
     async def live(self):
         try:
-            message = await outcome(self._check, "a check")
+            message = await outcome(self._attempt, "an attempt")
         finally:
-            self.grader.checking.pop(self.user["id"], None)
+            self.grader.attempts.pop(self.user["id"], None)
         await self.sink.send(message)
-        # Still at their IDE: ready for their next press, unless checks wait in line (then it would
+        # Still at their IDE: ready for their next press, unless attempts wait in line (then it would
         # take CPU from them; their next press starts it while it waits, as the first did).
         if self.user["id"] in self.grader.jobs.warm.wanted and not self.grader.line.waiting:
             self.grader.prepare(self.user)
         self.done.set()
 
-    async def _check(self):
+    async def _attempt(self):
         grader, user = self.grader, self.user
         await grader.exercises.classes.member_of(user, self.class_id)  # before anything of the class is read
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
@@ -250,11 +251,11 @@ class Check:
         # Check at once waits for its places, not for sandboxes too.
         self.place = grader.take_place(user)
         try:
-            return await self._checked(found)
+            return await self._in_place(found)
         finally:
             grader.retire(self.place)
 
-    async def _checked(self, found):
+    async def _in_place(self, found):
         grader, user = self.grader, self.user
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
@@ -285,10 +286,10 @@ class Check:
         return await self._not_checked(started_at, failed)
 
     async def _not_checked(self, started_at, error):
-        """A press whose check could not be done: kept all the same, as not
-        checked and why (so no press is hidden from the teacher); the
+        """An attempt that could not be finished: kept all the same, as not
+        checked (its stored outcome) and why (so no press is hidden from the teacher); the
         refusal the student is sent, saying so, with that attempt."""
-        said = refused(error, "a check")
+        said = refused(error, "an attempt")
         attempt = await self.grader.exercises.record_attempt(
             self.user, self.class_id, self.slug, started_at, [], message=said["message"], reason=said["error"],
             graded=self.graded)
@@ -310,7 +311,7 @@ class Check:
     async def _run(self, found, claim):
         """(results for record_attempt, not gradable, why).
 
-        The checks run in two phases, in one sandbox of the check's own:
+        The checks run in two phases, in one sandbox of the attempt's own:
         first those whose results the student may see, then the others
         (hidden, or after the due date that has not come). What the
         program is given in the second (a hidden check's input, a hidden
@@ -359,7 +360,7 @@ class Check:
         return list(results.values()), False, ""
 
     async def _take_snapshot(self, parts):
-        """Read the checked file and those beside it once (every run of the
+        """Read the graded file and those beside it once (every run of the
         attempt runs these bytes, whatever a program does meanwhile): the
         file's bytes. Refused when it is not the version the editor shows."""
         username = self.user["username"]
@@ -380,10 +381,10 @@ class Check:
         return data
 
     def _request(self, parts, claim, seconds, **asked) -> RunRequest:
-        """A run of the snapshot in the check's sandbox, for `seconds` at most."""
+        """A run of the snapshot in the attempt's sandbox, for `seconds` at most."""
         spec = RunSpec(self.user["id"], self.user["username"], parts, self.grader.limits.lasting(seconds),
-                       files=tuple(self.snapshot.items()), forbid=self.forbid, nice=CHECK_NICE, **asked)
-        return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=CHECK_RUN_EVENTS)
+                       files=tuple(self.snapshot.items()), forbid=self.forbid, nice=ATTEMPT_NICE, **asked)
+        return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=ATTEMPT_RUN_EVENTS)
 
     async def _output_run(self, parts, claim, check):
         sink = Collected()
@@ -405,13 +406,13 @@ class Check:
                    "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
                    "output_checks": output_checks}
         spec = RunSpec(self.user["id"], self.user["username"], ("tests.py",),
-                       grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=CHECK_NICE,
+                       grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=ATTEMPT_NICE,
                        tests=options)
-        # Under the check's own lock and place (it waited in the checks' line), in a checker sandbox of its own.
+        # Under the attempt's own lock and place (it waited in the attempts' line), in a checker sandbox of its own.
         place = CheckerPlace(grader.checkers, {"tests.py": (found.tests or "").encode()})
         relay = Relay(lambda call: self._call(parts, claim, call), {c.test: c for c in checks if c.kind == "function"})
         relay.job = grader.jobs.start(RunRequest(spec, self.user, self.session, claim=claim, placed=True,
-                                                 sandboxes=place, events=CHECK_RUN_EVENTS), relay)
+                                                 sandboxes=place, events=ATTEMPT_RUN_EVENTS), relay)
         await relay.job.done.wait()
         exit_, verdicts = relay.collected.exit or {}, relay.verdicts
         if exit_.get("type") != "exit":  # it did not run
