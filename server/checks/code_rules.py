@@ -3,7 +3,7 @@ on its text.
 
 Only a prohibition can be watched as the program runs: the modules that
 the exercise's `no_import:MODULE` rules name go with every run of the
-student's program in a check (RunSpec.forbid), and the launcher ends the
+student's program in an attempt (RunSpec.forbid), and the launcher ends the
 program with an exit code of its own if it imports one, however the import
 is spelled (runs/child/import_guard.py). The text rule (testing.py) still
 gives the early, friendly message with its line; when the text passed but a

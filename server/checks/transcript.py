@@ -1,9 +1,9 @@
-"""What a check's run of a program printed, told apart: its output, the
+"""What an attempt's run of a program printed, told apart: its output, the
 prompts its input() calls printed, and where it waited for a line.
 
 An output check compares the output, and the prompts too only when the
 teacher asks for "exact" (testing.py); the student sees all of it, with
-the lines of the check's input where the program read them (a check's
+the lines of the check's input where the program read them (an attempt's
 terminal does not echo them), the prompts and those lines greyed. The
 run (runs/run.py) says which text was a prompt: each `input` message
 repeats its prompt, which is then the end of the output received. A

@@ -34,7 +34,7 @@ module owns the rest, on the trusted side:
   debugs at once does not make everyone else wait behind programs that
   wait for a student, and each command takes one again first (`take`: at
   once if one is free, else in the line like a run, told `queued`). The
-  pause is the program's word, so the kernel checks it: a program that
+  pause is the program's word, so the kernel confirms it: a program that
   uses more than PAUSED_CPU_SECONDS of CPU while it holds no place
   (`working_unplaced`, run.py's watchdog) is stopped. Where the sandbox
   cannot count CPU, a paused program keeps its place.
@@ -266,7 +266,7 @@ class DebugSession:
         if self.paused_since is None:
             self.paused_since = time.monotonic()
         cpu = self.program.cpu_seconds()
-        if cpu is not None:  # the kernel can check the pause: the place goes to the next in line
+        if cpu is not None:  # the kernel can confirm the pause: the place goes to the next in line
             self.cpu_unplaced = cpu
             self.places.give_back()
         self.last_pause = pause
@@ -279,7 +279,7 @@ class DebugSession:
 
 
 def options(msg):
-    """The debugger's options in a `debug` message: its breakpoints and watches, checked."""
+    """The debugger's options in a `debug` message: its breakpoints and watches, validated."""
     return {"breakpoints": clean_breakpoints(msg.get("breakpoints", {})), "watches": clean_watches(msg.get("watches", []))}
 
 
@@ -293,7 +293,7 @@ def clean_watches(value):
 
 
 def clean_breakpoints(value):
-    """{path: [line, ...]} as the IDE sent it, checked: paths relative to
+    """{path: [line, ...]} as the IDE sent it, validated: paths relative to
     the home (no `..`, not absolute), lines whole numbers, bounded."""
     if not isinstance(value, dict) or len(value) > BREAKPOINT_FILES:
         raise Refused(400, "bad_field", f"'breakpoints' must map at most {BREAKPOINT_FILES} file paths to lists "
@@ -331,7 +331,7 @@ def _text(value, limit):
 
 def clean_pause(message):
     """The IDE's `paused` message rebuilt from what the program wrote, or
-    None when it is not one: nothing of it passes unchecked."""
+    None when it is not one: nothing of it passes unvalidated."""
     if message.get("type") != "paused":
         return None
     stack = message.get("stack")

@@ -1,6 +1,6 @@
 """A run's write budget: how much it may write before its home is measured.
 
-The home's quota is checked by walking it, which costs a stat per file, so
+The home's quota is measured by walking it, which costs a stat per file, so
 a run cannot be walked after every write; a program writing 20 MB files
 in a loop wrote 2 GB between two walks three seconds apart. The kernel,
 though, counts what each process writes to files as it writes it

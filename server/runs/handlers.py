@@ -101,7 +101,7 @@ class RunSocket(websocket.WebSocketHandler):
         """Do what a message asks; its answers (an error too) name its id."""
         msg = message_of(text)
         reply.re = messages.id_of(msg)
-        kind = messages.check(msg)["type"]
+        kind = messages.validate(msg)["type"]
         if kind == "watch":
             return self.start_watching()
         if kind in ("run", "debug"):
@@ -156,8 +156,8 @@ class RunSocket(websocket.WebSocketHandler):
 
     async def run_spec(self, msg, mode: Mode) -> RunSpec:
         """The run a `run` or `debug` message (its fields' types and bounds
-        checked: messages.py) asks for, its path and the debugger's options
-        checked before the database is asked anything (the course folder's access)."""
+        validated: messages.py) asks for, its path and the debugger's options
+        validated before the database is asked anything (the course folder's access)."""
         parts = paths.parse(msg["path"], allow_root=False)
         args = msg.get("args") or []
         cols, rows, etag = msg.get("cols", 80), msg.get("rows", 24), msg.get("etag")

@@ -10,7 +10,7 @@ stdout, and ImageParser cuts them out of the text, as it cuts out the
 marks the launcher's input() writes around its prompt, `ESC ] 7011 ; prompt BEL`
 before and `ESC ] 7011 ; input BEL` after: the program waits for a line,
 and the text between was its prompt. A program may print them too; all it
-can do is make the page say it waits, or have a check leave out of the
+can do is make the page say it waits, or have an output check leave out of the
 compared output text it could have left unprinted.
 """
 import asyncio

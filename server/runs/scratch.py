@@ -1,19 +1,19 @@
 """A sandbox with a throwaway home, for runs that must not reach the
-student's own files: a check's runs of the student's program.
+student's own files: an attempt's runs of the student's program.
 
-A check runs the student's code on inputs the student must not learn
+An attempt runs the student's code on inputs the student must not learn
 (hidden checks). In the student's ready sandbox (warm.py) a program could
 write them into its home and read them back through the files API; here
 its home is an empty scratch folder of its own (DATA_DIR/sandbox/scratch,
-0700, the student's uid), and the program runs a copy of the checked files
+0700, the student's uid), and the program runs a copy of the graded files
 that the launcher writes afresh for each run (Job: RunSpec.files). A
-check has one such sandbox (grader.py: started ahead of time, its shown
+attempt has one such sandbox (grader.py: started ahead of time, its shown
 checks run before its hidden ones) and `close`s it when it is over: the
-sandbox is killed as a whole and its folder removed, so nothing a check's
+sandbox is killed as a whole and its folder removed, so nothing an attempt's
 run wrote survives it.
 
 It is taken and given back by a job as the student's ready sandbox is
-(`take`, `used`, `give_back`), and serves the check's runs one after
+(`take`, `used`, `give_back`), and serves the attempt's runs one after
 another while its launcher clears up after each; one that cannot serve
 again is replaced by a fresh one on the same scratch folder. The checker
 sandboxes (checkers.py) make and remove their folders with the same two
@@ -33,14 +33,14 @@ log = logging.getLogger(__name__)
 
 
 class ScratchSandbox:
-    """One check's sandbox (see the module docstring)."""
+    """One attempt's sandbox (see the module docstring)."""
 
     holds_home = False  # its programs never see the student's home: no quota, no change to announce
 
     def __init__(self, starts: Starts, uid: int | None):
         self.starts, self.cfg, self.uid = starts, starts.cfg, uid
         self.folder: str | None = None  # the scratch home, once made
-        self.idle: Sandboxed | None = None  # ready for the check's next run
+        self.idle: Sandboxed | None = None  # ready for the attempt's next run
         self.starting: asyncio.Future | None = None
         self.place: Place | None = None  # the starting sandbox's place in the starts' line
         self.closed = False
@@ -71,7 +71,7 @@ class ScratchSandbox:
         sandboxed.runs_left -= 1
 
     async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
-        """Kept for the check's next run if its launcher cleared up after
+        """Kept for the attempt's next run if its launcher cleared up after
         this one (the scratch folder stays, with what the runs wrote)."""
         keep = not ran or (reusable and sandboxed.runs_left > 0)
         if keep and not self.closed and self.idle is None:
@@ -81,7 +81,7 @@ class ScratchSandbox:
         await discard(sandboxed.sandbox)
 
     async def close(self) -> None:
-        """The check is over: the sandbox goes, and its folder with all it holds."""
+        """The attempt is over: the sandbox goes, and its folder with all it holds."""
         self.closed = True
         idle, self.idle = self.idle, None
         starting, self.starting = self.starting, None
@@ -131,7 +131,7 @@ def scratch_folder(cfg) -> str:
 
 def remove_leftovers(cfg) -> int:
     """Remove the scratch folders of workers that are gone (a crash, kill -9
-    in the middle of a check): how many. Blocking: call it in a thread."""
+    in the middle of an attempt): how many. Blocking: call it in a thread."""
     removed = 0
     try:
         names = os.listdir(scratch_folder(cfg))

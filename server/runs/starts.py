@@ -8,7 +8,7 @@ was broken. So a worker starts at most `at_once` sandboxes at a time
 (SANDBOX_STARTS_AT_ONCE, by default its share of the host's CPUs) and the
 others wait in line (admission.Admission): those somebody waits for (Run
 or Check pressed) before those started ahead of need (a student's ready
-sandbox, a check's prepared one), which are `hurry`-ed to the front of
+sandbox, an attempt's prepared one), which are `hurry`-ed to the front of
 those when their student presses Run. A student waiting is told their
 place and an estimate from the latest starts. The deadline to be ready
 counts from the start, not from the line, and the launcher starts at
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT = 20.0  # from the start (not the line) to the launcher's ready
 ATTEMPTS = 2  # a failed start is tried once more before anyone is told
 FIRST_GUESS = 0.3  # seconds a start takes, until this worker has seen one (a seed of 1 s told 8 s for 2)
-WAITING_MAX = 4096  # starts in line on a worker: one per open IDE and check, far below this
+WAITING_MAX = 4096  # starts in line on a worker: one per open IDE and attempt, far below this
 
 
 @dataclass
