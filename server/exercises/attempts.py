@@ -117,7 +117,7 @@ class Attempts:
                             "details": _details(got.get("details"))})
         counted = not not_gradable and (exercise.due is None or started_at <= exercise.due)
         # What the student may see is decided as of the start: the grader ran the checks shown then
-        # before any other was given to the program (grader.py, Check._run).
+        # before any other was given to the program (grader.py, Attempt._run).
         shown = visibility.student_results(exercise, outcomes, started_at)
         score = sum(d["earned"] for d in details)
         failing = [d["id"] for d in details if not d["passed"]]
