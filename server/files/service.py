@@ -274,7 +274,7 @@ class Files:
 
     async def zip(self, username: str, area: Area, parts: Parts) -> Stream:
         """A folder as a zip, block by block, made in the file threads as it
-        is read; the first block checks the folder."""
+        is read; the first block vets the folder."""
         chunks = self.store.zip_chunks(area, parts)
         return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
 
@@ -323,7 +323,7 @@ class Files:
 
     async def upload(self, username: str, area: Area, folder: Parts, uploads: builtins.list[tuple[str, bytes]],
                      overwrite: bool) -> dict[str, Any]:
-        """Save uploaded (file name, bytes) into `folder`: every name is checked
+        """Save uploaded (file name, bytes) into `folder`: every name is vetted
         first (nothing is saved if one is bad), then each file is saved or
         refused on its own (an existing file only with `overwrite`)."""
         if not uploads:
@@ -379,7 +379,7 @@ class Files:
 
     async def snapshot(self, username: str, parts: Parts) -> dict[str, bytes]:
         """The file `parts` of `username`'s home and the files beside it
-        (run_copy.py's bounds), read once: what every run of a check runs,
+        (run_copy.py's bounds), read once: what every run of an attempt runs,
         whatever its programs do meanwhile. Refused as course_copy is."""
         home = Area.home(username)
         copy: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home)

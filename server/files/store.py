@@ -691,11 +691,11 @@ class Store:
 
     def zip_chunks(self, area: Area, parts: Parts) -> Generator[bytes, None, None]:
         """A generator of the bytes of a zip of a folder, made as it is read.
-        The first `next()` checks what can be checked before anything is
+        The first `next()` refuses what can be refused before anything is
         sent (and raises Refused); a later one may still raise, and then
         the zip is incomplete. Each `next()` is blocking."""
         with self._dir(area, parts) as fd:
-            zipstream.check(fd)
+            zipstream.refuse_unzippable(fd)
             yield from zipstream.chunks(fd)
 
     # -- housekeeping ------------------------------------------------------
