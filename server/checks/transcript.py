@@ -11,6 +11,8 @@ program can print input()'s marks itself and so call any of its output a
 prompt: all it gains is that text left out of the comparison, as if it
 had not printed it.
 """
+from typing import Any
+
 OUTPUT, PROMPT, TYPED = "output", "prompt", "typed"
 MAX_PIECES = 10000  # past this many prompts and waits, a prompt stays output (and no typed line is shown)
 
@@ -21,7 +23,7 @@ class Transcript:
     def __init__(self, limit: int):
         self.limit = limit
         self.size = 0
-        self._pieces: list[list] = []  # [kind, text], adjacent output joined; a wait is [TYPED, None]
+        self._pieces: list[list[Any]] = []  # [kind, text], adjacent output joined; a wait is [TYPED, None]
 
     def output(self, text: str) -> None:
         text = text[:self.limit - self.size]
@@ -69,7 +71,7 @@ class Transcript:
         return [[kind, text.replace("\r\n", "\n")] for kind, text in out]
 
 
-def shown(value) -> list[list[str]] | None:
+def shown(value: object) -> list[list[str]] | None:
     """A transcript as the checker sent it back, if it is one."""
     if not isinstance(value, list) or not all(
             isinstance(p, list) and len(p) == 2 and p[0] in (OUTPUT, PROMPT, TYPED) and isinstance(p[1], str)
