@@ -41,7 +41,7 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from ..errors import Refused
 from ..exercises import visibility
@@ -74,7 +74,7 @@ class Collected:
     """A sink that keeps a run's output (bounded), its prompts apart, and its exit."""
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
-    exit: dict | None = None
+    exit: dict[str, Any] | None = None
     channel_messages: asyncio.Queue | None = None  # the program's channel messages, when it has a channel
 
     async def send(self, message):
@@ -102,18 +102,18 @@ class Relay:
     verdicts are kept. Each is awaited, so the checker's next line waits
     for it."""
 
-    def __init__(self, answer: Callable[[dict], Awaitable[dict]], tests: dict):
+    def __init__(self, answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], tests: dict[str, Any]):
         self.answer = answer
         self.tests = tests  # test function name -> its check
         self.collected = Collected()
         self.gone = self.collected.gone
-        self.verdicts: dict = {}
+        self.verdicts: dict[str, Any] = {}
         self.job: Job | None = None  # the checker run's, once started
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         await self.collected.send(message)
 
-    async def channel(self, message: dict) -> None:
+    async def channel(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "call":
             reply = await self.answer(message)
@@ -151,14 +151,14 @@ class Grader:
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
         self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
-    def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Attempt":
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Attempt":
         if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
         attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
         self.jobs.track(attempt.live())
         return attempt
 
-    def prepare(self, user: dict) -> None:
+    def prepare(self, user: dict[str, Any]) -> None:
         """Start the sandbox of `user`'s next attempt now (an exercise is open
         in their IDE, or they just pressed Check): one at a time, kept READY_SECONDS."""
         now = time.monotonic()
@@ -169,11 +169,11 @@ class Grader:
             return
         self.ready[user["id"]] = (self._started_place(user, ahead=True), now)
 
-    def forget(self, user: dict) -> None:
+    def forget(self, user: dict[str, Any]) -> None:
         """`user` has no IDE open here any more: their ready sandbox goes."""
         self._drop_ready(user["id"])
 
-    def take_place(self, user: dict) -> "ScratchSandbox":
+    def take_place(self, user: dict[str, Any]) -> "ScratchSandbox":
         """A sandbox for `user`'s attempt: the one started ahead of time, or a new one."""
         ready = self.ready.pop(user["id"], None)
         if ready is not None:
@@ -224,7 +224,7 @@ class Attempt:
         # happens (what an attempt does can tell something of its hidden inputs, even when it fails).
         self.pressed = False
         self.snapshot: dict[str, bytes] = {}  # the graded file and those beside it, read once: every run runs these
-        self.graded: dict | None = None  # what the attempt graded: the file, its version and its bytes
+        self.graded: dict[str, Any] | None = None  # what the attempt graded: the file, its version and its bytes
         self.place: ScratchSandbox | None = None  # the sandbox of the attempt's runs of the student's program
         self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar, cast
 
 from .. import metrics
 from ..config import Config
@@ -76,7 +76,7 @@ class WrongState(RuntimeError):
 class RunRequest:
     """A run (its RunSpec: spec.py) and what only this worker holds for it."""
     spec: RunSpec
-    user: dict
+    user: dict[str, Any]
     session: bytes  # the token hash of the session that asks: no run once it has ended
     claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: an attempt's runs)
     placed: bool = False  # the asker holds its place already: it waits in no line (an attempt's checker run)
@@ -91,14 +91,14 @@ class SandboxSource(Protocol):
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
 
-    async def take(self, user: dict, notify) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify) -> Sandboxed | None:
         """A ready sandbox; None if none could start, twice. `notify(position)`
         hears where its start is in line, if it waits for one."""
 
-    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+    def used(self, user: dict[str, Any], sandboxed: Sandboxed) -> None:
         """A run starts in it."""
 
-    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+    async def give_back(self, user: dict[str, Any], sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
         """The job is done with it (`ran`: a program ran; `reusable`: its launcher cleared up)."""
 
 
@@ -108,7 +108,7 @@ class RunSink(Protocol):
 
     gone: asyncio.Event  # set when nobody waits for the run any more
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
 
 
@@ -117,7 +117,7 @@ class ChannelSink(RunSink, Protocol):
     """The sink of a job that serves an attempt or runs its tests (Mode.SERVE,
     Mode.TEST): it has its program's channel messages too."""
 
-    async def channel(self, message: dict) -> None:
+    async def channel(self, message: dict[str, Any]) -> None:
         """A message the program wrote on its channel (awaited: the next waits for it)."""
 
 
@@ -130,7 +130,7 @@ def refusal(code, message):
     return {"type": "error", "error": code, "message": message}
 
 
-async def outcome(step, doing: str) -> dict | None:
+async def outcome(step, doing: str) -> dict[str, Any] | None:
     """What `step()` returns (its last message), or what it raised as a refusal (`refused`)."""
     try:
         return await step()
@@ -138,7 +138,7 @@ async def outcome(step, doing: str) -> dict | None:
         return refused(e, doing)
 
 
-def refused(error: Exception, doing: str) -> dict:
+def refused(error: Exception, doing: str) -> dict[str, Any]:
     """`error`, raised while `doing`, as the refusal its client is sent: a
     Refused as it says; anything else is a bug: logged, and said plainly."""
     if isinstance(error, Refused):
@@ -180,13 +180,13 @@ class Jobs:
         each = sum(self.took) / len(self.took) if self.took else RUN_FIRST_GUESS
         return round(each * position / self.admission.slots, 1)
 
-    def left(self, user: dict) -> None:
+    def left(self, user: dict[str, Any]) -> None:
         """`user` has no IDE open here any more: what is kept for them goes
         (their ready sandbox, their home's usage record)."""
         self.warm.unwant(user)
         self.files.usage.forget(user)
 
-    async def claim(self, user: dict, session: bytes) -> str:
+    async def claim(self, user: dict[str, Any], session: bytes) -> str:
         """Claim `user`'s run lock for a run asked for by `session` (one run
         per student across tabs, workers and hosts): its id. Refused when
         they have a run already; SessionEnded when the session has."""
@@ -200,7 +200,7 @@ class Jobs:
         self.held.add(claim)
         return claim
 
-    async def release(self, user: dict, claim: str) -> None:
+    async def release(self, user: dict[str, Any], claim: str) -> None:
         """Give the run lock back (never raises: a lock not given back goes stale)."""
         self.held.discard(claim)
         try:
@@ -302,7 +302,7 @@ class Job:
     async def _notice(self, sentence):
         await self.sink.send({"type": "notice", "message": sentence})
 
-    async def _go(self) -> dict | None:
+    async def _go(self) -> dict[str, Any] | None:
         """preparing → ready → running: the exit message, or a refusal (None
         when nobody waits for it any more)."""
         jobs, request, spec = self.jobs, self.request, self.request.spec

@@ -13,7 +13,7 @@ instance.
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from .. import metrics
 from ..accounts import sessions
@@ -33,7 +33,7 @@ CLOSE_TOO_MANY_TABS = 4002
 @dataclass
 class Student:
     """A student with at least one socket open on this worker."""
-    user: dict
+    user: dict[str, Any]
     connections: list = field(default_factory=list)  # oldest first
 
 
@@ -67,7 +67,7 @@ class Reply:
         self.conn, self.re = conn, re
         self.gone = conn.gone
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         await self.conn.send(message if self.re is None or "re" in message else {**message, "re": self.re})
 
 
@@ -79,7 +79,7 @@ class RunManager:
 
     # -- sockets ------------------------------------------------------------
 
-    def open(self, user: dict, token_hash: bytes, send: Callable, close: Callable) -> "Connection | None":
+    def open(self, user: dict[str, Any], token_hash: bytes, send: Callable, close: Callable) -> "Connection | None":
         """A socket opened: its Connection, or None when the student has too
         many open here and none of them can give way."""
         student = self.students.get(user["id"])

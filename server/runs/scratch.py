@@ -23,9 +23,11 @@ import asyncio
 import logging
 import os
 import tempfile
+from typing import Any
 
 from ..files.walk import remove_tree
-from .admission import Place
+from ..config import Config
+from .admission import Notify, Place
 from .cgroups import tag_alive, worker_tag
 from .starts import Sandboxed, Starts, discard, ready
 
@@ -41,7 +43,7 @@ class ScratchSandbox:
         self.starts, self.cfg, self.uid = starts, starts.cfg, uid
         self.folder: str | None = None  # the scratch home, once made
         self.idle: Sandboxed | None = None  # ready for the attempt's next run
-        self.starting: asyncio.Future | None = None
+        self.starting: asyncio.Future[Sandboxed | None] | None = None
         self.place: Place | None = None  # the starting sandbox's place in the starts' line
         self.closed = False
 
@@ -52,7 +54,7 @@ class ScratchSandbox:
             self.place = Place(ahead=ahead)
             self.starting = asyncio.ensure_future(self._new(self.place))
 
-    async def take(self, user: dict, notify) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify: Notify) -> Sandboxed | None:
         """The ready sandbox (started if need be); None if none could start.
         `notify(position)` hears where its start is in line, if it waits."""
         if self.closed:
@@ -67,10 +69,10 @@ class ScratchSandbox:
             self.starts.hurry(self.place, notify)
         return await starting
 
-    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+    def used(self, user: dict[str, Any], sandboxed: Sandboxed) -> None:
         sandboxed.runs_left -= 1
 
-    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+    async def give_back(self, user: dict[str, Any], sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
         """Kept for the attempt's next run if its launcher cleared up after
         this one (the scratch folder stays, with what the runs wrote)."""
         keep = not ran or (reusable and sandboxed.runs_left > 0)
@@ -92,17 +94,18 @@ class ScratchSandbox:
         if self.folder is not None:
             await asyncio.get_running_loop().run_in_executor(None, remove_folder, self.folder)
 
-    async def _new(self, place) -> Sandboxed | None:
+    async def _new(self, place: Place) -> Sandboxed | None:
         loop = asyncio.get_running_loop()
-        if self.folder is None:
+        folder = self.folder
+        if folder is None:
             try:
                 # Named after its worker, for remove_leftovers.
-                self.folder = await loop.run_in_executor(None, make_folder, scratch_folder(self.cfg),
+                self.folder = folder = await loop.run_in_executor(None, make_folder, scratch_folder(self.cfg),
                                                          worker_tag() + ".", self.uid)
             except OSError:
                 log.exception("could not make a check's scratch folder")
                 return None
-        return await self.starts.start(self.folder, self.uid, "check ", place)
+        return await self.starts.start(folder, self.uid, "check ", place)
 
 
 
@@ -125,11 +128,11 @@ def remove_folder(folder: str) -> None:
         log.exception("could not remove the sandbox folder %s", folder)
 
 
-def scratch_folder(cfg) -> str:
+def scratch_folder(cfg: Config) -> str:
     return os.path.join(cfg.DATA_DIR, "sandbox", "scratch")
 
 
-def remove_leftovers(cfg) -> int:
+def remove_leftovers(cfg: Config) -> int:
     """Remove the scratch folders of workers that are gone (a crash, kill -9
     in the middle of an attempt): how many. Blocking: call it in a thread."""
     removed = 0
