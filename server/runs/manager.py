@@ -13,12 +13,13 @@ instance.
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
-from .job import Job, Jobs, RunRequest, State
+from .debugging import DebugSession
+from .job import Job, Jobs, RunRequest, RunSink, State
 from .run import Run
 from .spec import RunSpec
 
@@ -30,24 +31,52 @@ CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see docs/ru
 CLOSE_TOO_MANY_TABS = 4002
 
 
+Send = Callable[[dict[str, Any]], Awaitable[None]]  # a message to the socket's IDE
+Close = Callable[[int, str], None]  # close the socket with a WebSocket code and reason
+
+
+class Attempt(Protocol):
+    """An attempt under way, as a socket sees it (checks/grader.py's)."""
+
+    done: asyncio.Event  # set once its result is out
+
+
+class Grader(Protocol):
+    """What the sockets ask of checks/grader.py's Grader (which imports this
+    package, so it is named here by what it does)."""
+
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
+              sink: RunSink) -> Attempt:
+        """Start an attempt whose messages go to `sink`."""
+
+    def prepare(self, user: dict[str, Any]) -> None:
+        """Start the sandbox of `user`'s next attempt now."""
+
+    def forget(self, user: dict[str, Any]) -> None:
+        """`user` has no IDE open here any more."""
+
+    async def close(self) -> None:
+        """The worker stops."""
+
+
 @dataclass
 class Student:
     """A student with at least one socket open on this worker."""
     user: dict[str, Any]
-    connections: list = field(default_factory=list)  # oldest first
+    connections: "list[Connection]" = field(default_factory=list)  # oldest first
 
 
 class Connection:
     """One open /ws/run, as the manager sees it: the sink of its jobs. `send`
     a message, `close` the socket (the handler's)."""
 
-    def __init__(self, student: Student, token_hash: bytes, send: Callable, close: Callable) -> None:
+    def __init__(self, student: Student, token_hash: bytes, send: Send, close: Close) -> None:
         self.student = student
         self.token_hash = token_hash
         self.send = send
         self.close = close
         self.job: Job | None = None  # its latest job
-        self.attempt = None  # its latest attempt (server/checks/grader.py)
+        self.attempt: Attempt | None = None  # its latest attempt (server/checks/grader.py)
         self.gone = asyncio.Event()  # the socket closed (or is closing): its run stops
         self.ending = False  # its session ended: it closes once its run has
 
@@ -72,14 +101,14 @@ class Reply:
 
 
 class RunManager:
-    def __init__(self, jobs: Jobs, grader=None):
+    def __init__(self, jobs: Jobs, grader: Grader | None = None) -> None:
         self.jobs = jobs
         self.grader = grader  # checks.grader.Grader: the attempts asked for on these sockets
         self.students: dict[int, Student] = {}  # user id -> Student
 
     # -- sockets ------------------------------------------------------------
 
-    def open(self, user: dict[str, Any], token_hash: bytes, send: Callable, close: Callable) -> "Connection | None":
+    def open(self, user: dict[str, Any], token_hash: bytes, send: Send, close: Close) -> "Connection | None":
         """A socket opened: its Connection, or None when the student has too
         many open here and none of them can give way."""
         student = self.students.get(user["id"])
@@ -108,7 +137,7 @@ class RunManager:
             self.jobs.track(run.stop("killed"))
         self._forget(conn)
 
-    def _forget(self, conn, replaced=False):
+    def _forget(self, conn: Connection, replaced: bool = False) -> None:
         """The socket is gone; so is its student here once it was their last
         (unless a new socket replaces it)."""
         conn.gone.set()
@@ -157,12 +186,12 @@ class RunManager:
         job = conn.job
         return job.run if job is not None and job.state is not State.ENDED else None
 
-    def debugging(self, conn: Connection):
+    def debugging(self, conn: Connection) -> DebugSession | None:
         """The debug session of the socket's program, or None."""
         job = conn.job
         return job.debug if job is not None and job.state is not State.ENDED else None
 
-    def _after(self, conn, job: Job):
+    def _after(self, conn: Connection, job: Job) -> None:
         """The job is over: a session found ended on the way closes the socket."""
         if job.session_ended:
             self._end_session(conn)
@@ -180,7 +209,7 @@ class RunManager:
             if conn.token_hash not in valid:
                 self._end_session(conn)
 
-    def _end_session(self, conn):
+    def _end_session(self, conn: Connection) -> None:
         """Stop the socket's program (its exit message says why), then close it."""
         if conn.ending:
             return
@@ -191,7 +220,7 @@ class RunManager:
         elif job:
             conn.gone.set()  # not running yet: it stops at its next step
 
-        async def close_after_run():
+        async def close_after_run() -> None:
             if job:
                 try:
                     await asyncio.wait_for(job.done.wait(), JOB_END_WAIT)
