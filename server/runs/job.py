@@ -40,12 +40,13 @@ from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 from . import runlock
-from .admission import Admission, QueueFull
+from .admission import Admission, Notify, QueueFull
 from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
 from .spec import Mode, RunSpec
+from .sandbox import StartedSandbox
 from .starts import Sandboxed
 from .warm import WarmSandboxes
 
@@ -91,7 +92,7 @@ class SandboxSource(Protocol):
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
 
-    async def take(self, user: dict[str, Any], notify) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify: Notify) -> Sandboxed | None:
         """A ready sandbox; None if none could start, twice. `notify(position)`
         hears where its start is in line, if it waits for one."""
 
@@ -122,15 +123,15 @@ class ChannelSink(RunSink, Protocol):
 
 
 class SessionEnded(Refused):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(401, "session_ended", "Your session has ended. Log in again.")
 
 
-def refusal(code, message):
+def refusal(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": code, "message": message}
 
 
-async def outcome(step, doing: str) -> dict[str, Any] | None:
+async def outcome(step: Callable[[], Awaitable[dict[str, Any] | None]], doing: str) -> dict[str, Any] | None:
     """What `step()` returns (its last message), or what it raised as a refusal (`refused`)."""
     try:
         return await step()
@@ -163,10 +164,10 @@ class Jobs:
     warm: WarmSandboxes
     events: RunEvents
     draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
-    live: set = field(default_factory=set)  # jobs not ended
-    took: deque = field(default_factory=lambda: deque(maxlen=50))  # the latest runs' seconds, for estimates
-    held: set = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
-    tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
+    live: "set[Job]" = field(default_factory=set)  # jobs not ended
+    took: deque[float] = field(default_factory=lambda: deque(maxlen=50))  # the latest runs' seconds, for estimates
+    held: set[str] = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
+    tasks: "set[asyncio.Future[Any]]" = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
 
     def start(self, request: RunRequest, sink: RunSink) -> "Job":
         """Make a job and start its life as a task."""
@@ -290,16 +291,16 @@ class Job:
             jobs.files.usage.forget(user)
         self.done.set()
 
-    def _tee(self, message):
+    def _tee(self, message: dict[str, Any]) -> None:
         """A message of the run as its IDE shows it, for the teacher's view of its console."""
         if self.request.console:
             self.events.run_console(self.request.user, message)
 
-    async def _send_teed(self, message):
+    async def _send_teed(self, message: dict[str, Any]) -> None:
         self._tee(message)
         await self.sink.send(message)
 
-    async def _notice(self, sentence):
+    async def _notice(self, sentence: str) -> None:
         await self.sink.send({"type": "notice", "message": sentence})
 
     async def _go(self) -> dict[str, Any] | None:
@@ -339,7 +340,8 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        channel = cast(ChannelSink, self.sink).channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
+        channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = \
+            cast(ChannelSink, self.sink).channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
         if spec.mode is Mode.DEBUG:
             options = spec.debug.to_dict() if spec.debug else {}
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
@@ -362,7 +364,7 @@ class Job:
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
 
-    async def _waiting_for_sandbox(self, position):
+    async def _waiting_for_sandbox(self, position: int) -> None:
         """Its sandbox waits in the line of starts (starts.py): the student is told where."""
         if not self.sink.gone.is_set():
             estimate = self.jobs.warm.starts.estimate(position)
@@ -372,7 +374,7 @@ class Job:
         """Wait for a place; False if the sink went first."""
         admission = self.jobs.admission
 
-        async def queued(position):
+        async def queued(position: int) -> None:
             metrics.RUN_QUEUE.set(len(admission.waiting))
             await self.sink.send({"type": "queued", "line": "run", "position": position,
                                   "estimate": self.jobs.estimate(position)})
@@ -428,11 +430,11 @@ class Job:
 
     # -- the home's quota, while the program runs ---------------------------------------
 
-    async def _over_quota(self, area):
+    async def _over_quota(self, area: Area) -> bool:
         """Has its home gone over its quota?"""
         return await self.jobs.files.quota_problem(self.request.user["username"], area) is not None
 
-    def _disk_guard(self, sandbox, area, used):
+    def _disk_guard(self, sandbox: StartedSandbox, area: Area, used: int | None) -> DiskGuard | None:
         """The run's write budget (disk_guard.py): what the home's quota
         leaves of `used`, or in a scratch home RUN_FILE_MB in all; None
         where the sandbox has no cgroup to count its writes."""
@@ -449,6 +451,6 @@ class Job:
                          limits.file_mb << 20)
 
 
-async def _no_room():
+async def _no_room() -> int | None:
     """A scratch home's room once its run's write budget is spent: none."""
     return None
