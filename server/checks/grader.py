@@ -41,20 +41,26 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..config import Config
 from ..errors import Refused
 from ..exercises import visibility
+from ..exercises.model import Check, Exercise
 from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.events import NoEvents
-from ..runs.job import Job, Jobs, RunRequest, outcome, refused
+from ..runs.job import Job, Jobs, RunRequest, RunSink, outcome, refused
 from ..runs.scratch import ScratchSandbox
 from ..runs.spec import Limits, Mode, RunSpec
 from ..valid_text import valid_value
 from . import code_rules
 from .checkers import CheckerPlace, CheckerSandboxes
 from .transcript import Transcript, shown as shown_transcript
+
+if TYPE_CHECKING:  # the worker makes them and hands them in
+    from ..exercises.service import Exercises, Found
+    from ..files.service import Files
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +81,9 @@ class Collected:
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
     exit: dict[str, Any] | None = None
-    channel_messages: asyncio.Queue | None = None  # the program's channel messages, when it has a channel
+    channel_messages: "asyncio.Queue[dict[str, Any]] | None" = None  # the program's channel messages, when it has a channel
 
-    async def send(self, message):
+    async def send(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "output" and message.get("stream") == "stdout":
             self.transcript.output(message["data"])
@@ -86,12 +92,12 @@ class Collected:
         elif kind in ("exit", "error"):
             self.exit = message
 
-    async def channel(self, message):
+    async def channel(self, message: dict[str, Any]) -> None:
         if self.channel_messages is not None:
             await self.channel_messages.put(message)  # bounded: the program waits while it is full
 
     @property
-    def text(self):
+    def text(self) -> str:
         return self.transcript.text()
 
 
@@ -102,7 +108,7 @@ class Relay:
     verdicts are kept. Each is awaited, so the checker's next line waits
     for it."""
 
-    def __init__(self, answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], tests: dict[str, Any]):
+    def __init__(self, answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], tests: dict[str, Check]) -> None:
         self.answer = answer
         self.tests = tests  # test function name -> its check
         self.collected = Collected()
@@ -136,7 +142,8 @@ class Relay:
 class Grader:
     """Every attempt of this worker."""
 
-    def __init__(self, cfg, jobs: Jobs, checkers: CheckerSandboxes, exercises, files, processes: int = 1):
+    def __init__(self, cfg: Config, jobs: Jobs, checkers: CheckerSandboxes, exercises: "Exercises", files: "Files",
+                 processes: int = 1) -> None:
         self.cfg = cfg
         self.jobs = jobs
         self.checkers = checkers
@@ -151,7 +158,7 @@ class Grader:
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
         self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
-    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Attempt":
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None, sink: RunSink) -> "Attempt":
         if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
         attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
@@ -198,13 +205,13 @@ class Grader:
             self._drop_ready(user_id)
         await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
-    def _started_place(self, user, ahead=False):
+    def _started_place(self, user: dict[str, Any], ahead: bool = False) -> ScratchSandbox:
         """An attempt's sandbox for `user`, starting now (`ahead`: before they press Check)."""
         place = ScratchSandbox(self.jobs.warm.starts, self.jobs.warm.uid_of(user))
         place.warm_up(ahead)
         return place
 
-    def _drop_ready(self, user_id):
+    def _drop_ready(self, user_id: int) -> None:
         ready = self.ready.pop(user_id, None)
         if ready is not None:
             self.jobs.track(ready[0].close())
@@ -216,7 +223,8 @@ class Grader:
 
 
 class Attempt:
-    def __init__(self, grader: Grader, user, session, class_id, slug, etag, sink):
+    def __init__(self, grader: Grader, user: dict[str, Any], session: bytes, class_id: int, slug: str,
+                 etag: str | None, sink: RunSink) -> None:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
@@ -226,12 +234,12 @@ class Attempt:
         self.snapshot: dict[str, bytes] = {}  # the graded file and those beside it, read once: every run runs these
         self.graded: dict[str, Any] | None = None  # what the attempt graded: the file, its version and its bytes
         self.place: ScratchSandbox | None = None  # the sandbox of the attempt's runs of the student's program
-        self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.serving: tuple[Job, Collected] | None = None  # the student's program serving the tests' calls: (job, its sink), or None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)
-        self.forbid = ()  # modules the student's runs may not import (code_rules.py)
+        self.forbid: tuple[str, ...] = ()  # modules the student's runs may not import (code_rules.py)
         self.ran: list[Collected] = []  # the sinks of the student's runs: their exits say whether they imported one
 
-    async def live(self):
+    async def live(self) -> None:
         try:
             message = await outcome(self._attempt, "an attempt")
         finally:
@@ -243,7 +251,7 @@ class Attempt:
             self.grader.prepare(self.user)
         self.done.set()
 
-    async def _attempt(self):
+    async def _attempt(self) -> dict[str, Any]:
         grader, user = self.grader, self.user
         await grader.exercises.classes.member_of(user, self.class_id)  # before anything of the class is read
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
@@ -255,7 +263,7 @@ class Attempt:
         finally:
             grader.retire(self.place)
 
-    async def _in_place(self, found):
+    async def _in_place(self, found: "Found") -> dict[str, Any]:
         grader, user = self.grader, self.user
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
@@ -285,7 +293,7 @@ class Attempt:
                 failed = e
         return await self._not_checked(started_at, failed)
 
-    async def _not_checked(self, started_at, error):
+    async def _not_checked(self, started_at: datetime, error: Exception) -> dict[str, Any]:
         """An attempt that could not be finished: kept all the same, as not
         checked (its stored outcome) and why (so no press is hidden from the teacher); the
         refusal the student is sent, saying so, with that attempt."""
@@ -295,10 +303,10 @@ class Attempt:
             graded=self.graded)
         return {**said, "message": attempt["note"], "attempt": attempt}
 
-    async def _wait_in_line(self):
+    async def _wait_in_line(self) -> None:
         grader = self.grader
 
-        async def queued(position):
+        async def queued(position: int) -> None:
             await self.sink.send({"type": "check", "state": "queued", "position": position,
                                   "estimate": grader.estimate(position)})
         try:
@@ -308,7 +316,7 @@ class Attempt:
 
     # -- the steps -------------------------------------------------------------------------
 
-    async def _run(self, found, claim):
+    async def _run(self, found: "Found", claim: str) -> tuple[list[dict[str, Any]], bool, str]:
         """(results for record_attempt, not gradable, why).
 
         The checks run in two phases, in one sandbox of the attempt's own:
@@ -317,7 +325,7 @@ class Attempt:
         program is given in the second (a hidden check's input, a hidden
         test's arguments) can reach nothing of the first, which is over:
         the student sees only results worked out before it was given."""
-        exercise = found.exercise
+        exercise = _usable(found)
         parts = (self.slug,) + tuple(exercise.file.split("/"))
         data = await self._take_snapshot(parts)
         self.pressed = True
@@ -334,6 +342,7 @@ class Attempt:
                 if check.kind != "output":
                     continue
                 ran = await self._output_run(parts, claim, check)
+                assert ran.exit is not None  # (_output_run refuses a run that did not end with one)
                 if ran.exit.get("reason") in RUN_ENDINGS:
                     output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
                                           "transcript": ran.transcript.pieces(check.input)})
@@ -350,16 +359,16 @@ class Attempt:
             verdicts.update(got)
         by_id = {c.id: c for c in exercise.checks}
         for check_id, verdict in verdicts.items():
-            check = by_id.get(check_id)
-            if check is not None and check_id not in results:
-                results[check_id] = _result(check, verdict)
+            known = by_id.get(check_id)
+            if known is not None and check_id not in results:
+                results[check_id] = _result(known, verdict)
         for check_id, verdict in code_rules.broken_while_running(exercise.checks, self.forbid,
                                                                  [s.exit for s in self.ran]).items():
             if results.get(check_id, {}).get("passed", True):  # the text passed: what the program did wins
                 results[check_id] = _result(by_id[check_id], verdict)
         return list(results.values()), False, ""
 
-    async def _take_snapshot(self, parts):
+    async def _take_snapshot(self, parts: tuple[str, ...]) -> bytes:
         """Read the graded file and those beside it once (every run of the
         attempt runs these bytes, whatever a program does meanwhile): the
         file's bytes. Refused when it is not the version the editor shows."""
@@ -380,13 +389,13 @@ class Attempt:
         self.graded = {"file": "/".join(parts), "version": version, "source": data}
         return data
 
-    def _request(self, parts, claim, seconds, **asked) -> RunRequest:
+    def _request(self, parts: tuple[str, ...], claim: str, seconds: int, **asked: Any) -> RunRequest:
         """A run of the snapshot in the attempt's sandbox, for `seconds` at most."""
         spec = RunSpec(self.user["id"], self.user["username"], parts, self.grader.limits.lasting(seconds),
                        files=tuple(self.snapshot.items()), forbid=self.forbid, nice=ATTEMPT_NICE, **asked)
         return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=ATTEMPT_RUN_EVENTS)
 
-    async def _output_run(self, parts, claim, check):
+    async def _output_run(self, parts: tuple[str, ...], claim: str, check: Check) -> Collected:
         sink = Collected()
         self.ran.append(sink)
         job = self.grader.jobs.start(self._request(parts, claim, self.grader.cfg.CHECK_SECONDS, stdin=check.input,
@@ -397,10 +406,10 @@ class Attempt:
                           "Your program could not be run for the check. Try again in a moment.")
         return sink
 
-    async def _checker(self, found, parts, claim, source, checks, output_checks):
+    async def _checker(self, found: "Found", parts: tuple[str, ...], claim: str, source: str, checks: list[Check], output_checks: list[dict[str, Any]]) -> dict[str, Any]:
         """The teacher's side of `checks`, in a checker sandbox: {check id:
         verdict}, or {"not_gradable": error} when the source does not parse."""
-        grader, exercise = self.grader, found.exercise
+        grader, exercise = self.grader, _usable(found)
         options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
                    "tests": [c.test for c in checks if c.kind == "function"], "source": source,
                    "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
@@ -431,7 +440,7 @@ class Attempt:
 
     # -- the student's functions, served ---------------------------------------------------
 
-    async def _call(self, parts, claim, call):
+    async def _call(self, parts: tuple[str, ...], claim: str, call: dict[str, Any]) -> dict[str, Any]:
         """A test's call of the student's function: the reply to send the
         checker (the student's value, what it raised, or why it failed)."""
         reply = {"type": "reply", "id": call.get("id")}
@@ -444,6 +453,7 @@ class Attempt:
         if isinstance(serving, dict):  # it could not even be imported
             return {**reply, "failed": serving}
         job, sink = serving
+        assert job.run is not None  # (it said it was ready: it runs)
         job.run.tell({"type": "call", "id": call.get("id"), "function": call.get("function"),
                       "args": call.get("args", []), "kwargs": call.get("kwargs", {})})
         try:
@@ -459,7 +469,7 @@ class Attempt:
                                                    f"{call.get('function')}() (it called exit() or os._exit?)."}}
         return {**reply, **{k: answer[k] for k in ("value", "raised") if k in answer}}
 
-    async def _serving(self, parts, claim):
+    async def _serving(self, parts: tuple[str, ...], claim: str) -> tuple[Job, Collected] | dict[str, Any]:
         """The student's program serving the tests' calls, started if need
         be: (job, sink), or what failed when it could not be imported."""
         if self.serving is not None and not self.serving[0].done.is_set():
@@ -478,7 +488,7 @@ class Attempt:
         return {"message": "Your program did not start for the check: " +
                            ((sink.exit or {}).get("message") or "it did not answer") + "."}
 
-    async def _reply_to(self, job, sink, call_id):
+    async def _reply_to(self, job: Job, sink: Collected, call_id: object) -> dict[str, Any] | None:
         """The served program's reply to call `call_id`; None once it has ended."""
         while True:
             message = await self._next_message(sink, job)
@@ -488,8 +498,9 @@ class Attempt:
                 return message
 
     @staticmethod
-    async def _next_message(sink, job, timeout=None):
+    async def _next_message(sink: Collected, job: Job, timeout: float | None = None) -> dict[str, Any] | None:
         """The next channel message of a served program, or None once it ended."""
+        assert sink.channel_messages is not None  # (a served program's sink keeps them)
         getting = asyncio.ensure_future(sink.channel_messages.get())
         ending = asyncio.ensure_future(job.done.wait())
         try:
@@ -500,13 +511,13 @@ class Attempt:
                 getting.cancel()
         return getting.result() if getting in done else None
 
-    async def _stop_serving(self):
+    async def _stop_serving(self) -> None:
         serving, self.serving = self.serving, None
         if serving is not None:
             await self._stop(serving)
 
     @staticmethod
-    async def _stop(serving):
+    async def _stop(serving: tuple[Job, Collected]) -> None:
         job, _ = serving
         if job.run is not None:
             job.run.end_channel()
@@ -518,7 +529,7 @@ class Attempt:
             await job.done.wait()
 
 
-def _result(check, verdict):
+def _result(check: Check, verdict: dict[str, Any]) -> dict[str, Any]:
     """What record_attempt keeps of one verdict of the checker."""
     passed = verdict.get("passed") is True
     # Not its `line`: that is the tests file's, which the student does not have.
@@ -532,12 +543,18 @@ def _result(check, verdict):
             "shown": shown or None, "details": verdict}
 
 
-def _sentence(error):
+def _sentence(error: dict[str, Any]) -> str:
     """An error the sandbox reported ({type, message, line}), as one sentence."""
     kind, message, line = error.get("type") or "Error", error.get("message") or "", error.get("line")
     where = f" on line {line}" if isinstance(line, int) else ""
     return f"{kind}{where}: {message}".strip().rstrip(":") + "."
 
 
-def _now():
+def _usable(found: "Found") -> Exercise:
+    """The exercise of `found`, which the exercises service gives the grader only usable."""
+    assert found.exercise is not None  # (Exercises.exercise refuses one that is not)
+    return found.exercise
+
+
+def _now() -> datetime:
     return datetime.now(timezone.utc)

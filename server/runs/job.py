@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the files service is the worker's; only its type is needed 
     from ..files.service import Files
 
 T = TypeVar("T")
+M = TypeVar("M", bound="dict[str, Any] | None")  # a step's last message
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def refusal(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": code, "message": message}
 
 
-async def outcome(step: Callable[[], Awaitable[dict[str, Any] | None]], doing: str) -> dict[str, Any] | None:
+async def outcome(step: Callable[[], Awaitable[M]], doing: str) -> M | dict[str, Any]:
     """What `step()` returns (its last message), or what it raised as a refusal (`refused`)."""
     try:
         return await step()

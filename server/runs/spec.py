@@ -25,17 +25,38 @@ from .sandbox.launch import TESTING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURC
 
 
 class Settings(Protocol):
-    """The worker's settings a run's limits are read from (config.Config)."""
-    RUN_WALL_SECONDS: int
-    RUN_IDLE_SECONDS: int
-    RUN_DEBUG_IDLE_SECONDS: int
-    RUN_CPU_SECONDS: int
-    RUN_MEMORY_MB: int
-    RUN_OUTPUT_KB: int
-    RUN_FILE_MB: int
-    RUN_PROCESSES: int
-    RUN_OPEN_FILES: int
-    QUOTA_BYTES: int
+    """The worker's settings a run's limits are read from (config.Config,
+    frozen: so each is a read-only property here)."""
+
+    @property
+    def RUN_WALL_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_IDLE_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_DEBUG_IDLE_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_CPU_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_MEMORY_MB(self) -> int: ...
+
+    @property
+    def RUN_OUTPUT_KB(self) -> int: ...
+
+    @property
+    def RUN_FILE_MB(self) -> int: ...
+
+    @property
+    def RUN_PROCESSES(self) -> int: ...
+
+    @property
+    def RUN_OPEN_FILES(self) -> int: ...
+
+    @property
+    def QUOTA_BYTES(self) -> int: ...
 
 
 @dataclass(frozen=True)
