@@ -81,7 +81,8 @@ class Collected:
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
     exit: dict[str, Any] | None = None
-    channel_messages: "asyncio.Queue[dict[str, Any]] | None" = None  # the program's channel messages, when it has a channel
+    # The program's channel messages, when it has a channel.
+    channel_messages: "asyncio.Queue[dict[str, Any]] | None" = None
 
     async def send(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -158,7 +159,8 @@ class Grader:
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
         self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
-    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None, sink: RunSink) -> "Attempt":
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
+              sink: RunSink) -> "Attempt":
         if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
         attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
@@ -234,7 +236,8 @@ class Attempt:
         self.snapshot: dict[str, bytes] = {}  # the graded file and those beside it, read once: every run runs these
         self.graded: dict[str, Any] | None = None  # what the attempt graded: the file, its version and its bytes
         self.place: ScratchSandbox | None = None  # the sandbox of the attempt's runs of the student's program
-        self.serving: tuple[Job, Collected] | None = None  # the student's program serving the tests' calls: (job, its sink), or None
+        # The student's program serving the tests' calls: (job, its sink), or None.
+        self.serving: tuple[Job, Collected] | None = None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)
         self.forbid: tuple[str, ...] = ()  # modules the student's runs may not import (code_rules.py)
         self.ran: list[Collected] = []  # the sinks of the student's runs: their exits say whether they imported one
@@ -406,7 +409,8 @@ class Attempt:
                           "Your program could not be run for the check. Try again in a moment.")
         return sink
 
-    async def _checker(self, found: "Found", parts: tuple[str, ...], claim: str, source: str, checks: list[Check], output_checks: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _checker(self, found: "Found", parts: tuple[str, ...], claim: str, source: str, checks: list[Check],
+                       output_checks: list[dict[str, Any]]) -> dict[str, Any]:
         """The teacher's side of `checks`, in a checker sandbox: {check id:
         verdict}, or {"not_gradable": error} when the source does not parse."""
         grader, exercise = self.grader, _usable(found)

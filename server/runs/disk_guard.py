@@ -161,7 +161,8 @@ class GroupWrites:
 class DiskGuard:
     """Watches one run's writes against what its home has left."""
 
-    def __init__(self, writes: GroupWrites, measure: Callable[[], Awaitable[int | None]], room: int, file_bytes: int) -> None:
+    def __init__(self, writes: GroupWrites, measure: Callable[[], Awaitable[int | None]], room: int,
+                 file_bytes: int) -> None:
         self.writes = writes  # GroupWrites
         self.measure = measure  # async () -> bytes the home has left now, or None when over its quota
         self.room = room  # bytes the home had left as the run started

@@ -131,7 +131,8 @@ class Run:
         self._pending_size = 0
         self._sent_output = False
         self._told_input = False  # an `input` message was sent and nothing typed since
-        self._prompt: str | None = None  # stdout since input()'s prompt mark, until its input mark (None: not in a prompt)
+        # stdout since input()'s prompt mark, until its input mark (None: not in a prompt).
+        self._prompt: str | None = None
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
         self._reading: asyncio.Future[Any] | None = None

@@ -166,7 +166,8 @@ class DockerKind:
 
     # -- blocking parts (in the pool) -------------------------------------
 
-    def _create_and_start(self, api: Any, home: str, user: str, settings_json: str) -> tuple[str, socket.socket, dict[str, str]]:
+    def _create_and_start(self, api: Any, home: str, user: str,
+                          settings_json: str) -> tuple[str, socket.socket, dict[str, str]]:
         import docker
         cfg = self.cfg
         limits = group_limits(cfg)
@@ -266,7 +267,8 @@ class DockerKind:
 class LauncherContainer:
     """A started container whose launcher waits for `go`: a StartedSandbox."""
 
-    def __init__(self, kind: DockerKind, container: str, conn_reader: asyncio.StreamReader, conn_writer: asyncio.StreamWriter, cgroup_dirs: dict[str, str]) -> None:
+    def __init__(self, kind: DockerKind, container: str, conn_reader: asyncio.StreamReader,
+                 conn_writer: asyncio.StreamWriter, cgroup_dirs: dict[str, str]) -> None:
         self.kind = kind  # the DockerKind that started it
         self.container = container
         self._conn = conn_reader

@@ -29,7 +29,7 @@ with open(os.path.join(CHILD, "testing.py"), encoding="utf-8") as _f:
 with open(os.path.join(CHILD, "debugging.py"), encoding="utf-8") as _f:
     DEBUGGING_SOURCE = _f.read()  # the debugger, sent in a debug run's `go` (run.py: Run.execute)
 with open(os.path.join(CHILD, "import_guard.py"), encoding="utf-8") as _f:
-    IMPORT_GUARD_SOURCE = _f.read()  # a code-rule check's no_import rules, enforced as its program runs (Run's `forbid`)
+    IMPORT_GUARD_SOURCE = _f.read()  # a code check's no_import rules, enforced as its program runs (Run's `forbid`)
 SECCOMP_BUILDER = os.path.join(CHILD, "seccomp_filter.py")
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
@@ -109,7 +109,8 @@ class LauncherProcess:
     """A launcher started as a child process of the server (plain or inside
     bubblewrap), in its own cgroup when the host has them."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, group: cgroups.RunGroup | None, pool: ThreadPoolExecutor, lower_at_ready: int | None = None) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, group: cgroups.RunGroup | None, pool: ThreadPoolExecutor,
+                 lower_at_ready: int | None = None) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # spawned with pipes
         self.proc = proc
         self.stdout = proc.stdout

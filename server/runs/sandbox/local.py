@@ -91,7 +91,8 @@ class ProcessKind:
             raise SandboxError(f"could not put the sandbox in its cgroup: {e}") from None
         return sandbox
 
-    async def start(self, home: str, uid: int | None, settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
+    async def start(self, home: str, uid: int | None,
+                    settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
         """(process, pid of the launcher, which forks nothing before `go`)."""
         argv = launcher_argv(self.cfg.SANDBOX_PYTHON,
                              json.dumps(self.launcher_settings(settings, mpl_cache(self.cfg))))
@@ -133,7 +134,8 @@ class LocalKind(ProcessKind):
     def env_home(self, home: str) -> str:
         return SANDBOX_HOME
 
-    async def start(self, home: str, uid: int | None, settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
+    async def start(self, home: str, uid: int | None,
+                    settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
         """As ProcessKind.start; bubblewrap tells the launcher's pid (the
         sandbox's first process) on an --info-fd pipe."""
         info_r, info_w = os.pipe()
