@@ -205,7 +205,7 @@ class Accounts:
     async def import_rows(self, actor: str, rows: list[class_list.Row], source: str = "import") -> list[Imported]:
         """Create the accounts of a class list (class_list.Row), each in the
         class its row names (made if it does not exist yet). Every row is
-        checked first: if one is invalid nothing is created and the refusal
+        validated first: if one is invalid nothing is created and the refusal
         lists the bad rows. Existing usernames are skipped (and left in
         their classes). Returns an Imported per row."""
         if not rows:
@@ -222,7 +222,7 @@ class Accounts:
         for r in new:  # one at a time through the bounded hasher: logins keep their turn
             hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
-            # ON CONFLICT: an account made since the check above is skipped too.
+            # ON CONFLICT: an account made since the look above is skipped too.
             created = {rec["username"]: rec["id"] for rec in await conn.fetch(
                 """INSERT INTO users (username, display_name, role, password_hash)
                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])

@@ -24,7 +24,7 @@ class Gradebook:
 
     async def _class(self, teacher: dict[str, Any], class_id: int) -> tuple[Row, list[dict[str, Any]], list[Row]]:
         """(the class, its exercises that students can do, its active students)."""
-        listed = await self.exercises.list(teacher, class_id)  # checks that `teacher` teaches the class
+        listed = await self.exercises.list(teacher, class_id)  # refused unless `teacher` teaches the class
         found = await self.exercises.classes.find(class_id)
         students = await self.exercises.classes.students(found["id"])
         return found, [e for e in listed if not e["problems"]], students
@@ -70,7 +70,7 @@ class Gradebook:
                 "max_score": row["max_score"], "message": details["message"], "note": details["note"],
                 "checks": details["checks"], "student_saw": json.loads(row["results"])["checks"],
                 "presses": [{**dict(p), "started_at": p["started_at"].isoformat()} for p in presses],
-                # What was checked: the very bytes every check of the attempt ran.
+                # What was graded: the very bytes every check of the attempt ran.
                 "file": row["file"], "version": row["version"],
                 "source": None if row["source"] is None else bytes(row["source"]).decode("utf-8", "replace")}
 

@@ -79,7 +79,7 @@ class Exercises:
         self.attempts = Attempts(pool, self)
         self.gradebook = Gradebook(pool, self)
 
-    # -- reading the folders (the trusted side: no one's rights are checked here) --------
+    # -- reading the folders (the trusted side: no one's rights are verified here) --------
 
     async def _text(self, username: str, area: Area, parts: Parts) -> tuple[str | None, str | None]:
         """(text, etag) of a file of the format; (None, None) when missing."""
