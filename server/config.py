@@ -331,7 +331,7 @@ class Config:
     PUBLIC_URL_GUESSED: bool = dataclasses.field(default=False, metadata={"derived": True})
 
     def but(self, **values: Any) -> "Config":
-        """These settings with `values` in place of some (a check's runs' shorter limits)."""
+        """These settings with `values` in place of some (an attempt's runs' shorter limits)."""
         return dataclasses.replace(self, **values)
 
     def masked(self) -> list[tuple[str, Any]]:

@@ -21,27 +21,27 @@ class ReadyzHandler(BaseHandler):
     """Ready for traffic: the database answers, the schema is current and
     the file storage answers and takes changes. Answers within about
     BUDGET seconds either way, so a load balancer's probe never hangs on a
-    frozen database or storage (both are checked at once). A storage that
+    frozen database or storage (both are probed at once). A storage that
     is failing (I/O errors, no answer) or read-only takes the instance out
     of service: often only this instance's mount is at fault. Slow or full
     storage does not (another instance would do no better) but is named."""
 
     BUDGET = 1.0
     takes_turn = False
-    _checks: set[asyncio.Task[object]] = set()  # checks still running after their answer was given
+    _probes: set[asyncio.Task[object]] = set()  # probes still running after their answer was given
 
     async def get(self):
         # The storage's probe runs in a thread of its own (files/faults.py).
-        storage = asyncio.ensure_future(self.ctx.files.health.check(self.BUDGET))
-        # The check runs as a task of its own: giving up on it at the budget
+        storage = asyncio.ensure_future(self.ctx.files.health.condition_now(self.BUDGET))
+        # The probe runs as a task of its own: giving up on it at the budget
         # does not wait for its connection to be reset (asyncpg shields that);
         # it ends by itself within the pool's timeouts.
-        check = asyncio.ensure_future(db.schema_version(self.ctx.pool, timeout=self.BUDGET))
-        self._checks.add(check)
-        check.add_done_callback(self._checks.discard)
-        check.add_done_callback(lambda task: task.cancelled() or task.exception())  # retrieved: no log noise
+        probe = asyncio.ensure_future(db.schema_version(self.ctx.pool, timeout=self.BUDGET))
+        self._probes.add(probe)
+        probe.add_done_callback(self._probes.discard)
+        probe.add_done_callback(lambda task: task.cancelled() or task.exception())  # retrieved: no log noise
         try:
-            version = await asyncio.wait_for(asyncio.shield(check), self.BUDGET)
+            version = await asyncio.wait_for(asyncio.shield(probe), self.BUDGET)
         except (db.DatabaseUnavailable, TimeoutError):
             return self.finish_json({"status": "unavailable", "error": "database_unreachable",
                                      "message": f"The database did not answer within {self.BUDGET:g} s."}, 503)

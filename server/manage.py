@@ -111,7 +111,7 @@ async def cmd_create_user(accounts, args):
 
 
 def prepare_import(args):
-    """Everything that needs no database: read and check the file."""
+    """Everything that needs no database: read and validate the file."""
     try:
         with open(args.file, newline="", encoding="utf-8-sig") as f:  # -sig: spreadsheets add a BOM
             rows = class_list.parse_rows(csv.reader(f))

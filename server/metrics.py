@@ -31,7 +31,7 @@ SANDBOX_START = Histogram("pyclassroom_sandbox_start_seconds", "Time to start a 
 SANDBOX_START_RETRIES = Counter("pyclassroom_sandbox_start_retries_total",
                                 "Sandbox starts that failed once and were tried again")
 SANDBOX_START_FAILURES = Counter("pyclassroom_sandbox_start_failures_total",
-                                 "Sandbox starts that failed twice (a student or a check was told), by reason",
+                                 "Sandbox starts that failed twice (a student or an attempt was told), by reason",
                                  ["reason"])
 SANDBOX_STARTING = Gauge("pyclassroom_sandbox_starts_waiting", "Sandbox starts waiting in line",
                          multiprocess_mode="livesum")

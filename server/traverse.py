@@ -4,7 +4,7 @@ down to their folder, which a 0700 folder on the way forbids."""
 import os
 
 
-def blocked_parent(path, uid):
+def blocked_parent(path: str, uid: int) -> str | None:
     """The first folder above `path` (or `path` itself) that `uid` may not
     enter, or None."""
     path = os.path.abspath(path)

@@ -3,7 +3,7 @@
 A program writes any bytes (decoded with U+FFFD for what is not UTF-8) and
 its JSON can name any code point, but PostgreSQL's text and jsonb refuse
 NUL, UTF-8 (the database's, the page's) has no lone surrogate, and JSON has
-no NaN. Dropping them would let a program hide what it wrote (and a check
+no NaN. Dropping them would let a program hide what it wrote (and an output check
 compare text the student never saw), so they are escaped where they can
 be seen: NUL as the two characters \\0, a lone surrogate as \\ud800, NaN and
 the infinities as their names in a string. A surrogate pair (two halves

@@ -288,7 +288,8 @@ class BaseHandler(web.RequestHandler):
             messages = {"session_expired": "Your session has expired. Log in again.",
                         "session_invalid": "Your session has ended. Log in again.",
                         "not_logged_in": "Log in first."}
-            raise ApiError(401, self.session_problem, messages[self.session_problem])
+            problem = self.session_problem or "not_logged_in"  # (load_user says why whenever there is no user)
+            raise ApiError(401, problem, messages[problem])
         if roles and user["role"] not in roles:
             raise ApiError(403, "forbidden", "Your account may not do this.")
         return user
@@ -297,13 +298,13 @@ class BaseHandler(web.RequestHandler):
         return client_address(self)
 
 
-async def user_for_session(handler):
+async def user_for_session(handler: web.RequestHandler) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """(user dict or None, why not, token) for the session cookie of any
     handler (HTTP or WebSocket); renews the cookie when the session slid."""
-    token = handler.get_signed_cookie(SESSION_COOKIE, max_age_days=31)
-    if not token:
+    cookie = handler.get_signed_cookie(SESSION_COOKIE, max_age_days=31)
+    if not cookie:
         return None, "not_logged_in", None
-    token = token.decode()
+    token = cookie.decode()
     found = await handler.application.settings["ctx"].sessions.user_for_token(token)
     if found.user is None:
         handler.clear_cookie(SESSION_COOKIE)

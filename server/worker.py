@@ -168,10 +168,10 @@ async def periodic(ctx: Context) -> None:
     next_heartbeat = 0.0
     while True:
         try:
-            await ctx.runs.check_sessions()
+            await ctx.runs.close_ended_sessions()
         except Exception as e:
             if not db.unavailable(e):  # an outage is logged once, by the pool
-                log.exception("checking the sessions of run sockets failed")
+                log.exception("closing the ended sessions' run sockets failed")
         if time.monotonic() > next_heartbeat:
             next_heartbeat = time.monotonic() + runlock.HEARTBEAT
             metrics.update_pool(ctx.pool)
@@ -188,7 +188,7 @@ async def periodic(ctx: Context) -> None:
             except Exception as e:
                 if not db.unavailable(e):
                     log.exception("pruning failed")
-        await asyncio.sleep(manager.SESSION_CHECK_SECONDS)
+        await asyncio.sleep(manager.SESSION_LOOK_SECONDS)
 
 
 async def serve(cfg: Config, instance: Instance, sockets: list[socket.socket], dsn: str, processes: int,

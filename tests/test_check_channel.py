@@ -1,4 +1,4 @@
-"""The control channel of a run, and the checks built on it (checking.py):
+"""The control channel of a run, and the checks built on it (testing.py):
 a student's program, or the checks' code, holds one end at fd 3; the
 server (run.py: Run's `channel`, `tell`, `check`) the other. Driven as
 tests/test_sandboxes.py drives sandboxes (no HTTP server), in `local`
@@ -15,7 +15,7 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from server.runs.child import checking
+from server.runs.child import testing
 from server.runs.protocol import frame
 from server.runs.run import Run
 from server.runs.spec import Limits, Mode, RunSpec
@@ -40,7 +40,7 @@ values = st.recursive(
 
 def crossed(value):
     """`value` as the other side sees it: encoded, sent as a JSON line, decoded."""
-    return checking.decode(json.loads(json.dumps(checking.encode(value), allow_nan=False)))
+    return testing.decode(json.loads(json.dumps(testing.encode(value), allow_nan=False)))
 
 
 @given(values)
@@ -64,18 +64,18 @@ def test_values_too_large_or_too_deep_cross_as_too_large():
     for _ in range(100):
         deep = [deep]
     for value in (deep, "x" * 10 ** 6, list(range(10 ** 6)), b"\0" * 10 ** 6, 10 ** 5000):
-        encoded = checking.encode(value)
+        encoded = testing.encode(value)
         assert encoded["$"] == "too_large"
-        assert "too large" in repr(checking.decode(encoded))
+        assert "too large" in repr(testing.decode(encoded))
     loop = []
     loop.append(loop)
-    assert checking.encode(loop)["$"] == "too_large"
+    assert testing.encode(loop)["$"] == "too_large"
 
 
 @given(st.lists(st.text() | st.binary() | st.integers(), max_size=2000))
 @hypothesis_settings(max_examples=50)
 def test_an_encoded_value_fits_a_channel_line(value):
-    assert len(json.dumps(checking.encode(["\0" * 30000] * 3 + value))) < checking.CHANNEL_LINE // 2
+    assert len(json.dumps(testing.encode(["\0" * 30000] * 3 + value))) < testing.CHANNEL_LINE // 2
 
 
 json_data = st.recursive(
@@ -90,7 +90,7 @@ json_data = st.recursive(
 @hypothesis_settings(max_examples=400)
 def test_hostile_data_decodes_or_raises_value_error(data):
     try:
-        checking.decode(data)
+        testing.decode(data)
     except ValueError:
         pass
 
@@ -100,15 +100,15 @@ def test_deeply_nested_data_raises_value_error():
     for _ in range(10000):
         data = [data]
     with pytest.raises(ValueError):
-        checking.decode(data)
+        testing.decode(data)
     with pytest.raises(ValueError):
-        checking.decode(object())
+        testing.decode(object())
 
 
-# -- the checks' sentences (checking.py in this process, a fake student) -------------
+# -- the checks' sentences (testing.py in this process, a fake student) -------------
 
 def checked(options, answer=None):
-    """checking.main('test') here, over a socketpair whose other end
+    """testing.main('test') here, over a socketpair whose other end
     answers calls with answer(call): the messages it sent."""
     import socket
     import threading
@@ -127,7 +127,7 @@ def checked(options, answer=None):
     thread.start()
     saved = dict(sys_modules_of(options))
     try:
-        assert checking.test(options, checking.Channel(ours.fileno())) == 0
+        assert testing.test(options, testing.Channel(ours.fileno())) == 0
     finally:
         ours.shutdown(socket.SHUT_RDWR)
         thread.join(10)
@@ -197,13 +197,13 @@ def test_messages_of_checks(tmp_path):
                                  {"id": "diff", "compare": "exact", "expected": "1\n2\n", "actual": "1\n3\n"}]}
 
     def student(call):
-        xs = checking.decode(call["args"])[0] if call["function"] == "average" else None
+        xs = testing.decode(call["args"])[0] if call["function"] == "average" else None
         if call["function"] == "is_even":
             return {"value": False}
         if not xs:
             return {"raised": {"type": "ZeroDivisionError", "message": "division by zero", "line": 7,
                                "file": "average.py"}}
-        return {"value": checking.encode(sum(xs) // len(xs))}
+        return {"value": testing.encode(sum(xs) // len(xs))}
 
     sent = checked(options, student)
     results = {m["id"]: m for m in sent if m["type"] == "result"}
@@ -659,6 +659,6 @@ def test_input_at_import_fails_with_a_sentence(sandbox, data_dir):
     error = grader.imported["error"]
     assert grader.imported["type"] == "import_failed"
     assert (error["type"], error["line"], error["file"]) == ("EOFError", 1, "average.py")
-    assert error["message"] == checking.NO_INPUT
-    assert "<checking>" not in error["traceback"]
+    assert error["message"] == testing.NO_INPUT
+    assert "<testing>" not in error["traceback"]
     assert results["test_pair"]["message"] == "average([1, 2]) did not answer: your file could not be imported."

@@ -2,7 +2,7 @@
 its prompt is not compared, "exact" compares it; the student sees the run
 with its prompts and typed lines apart. The whole path, from the bytes a
 program writes in a sandbox (the launcher's marks around each prompt) to
-the verdict of checking.py: the marks cut out (protocol.py), the prompt
+the verdict of testing.py: the marks cut out (protocol.py), the prompt
 told by the run (run.py), the transcript kept (checks/transcript.py),
 compared in the checker's code. A program that prints the marks itself
 gains nothing it could not have had by printing less.
@@ -15,7 +15,7 @@ import pytest
 
 from server.checks.grader import Collected
 from server.checks.transcript import Transcript
-from server.runs.child import checking
+from server.runs.child import testing
 from server.runs.run import Run
 from tests.test_check_channel import closed, spec_of, started
 from tests.test_sandboxes import home, sandbox, write  # noqa: F401 (home, sandbox: fixtures; they need root)
@@ -25,7 +25,7 @@ PROMPT, INPUT = "\x1b]7011;prompt\x07", "\x1b]7011;input\x07"
 
 
 def verdict(pieces, expected, compare):
-    return checking.check_output({"id": "c", "compare": compare, "expected": expected, "transcript": pieces})
+    return testing.check_output({"id": "c", "compare": compare, "expected": expected, "transcript": pieces})
 
 
 # -- the marks, the transcript and the comparison, in this process ---------------------
@@ -61,7 +61,7 @@ def test_prompts_are_left_out_by_default_and_compared_under_exact():
     assert not wrong["passed"] and wrong["diff"].endswith("-Sum: 8\n+Sum: 7")
     assert wrong["transcript"] == pieces and "is left out" in wrong["message"]
     # A checker given only the text (no transcript) compares it all, as before.
-    assert checking.check_output({"id": "c", "compare": "output", "expected": "Hi", "actual": "Hi\r\n"})["passed"]
+    assert testing.check_output({"id": "c", "compare": "output", "expected": "Hi", "actual": "Hi\r\n"})["passed"]
 
 
 # -- the whole path, in a real sandbox ---------------------------------------------------

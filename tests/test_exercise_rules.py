@@ -32,14 +32,14 @@ def test_a_rule_it_does_not_know_says_which_rules_there_are(rule):
 
 @pytest.mark.parametrize("slug", ["average", "week-2", "a", "0", "x_y", "a" * 64])
 def test_a_folder_name_of_the_url_is_taken(slug):
-    assert model.checked_slug(slug) == slug
+    assert model.valid_slug(slug) == slug
 
 
 @pytest.mark.parametrize("slug", ["", "Average", "-dash", "_under", "a b", "a/b", "..", "average\n", "a" * 65,
                                   "é", None])
 def test_a_folder_name_that_is_not_one_is_refused_before_anything_is_looked_up(slug):
     with pytest.raises(Refused) as refused:
-        model.checked_slug(slug)
+        model.valid_slug(slug)
     assert refused.value.status == 400 and refused.value.code == "bad_slug"
     assert "1 to 64 lowercase letters, digits, '-' or '_'" in refused.value.message
 

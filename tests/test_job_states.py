@@ -61,7 +61,7 @@ class Files:
         self.refusal = refusal
         self.usage = Usage()
 
-    async def check_runnable(self, username, area, parts):
+    async def runnable_size(self, username, area, parts):
         if self.refusal:
             raise self.refusal
         return 100

@@ -23,7 +23,7 @@ CODES = {"bad_message", "unknown_type", "bad_field", "bad_args"}
 def checked(msg):
     """`msg` through what the handler does: its id, then the table."""
     messages.id_of(msg)
-    return messages.check(msg)
+    return messages.validate(msg)
 
 
 def test_the_committed_json_is_the_table():

@@ -9,7 +9,7 @@ import pytest
 
 from server.accounts import devices as devices_module
 from server.accounts.devices import Devices
-from server.accounts.memberships import checked_name
+from server.accounts.memberships import valid_name
 from server.errors import Refused
 from server.runs.events import Guarded, home_path
 from server.teaching import classes, talk
@@ -55,7 +55,7 @@ def test_what_is_not_a_token_is_ignored(cookie):
 
 @pytest.mark.parametrize("name, kept", [("Maths 1", "Maths 1"), ("  Year 9 ", "Year 9"), ("x" * 100, "x" * 100)])
 def test_a_class_name_is_kept_trimmed(name, kept):
-    assert checked_name(name) == kept
+    assert valid_name(name) == kept
 
 
 @pytest.mark.parametrize("name, said", [
@@ -65,7 +65,7 @@ def test_a_class_name_is_kept_trimmed(name, kept):
 ])
 def test_a_class_name_that_cannot_be_shown_is_refused_with_a_sentence(name, said):
     with pytest.raises(Refused) as refused:
-        checked_name(name)
+        valid_name(name)
     assert refused.value.code == "invalid_name" and refused.value.message == said
 
 

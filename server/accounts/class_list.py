@@ -1,6 +1,6 @@
 """A class list: the CSV format a class's accounts are imported from
 (username, display_name, role[, password[, class]]), read into rows each
-checked against the account rules (rules.py). Pure functions, for the
+validated against the account rules (rules.py). Pure functions, for the
 admin API and `python -m server.manage` alike."""
 import csv
 import io

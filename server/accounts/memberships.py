@@ -7,7 +7,7 @@ from . import rules
 from .audit import audit
 
 
-def checked_name(name: str) -> str:
+def valid_name(name: str) -> str:
     """A class's name as it is kept (trimmed), or Refused 400 saying what is wrong with it."""
     name = name.strip() if isinstance(name, str) else name
     problem = rules.class_name_problem(name)
@@ -22,7 +22,7 @@ async def join_by_name(conn, actor: str, members: dict[str, list[int]]) -> dict[
     column); {name: class id}."""
     ids = {}
     for name, user_ids in members.items():
-        name = checked_name(name)
+        name = valid_name(name)
         row = await conn.fetchrow(
             "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id", name)
         if row is not None:

@@ -34,7 +34,7 @@ def verify_password(password_hash, password):
 
 
 def verify_unknown_user(password):
-    """Spend the time a real check takes, so timing does not reveal which
+    """Spend the time a real verification takes, so timing does not reveal which
     usernames exist."""
     global _dummy_hash
     if _dummy_hash is None:

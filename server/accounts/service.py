@@ -3,7 +3,7 @@ accounts (list, create, import a class, reset, activate), for the web pages
 and `python -m server.manage` alike. Knows nothing of HTTP: refusals are
 `Refused`, which the handlers answer as JSON and the CLI as one line.
 
-Password hashes are made and checked in the bounded `hasher` executor,
+Password hashes are made and verified in the bounded `hasher` executor,
 never on the IOLoop; every change is written to the audit log in the same
 transaction as the change itself.
 """
@@ -74,7 +74,7 @@ class Accounts:
         self.cfg = cfg
         # Device cookies for the web's sign-ins; the CLI signs no one in.
         self.devices = Devices(cookie_secret) if cookie_secret else None
-        self._check_seconds = 0.05  # a password check's usual time, until one is measured
+        self._verify_seconds = 0.05  # a password verification's usual time, until one is measured
 
     async def _hash(self, password):
         return await self.hasher.call(passwords.hash_password, password)
@@ -88,7 +88,7 @@ class Accounts:
         cfg, pool = self.cfg, self.pool
         username = rules.normalize_username(username)
         if rules.username_problem(username):
-            raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to check or count
+            raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to verify or count
         device = self.devices.trusted(device_cookie, username) if self.devices else None
         row = await pool.fetchrow(
             "SELECT id, username, display_name, role, active, password_hash FROM users WHERE username = $1",
@@ -98,13 +98,13 @@ class Accounts:
             raise Refused(429, "too_many_attempts", throttled_message(claim), retry_after=claim.wait,
                           throttled=claim.why)
         if row is None:
-            if claim.check:
-                await self._timed_check(passwords.verify_unknown_user, password)
-            else:  # as long as a check takes, so the answer looks like any other
-                await asyncio.sleep(self._check_seconds)
+            if claim.verify:
+                await self._timed_verify(passwords.verify_unknown_user, password)
+            else:  # as long as a verification takes, so the answer looks like any other
+                await asyncio.sleep(self._verify_seconds)
             ok = False
         else:
-            ok = await self._timed_check(passwords.verify_password, row["password_hash"], password)
+            ok = await self._timed_verify(passwords.verify_password, row["password_hash"], password)
         if not ok or row is None:  # already counted by the claim (no row: never ok)
             raise Refused(*WRONG_CREDENTIALS)
         if not row["active"]:
@@ -120,12 +120,12 @@ class Accounts:
         user = {k: row[k] for k in ("id", "username", "display_name", "role")}
         return user, token, expires, self.devices.issue(device_cookie, username) if self.devices else None
 
-    async def _timed_check(self, check, *args):
-        """A password check in the hasher; how long checks take is kept (a
+    async def _timed_verify(self, verify, *args):
+        """A password verification in the hasher; how long they take is kept (a
         moving average) for the answers that skip one."""
         started = time.monotonic()
-        result = await self.hasher.call(check, *args)
-        self._check_seconds += (time.monotonic() - started - self._check_seconds) / 8
+        result = await self.hasher.call(verify, *args)
+        self._verify_seconds += (time.monotonic() - started - self._verify_seconds) / 8
         return result
 
     async def logout(self, token: str) -> None:
@@ -205,7 +205,7 @@ class Accounts:
     async def import_rows(self, actor: str, rows: list[class_list.Row], source: str = "import") -> list[Imported]:
         """Create the accounts of a class list (class_list.Row), each in the
         class its row names (made if it does not exist yet). Every row is
-        checked first: if one is invalid nothing is created and the refusal
+        validated first: if one is invalid nothing is created and the refusal
         lists the bad rows. Existing usernames are skipped (and left in
         their classes). Returns an Imported per row."""
         if not rows:
@@ -222,7 +222,7 @@ class Accounts:
         for r in new:  # one at a time through the bounded hasher: logins keep their turn
             hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
-            # ON CONFLICT: an account made since the check above is skipped too.
+            # ON CONFLICT: an account made since the look above is skipped too.
             created = {rec["username"]: rec["id"] for rec in await conn.fetch(
                 """INSERT INTO users (username, display_name, role, password_hash)
                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])

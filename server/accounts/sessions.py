@@ -12,9 +12,11 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Iterable
 
 from .. import notify
 from ..batch import Batch
+from ..db import Pool
 
 REVOKED = "session_revoked"  # notification channel; payload "t:<token hash, hex>" or "u:<user id>"
 
@@ -23,7 +25,7 @@ def new_token():
     return secrets.token_urlsafe(32)
 
 
-def token_hash(token):
+def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
@@ -192,7 +194,7 @@ async def prune(pool):
     await pool.execute("DELETE FROM sessions WHERE expires_at < now() - interval '1 day'")
 
 
-async def still_valid(pool, hashes):
+async def still_valid(pool: Pool, hashes: Iterable[bytes]) -> set[bytes]:
     """Which of these token hashes still name a live session of an active
     user (for sockets opened earlier: a logout, a deactivation or a password
     reset ends them)."""

@@ -19,14 +19,14 @@ Who asks decides what counts (OWASP's device cookies, see devices.py):
   new name until the oldest is forgotten. Names that do not exist lock no
   one out, as none can ever be guessed right; past
   LOGIN_FAILURES_PER_ADDRESS of them in the window, the address's new
-  made-up names are answered "wrong" without a password hash (`check` is
+  made-up names are answered "wrong" without a password hash (`verify` is
   False), so spraying them costs the server no CPU.
 
 A success clears what it was counted under; so does a quiet window. An
-attempt is counted as a failure *before* its password is checked, in one
-transaction that first checks the limits (`claim`), and cleared when the
+attempt is counted as a failure *before* its password is verified, in one
+transaction that first reads the limits (`claim`), and cleared when the
 password was right (`succeeded`): concurrent guesses cannot all pass a
-check that none of them has been recorded against yet.
+test that none of them has been recorded against yet.
 """
 import ipaddress
 import math
@@ -39,9 +39,9 @@ DEVICE_KEY = "device:"  # login_attempts key prefix of a device token's failures
 @dataclass
 class Claim:
     """What `claim` decided about one attempt."""
-    wait: int = 0  # > 0: refused for that many seconds, nothing checked or counted
+    wait: int = 0  # > 0: refused for that many seconds, nothing verified or counted
     why: str = ""  # what is throttled when refused: "device", "account" or "network"
-    check: bool = True  # False: a made-up name past its address's budget, wrong without a hash
+    verify: bool = True  # False: a made-up name past its address's budget, wrong without a hash
 
 
 def address_key(address):
@@ -99,7 +99,7 @@ async def claim(pool, username, address, cfg, exists, device=None):
             return Claim(_seconds(names["wait"]), "network")
         await _count(conn, username, account, cfg)
         if not exists and not names["known"] and names["made_up"] >= cfg.LOGIN_FAILURES_PER_ADDRESS:
-            return Claim(check=False)
+            return Claim(verify=False)
         await conn.execute(
             """INSERT INTO login_address_names (address, username, account_exists) VALUES ($1, $2, $3)
                ON CONFLICT (address, username) DO UPDATE SET at = now(), account_exists = EXCLUDED.account_exists""",

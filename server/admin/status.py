@@ -25,7 +25,7 @@ async def status(ctx):
                   (SELECT count(*) FROM classes) AS classes""", float(STALE_SECONDS))
     # Both read files (the instance's worker list, the metrics of every worker).
     # The storage's probe has a thread of its own: a hung storage is reported, not waited on.
-    storage = await ctx.files.health.check(budget=1.0)
+    storage = await ctx.files.health.condition_now(budget=1.0)
     workers = await ctx.file_threads.call(ctx.instance.read_workers)
     live = await ctx.file_threads.call(metrics.snapshot)
     return {

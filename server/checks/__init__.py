@@ -1,1 +1,2 @@
-"""Running an exercise's checks against a student's program (grader.py); the exercises themselves, attempts and grades are server/exercises/."""
+"""Attempts: running an exercise's checks against a student's program
+(grader.py); the exercises themselves, attempts and grades are server/exercises/."""

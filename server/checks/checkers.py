@@ -4,15 +4,15 @@ meet only here, out of that code's reach.
 
 A checker sandbox is a sandbox of the worker's kind whose home is a
 scratch folder of its own (DATA_DIR/sandbox/checkers/<n>, 0700), holding
-only what a check puts there (the teacher's tests) and run as CHECKER_UID
+only what an attempt puts there (the teacher's tests) and run as CHECKER_UID
 (the uid of user id 0, which no account has; the server's own where it is
-not root). After each check its folder is emptied; a sandbox that may
-serve another run waits for the next check (at most `keep` of them wait),
+not root). After each attempt its folder is emptied; a sandbox that may
+serve another run waits for the next attempt (at most `keep` of them wait),
 any other is killed as a whole and its folder removed.
 
-A check's checker run is a job like any other (runs/job.py): its sandbox
+An attempt's checker run is a job like any other (runs/job.py): its sandbox
 comes from a `CheckerPlace`, which takes a checker sandbox, puts the
-check's files in it and gives it back.
+attempt's files in it and gives it back.
 """
 import asyncio
 import logging
@@ -68,8 +68,8 @@ class CheckerSandboxes:
                 os.chown(path, self.uid, self.uid)
 
     async def give_back(self, checker: Checker, reusable: bool) -> None:
-        """The check is over: its folder is emptied, and the sandbox kept for
-        the next check if it may serve one."""
+        """The attempt is over: its folder is emptied, and the sandbox kept for
+        the next attempt if it may serve one."""
         checker.sandboxed.runs_left -= 1
         await asyncio.get_running_loop().run_in_executor(None, _empty, checker.home)
         if reusable and checker.sandboxed.runs_left > 0 and len(self.idle) < self.keep:
@@ -133,7 +133,7 @@ class CheckerPlace:
 
 
 def _empty(folder: str) -> None:
-    """Remove everything in `folder`, whatever the checks made there."""
+    """Remove everything in `folder`, whatever the attempts made there."""
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         if os.path.isdir(path) and not os.path.islink(path):

@@ -1,17 +1,18 @@
-"""One press of Check: an exercise's checks run against the student's
-saved program, the verdicts decided where the student's code cannot reach.
+"""Attempts: one press of Check, an exercise's checks run once against the
+student's saved program, the verdicts decided where the student's code
+cannot reach.
 
-A check waits in a line (CHECKS_AT_ONCE on this host at once; the others
-are told their place and an estimate), then holds the student's run lock
-for its whole length (no Run meanwhile, no second check), and:
+An attempt waits in a line (CHECKS_AT_ONCE on this host at once; the
+others are told their place and an estimate), then holds the student's run
+lock for its whole length (no Run meanwhile, no second attempt), and:
 
 1. reads the student's file and those beside it once (a snapshot), the
    version their editor showed (etag): every run of the attempt runs a
    fresh copy of these bytes, and the attempt records their version;
 2. runs it once per output check, fed the check's input, echo off, below
-   interactive runs (CHECK_NICE), each for CHECK_SECONDS at most, with the
+   interactive runs (ATTEMPT_NICE), each for CHECK_SECONDS at most, with the
    exercise's no_import modules forbidden while it runs (code_rules.py):
-   jobs with a collector for a sink, in a sandbox of the check's own
+   jobs with a collector for a sink, in a sandbox of the attempt's own
    (runs/scratch.py: a throwaway home), never the student's, so nothing a
    run writes survives it; the checks the student sees run first, the
    hidden ones after (see _run), so what a hidden check's run is given
@@ -21,17 +22,17 @@ for its whole length (no Run meanwhile, no second check), and:
    on the source text, output comparisons (prompts apart: transcript.py),
    and tests.py's test functions. When a test calls a student's function,
    the call crosses as JSON to the student's program, served in the
-   check's sandbox (a job in the launcher's `serve` mode, one for each
+   attempt's sandbox (a job in the launcher's `serve` mode, one for each
    phase), and the value comes back the same way; each call has
    CHECK_SECONDS. A program that exits, hangs or prints anything only
    fails the tests that needed it;
 4. records the attempt: the exercises service computes the score from the
-   exercise's points and keeps what the student may see (attempts.py). A
-   press whose check could not be done once the program ran is recorded
-   all the same, as not checked and why.
+   exercise's points and keeps what the student may see (attempts.py). An
+   attempt that could not be finished once the program ran is recorded
+   all the same, as not checked (its stored outcome) and why.
 
 The checks' verdicts come from the checker sandbox and nothing else; the
-student's program only ever produces output and values. The whole check
+student's program only ever produces output and values. The whole attempt
 has 3 × CHECK_SECONDS for its tests, past which what did not report failed.
 """
 import asyncio
@@ -40,14 +41,16 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ..config import Config
 from ..errors import Refused
 from ..exercises import visibility
+from ..exercises.model import Check, Exercise
 from ..files.history import etag_of
 from ..runs.admission import Admission, QueueFull
 from ..runs.events import NoEvents
-from ..runs.job import Job, Jobs, RunRequest, outcome, refused
+from ..runs.job import Job, Jobs, RunRequest, RunSink, outcome, refused
 from ..runs.scratch import ScratchSandbox
 from ..runs.spec import Limits, Mode, RunSpec
 from ..valid_text import valid_value
@@ -55,16 +58,20 @@ from . import code_rules
 from .checkers import CheckerPlace, CheckerSandboxes
 from .transcript import Transcript, shown as shown_transcript
 
+if TYPE_CHECKING:  # the worker makes them and hands them in
+    from ..exercises.service import Exercises, Found
+    from ..files.service import Files
+
 log = logging.getLogger(__name__)
 
-CHECK_NICE = 5  # a check's programs run below students' interactive ones
-RETIRED_MAX = 64  # used sandboxes kept idle at most while checks wait, before they are killed anyway
-READY_SECONDS = 600  # a check's sandbox started ahead of time waits this long for its Check
-SOURCE_LIMIT = 256 << 10  # bytes of a student's file a check reads
+ATTEMPT_NICE = 5  # an attempt's programs run below students' interactive ones
+RETIRED_MAX = 64  # used sandboxes kept idle at most while attempts wait, before they are killed anyway
+READY_SECONDS = 600  # an attempt's sandbox started ahead of time waits this long for its press of Check
+SOURCE_LIMIT = 256 << 10  # bytes of a student's file an attempt reads
 OUTPUT_LIMIT = 64 << 10  # characters of a program's output kept for comparing
-# A check's runs are not the student's runs: the class view keeps what their last Run showed, and
-# learns of the check from its attempt (exercise_progress).
-CHECK_RUN_EVENTS = NoEvents()
+# An attempt's runs are not the student's runs: the class view keeps what their last Run showed, and
+# learns of the attempt from its record (exercise_progress).
+ATTEMPT_RUN_EVENTS = NoEvents()
 RUN_ENDINGS = {"ok", "error"}  # a run that ended otherwise (a limit, stopped) produced no output to compare
 
 
@@ -73,10 +80,11 @@ class Collected:
     """A sink that keeps a run's output (bounded), its prompts apart, and its exit."""
     gone: asyncio.Event = field(default_factory=asyncio.Event)
     transcript: Transcript = field(default_factory=lambda: Transcript(OUTPUT_LIMIT))
-    exit: dict | None = None
-    channel_messages: asyncio.Queue | None = None  # the program's channel messages, when it has a channel
+    exit: dict[str, Any] | None = None
+    # The program's channel messages, when it has a channel.
+    channel_messages: "asyncio.Queue[dict[str, Any]] | None" = None
 
-    async def send(self, message):
+    async def send(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "output" and message.get("stream") == "stdout":
             self.transcript.output(message["data"])
@@ -85,34 +93,34 @@ class Collected:
         elif kind in ("exit", "error"):
             self.exit = message
 
-    async def channel(self, message):
+    async def channel(self, message: dict[str, Any]) -> None:
         if self.channel_messages is not None:
             await self.channel_messages.put(message)  # bounded: the program waits while it is full
 
     @property
-    def text(self):
+    def text(self) -> str:
         return self.transcript.text()
 
 
 class Relay:
     """The checker run's sink: its messages kept as any run's, and its
     channel relayed: a test's call of the student's function goes to the
-    program serving them (`answer`: Check._call) and the reply back;
+    program serving them (`answer`: Attempt._call) and the reply back;
     verdicts are kept. Each is awaited, so the checker's next line waits
     for it."""
 
-    def __init__(self, answer: Callable[[dict], Awaitable[dict]], tests: dict):
+    def __init__(self, answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], tests: dict[str, Check]) -> None:
         self.answer = answer
         self.tests = tests  # test function name -> its check
         self.collected = Collected()
         self.gone = self.collected.gone
-        self.verdicts: dict = {}
+        self.verdicts: dict[str, Any] = {}
         self.job: Job | None = None  # the checker run's, once started
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         await self.collected.send(message)
 
-    async def channel(self, message: dict) -> None:
+    async def channel(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         if kind == "call":
             reply = await self.answer(message)
@@ -133,47 +141,49 @@ class Relay:
 
 
 class Grader:
-    """Every check of this worker."""
+    """Every attempt of this worker."""
 
-    def __init__(self, cfg, jobs: Jobs, checkers: CheckerSandboxes, exercises, files, processes: int = 1):
+    def __init__(self, cfg: Config, jobs: Jobs, checkers: CheckerSandboxes, exercises: "Exercises", files: "Files",
+                 processes: int = 1) -> None:
         self.cfg = cfg
         self.jobs = jobs
         self.checkers = checkers
         self.exercises = exercises  # the exercises service: the exercise, and recording the attempt
         self.files = files
-        self.limits = Limits.of(cfg)  # a check's runs have these, with CHECK_SECONDS of wall and idle time
+        self.limits = Limits.of(cfg)  # an attempt's runs have these, with CHECK_SECONDS of wall and idle time
         self.line = Admission(max(1, cfg.CHECKS_AT_ONCE // processes), cfg.CHECK_QUEUE_MAX // processes)
-        self.took = deque([2.0], maxlen=20)  # seconds the latest checks took, for estimates
-        self.checking: dict[int, Check] = {}  # user id -> Check: one at a time per student
-        # user id -> (a check's sandbox started ahead of time, when): the student has an exercise in
+        self.took = deque([2.0], maxlen=20)  # seconds the latest attempts took, for estimates
+        self.attempts: dict[int, Attempt] = {}  # user id -> Attempt: one at a time per student
+        # user id -> (an attempt's sandbox started ahead of time, when): the student has an exercise in
         # front of them, so their next Check waits for no sandbox. One each, while their IDE is open here.
         self.ready: dict[int, tuple[ScratchSandbox, float]] = {}
-        self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no check waits (retire)
+        self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
-    def start(self, user: dict, session: bytes, class_id: int, slug: str, etag: str | None, sink) -> "Check":
-        if user["id"] in self.checking:
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
+              sink: RunSink) -> "Attempt":
+        if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
-        check = self.checking[user["id"]] = Check(self, user, session, class_id, slug, etag, sink)
-        self.jobs.track(check.live())
-        return check
+        attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
+        self.jobs.track(attempt.live())
+        return attempt
 
-    def prepare(self, user: dict) -> None:
-        """Start `user`'s next check's sandbox now (an exercise is open in
-        their IDE, or they just checked): one at a time, kept READY_SECONDS."""
+    def prepare(self, user: dict[str, Any]) -> None:
+        """Start the sandbox of `user`'s next attempt now (an exercise is open
+        in their IDE, or they just pressed Check): one at a time, kept READY_SECONDS."""
         now = time.monotonic()
         for user_id, (place, since) in list(self.ready.items()):
             if now - since > READY_SECONDS:
                 self._drop_ready(user_id)
-        if user["id"] in self.ready or user["id"] in self.checking or self.jobs.draining():
+        if user["id"] in self.ready or user["id"] in self.attempts or self.jobs.draining():
             return
         self.ready[user["id"]] = (self._started_place(user, ahead=True), now)
 
-    def forget(self, user: dict) -> None:
+    def forget(self, user: dict[str, Any]) -> None:
         """`user` has no IDE open here any more: their ready sandbox goes."""
         self._drop_ready(user["id"])
 
-    def take_place(self, user: dict) -> "ScratchSandbox":
-        """A sandbox for `user`'s check: the one started ahead of time, or a new one."""
+    def take_place(self, user: dict[str, Any]) -> "ScratchSandbox":
+        """A sandbox for `user`'s attempt: the one started ahead of time, or a new one."""
         ready = self.ready.pop(user["id"], None)
         if ready is not None:
             if time.monotonic() - ready[1] <= READY_SECONDS:
@@ -182,9 +192,9 @@ class Grader:
         return self._started_place(user)
 
     def retire(self, place: "ScratchSandbox") -> None:
-        """A check is over with its sandbox (nothing runs in it). It goes after
-        the result is out, and while checks wait in line, once none does:
-        killing a sandbox costs the kernel CPU those checks need."""
+        """An attempt is over with its sandbox (nothing runs in it). It goes after
+        the result is out, and while attempts wait in line, once none does:
+        killing a sandbox costs the kernel CPU those attempts need."""
         self.retired.append(place)
         if not self.line.waiting or len(self.retired) > RETIRED_MAX:
             retired, self.retired = self.retired, []
@@ -197,52 +207,54 @@ class Grader:
             self._drop_ready(user_id)
         await asyncio.gather(*(p.close() for p in retired), self.checkers.close(), return_exceptions=True)
 
-    def _started_place(self, user, ahead=False):
-        """A check's sandbox for `user`, starting now (`ahead`: before their Check)."""
+    def _started_place(self, user: dict[str, Any], ahead: bool = False) -> ScratchSandbox:
+        """An attempt's sandbox for `user`, starting now (`ahead`: before they press Check)."""
         place = ScratchSandbox(self.jobs.warm.starts, self.jobs.warm.uid_of(user))
         place.warm_up(ahead)
         return place
 
-    def _drop_ready(self, user_id):
+    def _drop_ready(self, user_id: int) -> None:
         ready = self.ready.pop(user_id, None)
         if ready is not None:
             self.jobs.track(ready[0].close())
 
     def estimate(self, position: int) -> float:
-        """Seconds until a check at `position` in the line has its result."""
+        """Seconds until an attempt at `position` in the line has its result."""
         each = sum(self.took) / len(self.took)
         return round(each * (1 + position / self.line.slots), 1)
 
 
-class Check:
-    def __init__(self, grader: Grader, user, session, class_id, slug, etag, sink):
+class Attempt:
+    def __init__(self, grader: Grader, user: dict[str, Any], session: bytes, class_id: int, slug: str,
+                 etag: str | None, sink: RunSink) -> None:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
         self.done = asyncio.Event()
         # The student's program was given to a sandbox: from then on the press is kept, whatever
-        # happens (what a check does can tell something of its hidden inputs, even when it fails).
+        # happens (what an attempt does can tell something of its hidden inputs, even when it fails).
         self.pressed = False
-        self.snapshot: dict[str, bytes] = {}  # the checked file and those beside it, read once: every run runs these
-        self.graded: dict | None = None  # what the attempt checked: the file, its version and its bytes
-        self.place: ScratchSandbox | None = None  # the sandbox of the check's runs of the student's program
-        self.serving = None  # the student's program serving the tests' calls: (job, its sink), or None
+        self.snapshot: dict[str, bytes] = {}  # the graded file and those beside it, read once: every run runs these
+        self.graded: dict[str, Any] | None = None  # what the attempt graded: the file, its version and its bytes
+        self.place: ScratchSandbox | None = None  # the sandbox of the attempt's runs of the student's program
+        # The student's program serving the tests' calls: (job, its sink), or None.
+        self.serving: tuple[Job, Collected] | None = None
         self.shown_phase = True  # what runs now may be shown to the student (see _run)
-        self.forbid = ()  # modules the student's runs may not import (code_rules.py)
+        self.forbid: tuple[str, ...] = ()  # modules the student's runs may not import (code_rules.py)
         self.ran: list[Collected] = []  # the sinks of the student's runs: their exits say whether they imported one
 
-    async def live(self):
+    async def live(self) -> None:
         try:
-            message = await outcome(self._check, "a check")
+            message = await outcome(self._attempt, "an attempt")
         finally:
-            self.grader.checking.pop(self.user["id"], None)
+            self.grader.attempts.pop(self.user["id"], None)
         await self.sink.send(message)
-        # Still at their IDE: ready for their next press, unless checks wait in line (then it would
+        # Still at their IDE: ready for their next press, unless attempts wait in line (then it would
         # take CPU from them; their next press starts it while it waits, as the first did).
         if self.user["id"] in self.grader.jobs.warm.wanted and not self.grader.line.waiting:
             self.grader.prepare(self.user)
         self.done.set()
 
-    async def _check(self):
+    async def _attempt(self) -> dict[str, Any]:
         grader, user = self.grader, self.user
         await grader.exercises.classes.member_of(user, self.class_id)  # before anything of the class is read
         found = await grader.exercises.exercise(user["username"], self.class_id, self.slug)
@@ -250,11 +262,11 @@ class Check:
         # Check at once waits for its places, not for sandboxes too.
         self.place = grader.take_place(user)
         try:
-            return await self._checked(found)
+            return await self._in_place(found)
         finally:
             grader.retire(self.place)
 
-    async def _checked(self, found):
+    async def _in_place(self, found: "Found") -> dict[str, Any]:
         grader, user = self.grader, self.user
         await self._wait_in_line()
         started_at, started = _now(), time.monotonic()
@@ -284,20 +296,20 @@ class Check:
                 failed = e
         return await self._not_checked(started_at, failed)
 
-    async def _not_checked(self, started_at, error):
-        """A press whose check could not be done: kept all the same, as not
-        checked and why (so no press is hidden from the teacher); the
+    async def _not_checked(self, started_at: datetime, error: Exception) -> dict[str, Any]:
+        """An attempt that could not be finished: kept all the same, as not
+        checked (its stored outcome) and why (so no press is hidden from the teacher); the
         refusal the student is sent, saying so, with that attempt."""
-        said = refused(error, "a check")
+        said = refused(error, "an attempt")
         attempt = await self.grader.exercises.record_attempt(
             self.user, self.class_id, self.slug, started_at, [], message=said["message"], reason=said["error"],
             graded=self.graded)
         return {**said, "message": attempt["note"], "attempt": attempt}
 
-    async def _wait_in_line(self):
+    async def _wait_in_line(self) -> None:
         grader = self.grader
 
-        async def queued(position):
+        async def queued(position: int) -> None:
             await self.sink.send({"type": "check", "state": "queued", "position": position,
                                   "estimate": grader.estimate(position)})
         try:
@@ -307,16 +319,16 @@ class Check:
 
     # -- the steps -------------------------------------------------------------------------
 
-    async def _run(self, found, claim):
+    async def _run(self, found: "Found", claim: str) -> tuple[list[dict[str, Any]], bool, str]:
         """(results for record_attempt, not gradable, why).
 
-        The checks run in two phases, in one sandbox of the check's own:
+        The checks run in two phases, in one sandbox of the attempt's own:
         first those whose results the student may see, then the others
         (hidden, or after the due date that has not come). What the
         program is given in the second (a hidden check's input, a hidden
         test's arguments) can reach nothing of the first, which is over:
         the student sees only results worked out before it was given."""
-        exercise = found.exercise
+        exercise = _usable(found)
         parts = (self.slug,) + tuple(exercise.file.split("/"))
         data = await self._take_snapshot(parts)
         self.pressed = True
@@ -333,6 +345,7 @@ class Check:
                 if check.kind != "output":
                     continue
                 ran = await self._output_run(parts, claim, check)
+                assert ran.exit is not None  # (_output_run refuses a run that did not end with one)
                 if ran.exit.get("reason") in RUN_ENDINGS:
                     output_checks.append({"id": check.id, "compare": check.compare, "expected": check.expected,
                                           "transcript": ran.transcript.pieces(check.input)})
@@ -349,17 +362,17 @@ class Check:
             verdicts.update(got)
         by_id = {c.id: c for c in exercise.checks}
         for check_id, verdict in verdicts.items():
-            check = by_id.get(check_id)
-            if check is not None and check_id not in results:
-                results[check_id] = _result(check, verdict)
+            known = by_id.get(check_id)
+            if known is not None and check_id not in results:
+                results[check_id] = _result(known, verdict)
         for check_id, verdict in code_rules.broken_while_running(exercise.checks, self.forbid,
                                                                  [s.exit for s in self.ran]).items():
             if results.get(check_id, {}).get("passed", True):  # the text passed: what the program did wins
                 results[check_id] = _result(by_id[check_id], verdict)
         return list(results.values()), False, ""
 
-    async def _take_snapshot(self, parts):
-        """Read the checked file and those beside it once (every run of the
+    async def _take_snapshot(self, parts: tuple[str, ...]) -> bytes:
+        """Read the graded file and those beside it once (every run of the
         attempt runs these bytes, whatever a program does meanwhile): the
         file's bytes. Refused when it is not the version the editor shows."""
         username = self.user["username"]
@@ -379,13 +392,13 @@ class Check:
         self.graded = {"file": "/".join(parts), "version": version, "source": data}
         return data
 
-    def _request(self, parts, claim, seconds, **asked) -> RunRequest:
-        """A run of the snapshot in the check's sandbox, for `seconds` at most."""
+    def _request(self, parts: tuple[str, ...], claim: str, seconds: int, **asked: Any) -> RunRequest:
+        """A run of the snapshot in the attempt's sandbox, for `seconds` at most."""
         spec = RunSpec(self.user["id"], self.user["username"], parts, self.grader.limits.lasting(seconds),
-                       files=tuple(self.snapshot.items()), forbid=self.forbid, nice=CHECK_NICE, **asked)
-        return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=CHECK_RUN_EVENTS)
+                       files=tuple(self.snapshot.items()), forbid=self.forbid, nice=ATTEMPT_NICE, **asked)
+        return RunRequest(spec, self.user, self.session, claim=claim, sandboxes=self.place, events=ATTEMPT_RUN_EVENTS)
 
-    async def _output_run(self, parts, claim, check):
+    async def _output_run(self, parts: tuple[str, ...], claim: str, check: Check) -> Collected:
         sink = Collected()
         self.ran.append(sink)
         job = self.grader.jobs.start(self._request(parts, claim, self.grader.cfg.CHECK_SECONDS, stdin=check.input,
@@ -396,22 +409,23 @@ class Check:
                           "Your program could not be run for the check. Try again in a moment.")
         return sink
 
-    async def _checker(self, found, parts, claim, source, checks, output_checks):
+    async def _checker(self, found: "Found", parts: tuple[str, ...], claim: str, source: str, checks: list[Check],
+                       output_checks: list[dict[str, Any]]) -> dict[str, Any]:
         """The teacher's side of `checks`, in a checker sandbox: {check id:
         verdict}, or {"not_gradable": error} when the source does not parse."""
-        grader, exercise = self.grader, found.exercise
+        grader, exercise = self.grader, _usable(found)
         options = {"module": exercise.file.rsplit("/", 1)[-1].removesuffix(".py"), "tests_file": "tests.py",
                    "tests": [c.test for c in checks if c.kind == "function"], "source": source,
                    "code_checks": [{"id": c.id, "rule": c.rule} for c in checks if c.kind == "code"],
                    "output_checks": output_checks}
         spec = RunSpec(self.user["id"], self.user["username"], ("tests.py",),
-                       grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=CHECK_NICE,
+                       grader.limits.lasting(3 * grader.cfg.CHECK_SECONDS), mode=Mode.TEST, nice=ATTEMPT_NICE,
                        tests=options)
-        # Under the check's own lock and place (it waited in the checks' line), in a checker sandbox of its own.
+        # Under the attempt's own lock and place (it waited in the attempts' line), in a checker sandbox of its own.
         place = CheckerPlace(grader.checkers, {"tests.py": (found.tests or "").encode()})
         relay = Relay(lambda call: self._call(parts, claim, call), {c.test: c for c in checks if c.kind == "function"})
         relay.job = grader.jobs.start(RunRequest(spec, self.user, self.session, claim=claim, placed=True,
-                                                 sandboxes=place, events=CHECK_RUN_EVENTS), relay)
+                                                 sandboxes=place, events=ATTEMPT_RUN_EVENTS), relay)
         await relay.job.done.wait()
         exit_, verdicts = relay.collected.exit or {}, relay.verdicts
         if exit_.get("type") != "exit":  # it did not run
@@ -430,7 +444,7 @@ class Check:
 
     # -- the student's functions, served ---------------------------------------------------
 
-    async def _call(self, parts, claim, call):
+    async def _call(self, parts: tuple[str, ...], claim: str, call: dict[str, Any]) -> dict[str, Any]:
         """A test's call of the student's function: the reply to send the
         checker (the student's value, what it raised, or why it failed)."""
         reply = {"type": "reply", "id": call.get("id")}
@@ -443,6 +457,7 @@ class Check:
         if isinstance(serving, dict):  # it could not even be imported
             return {**reply, "failed": serving}
         job, sink = serving
+        assert job.run is not None  # (it said it was ready: it runs)
         job.run.tell({"type": "call", "id": call.get("id"), "function": call.get("function"),
                       "args": call.get("args", []), "kwargs": call.get("kwargs", {})})
         try:
@@ -458,7 +473,7 @@ class Check:
                                                    f"{call.get('function')}() (it called exit() or os._exit?)."}}
         return {**reply, **{k: answer[k] for k in ("value", "raised") if k in answer}}
 
-    async def _serving(self, parts, claim):
+    async def _serving(self, parts: tuple[str, ...], claim: str) -> tuple[Job, Collected] | dict[str, Any]:
         """The student's program serving the tests' calls, started if need
         be: (job, sink), or what failed when it could not be imported."""
         if self.serving is not None and not self.serving[0].done.is_set():
@@ -477,7 +492,7 @@ class Check:
         return {"message": "Your program did not start for the check: " +
                            ((sink.exit or {}).get("message") or "it did not answer") + "."}
 
-    async def _reply_to(self, job, sink, call_id):
+    async def _reply_to(self, job: Job, sink: Collected, call_id: object) -> dict[str, Any] | None:
         """The served program's reply to call `call_id`; None once it has ended."""
         while True:
             message = await self._next_message(sink, job)
@@ -487,8 +502,9 @@ class Check:
                 return message
 
     @staticmethod
-    async def _next_message(sink, job, timeout=None):
+    async def _next_message(sink: Collected, job: Job, timeout: float | None = None) -> dict[str, Any] | None:
         """The next channel message of a served program, or None once it ended."""
+        assert sink.channel_messages is not None  # (a served program's sink keeps them)
         getting = asyncio.ensure_future(sink.channel_messages.get())
         ending = asyncio.ensure_future(job.done.wait())
         try:
@@ -499,13 +515,13 @@ class Check:
                 getting.cancel()
         return getting.result() if getting in done else None
 
-    async def _stop_serving(self):
+    async def _stop_serving(self) -> None:
         serving, self.serving = self.serving, None
         if serving is not None:
             await self._stop(serving)
 
     @staticmethod
-    async def _stop(serving):
+    async def _stop(serving: tuple[Job, Collected]) -> None:
         job, _ = serving
         if job.run is not None:
             job.run.end_channel()
@@ -517,7 +533,7 @@ class Check:
             await job.done.wait()
 
 
-def _result(check, verdict):
+def _result(check: Check, verdict: dict[str, Any]) -> dict[str, Any]:
     """What record_attempt keeps of one verdict of the checker."""
     passed = verdict.get("passed") is True
     # Not its `line`: that is the tests file's, which the student does not have.
@@ -531,12 +547,18 @@ def _result(check, verdict):
             "shown": shown or None, "details": verdict}
 
 
-def _sentence(error):
+def _sentence(error: dict[str, Any]) -> str:
     """An error the sandbox reported ({type, message, line}), as one sentence."""
     kind, message, line = error.get("type") or "Error", error.get("message") or "", error.get("line")
     where = f" on line {line}" if isinstance(line, int) else ""
     return f"{kind}{where}: {message}".strip().rstrip(":") + "."
 
 
-def _now():
+def _usable(found: "Found") -> Exercise:
+    """The exercise of `found`, which the exercises service gives the grader only usable."""
+    assert found.exercise is not None  # (Exercises.exercise refuses one that is not)
+    return found.exercise
+
+
+def _now() -> datetime:
     return datetime.now(timezone.utc)

@@ -1,9 +1,9 @@
-"""What a check's run of a program printed, told apart: its output, the
+"""What an attempt's run of a program printed, told apart: its output, the
 prompts its input() calls printed, and where it waited for a line.
 
 An output check compares the output, and the prompts too only when the
-teacher asks for "exact" (checking.py); the student sees all of it, with
-the lines of the check's input where the program read them (a check's
+teacher asks for "exact" (testing.py); the student sees all of it, with
+the lines of the check's input where the program read them (an attempt's
 terminal does not echo them), the prompts and those lines greyed. The
 run (runs/run.py) says which text was a prompt: each `input` message
 repeats its prompt, which is then the end of the output received. A
@@ -11,6 +11,8 @@ program can print input()'s marks itself and so call any of its output a
 prompt: all it gains is that text left out of the comparison, as if it
 had not printed it.
 """
+from typing import Any
+
 OUTPUT, PROMPT, TYPED = "output", "prompt", "typed"
 MAX_PIECES = 10000  # past this many prompts and waits, a prompt stays output (and no typed line is shown)
 
@@ -21,7 +23,7 @@ class Transcript:
     def __init__(self, limit: int):
         self.limit = limit
         self.size = 0
-        self._pieces: list[list] = []  # [kind, text], adjacent output joined; a wait is [TYPED, None]
+        self._pieces: list[list[Any]] = []  # [kind, text], adjacent output joined; a wait is [TYPED, None]
 
     def output(self, text: str) -> None:
         text = text[:self.limit - self.size]
@@ -69,7 +71,7 @@ class Transcript:
         return [[kind, text.replace("\r\n", "\n")] for kind, text in out]
 
 
-def shown(value) -> list[list[str]] | None:
+def shown(value: object) -> list[list[str]] | None:
     """A transcript as the checker sent it back, if it is one."""
     if not isinstance(value, list) or not all(
             isinstance(p, list) and len(p) == 2 and p[0] in (OUTPUT, PROMPT, TYPED) and isinstance(p[1], str)

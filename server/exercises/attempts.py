@@ -83,10 +83,10 @@ class Attempts:
         "details": any JSON, for the teacher only};
         a check of the exercise missing from them did not pass (one no
         longer in the exercise is left out). `not_gradable`: the code could
-        not be checked (it does not parse; `message` says why). `graded`:
-        what was checked ({"file", "version", "source": bytes}), kept for
+        not be graded (it does not parse; `message` says why). `graded`:
+        what was graded ({"file", "version", "source": bytes}), kept for
         the teacher to open. `reason`:
-        the check itself could not be done (a refusal's code: the sandbox
+        the attempt itself could not be finished (a refusal's code: the sandbox
         did not start, an internal error...; `message` says it), a press
         kept all the same so that none is hidden from the teacher. It counts
         unless not gradable, not checked or started after the due date;
@@ -117,7 +117,7 @@ class Attempts:
                             "details": _details(got.get("details"))})
         counted = not not_gradable and (exercise.due is None or started_at <= exercise.due)
         # What the student may see is decided as of the start: the grader ran the checks shown then
-        # before any other was given to the program (grader.py, Check._run).
+        # before any other was given to the program (grader.py, Attempt._run).
         shown = visibility.student_results(exercise, outcomes, started_at)
         score = sum(d["earned"] for d in details)
         failing = [d["id"] for d in details if not d["passed"]]

@@ -9,7 +9,7 @@ from ..csv_cells import safe_cell
 from ..db import Pool, Row
 from ..errors import Refused
 from .attempts import progress_of
-from .model import checked_slug
+from .model import valid_slug
 
 if TYPE_CHECKING:  # the service makes this module's Gradebook
     from .service import Exercises
@@ -24,14 +24,14 @@ class Gradebook:
 
     async def _class(self, teacher: dict[str, Any], class_id: int) -> tuple[Row, list[dict[str, Any]], list[Row]]:
         """(the class, its exercises that students can do, its active students)."""
-        listed = await self.exercises.list(teacher, class_id)  # checks that `teacher` teaches the class
+        listed = await self.exercises.list(teacher, class_id)  # refused unless `teacher` teaches the class
         found = await self.exercises.classes.find(class_id)
         students = await self.exercises.classes.students(found["id"])
         return found, [e for e in listed if not e["problems"]], students
 
     async def grid(self, teacher: dict[str, Any], class_id: int) -> dict[str, Any]:
         """One row per active student, one cell per exercise: None (not
-        started) or their attempts, best and latest score, last check time
+        started) or their attempts, best and latest score, last attempt time
         and the ids of the checks their latest attempt failed (stuck on)."""
         found, exercises, students = await self._class(teacher, class_id)
         rows = await self.pool.fetch("SELECT * FROM exercise_progress WHERE class_id = $1", found["id"])
@@ -44,7 +44,7 @@ class Gradebook:
 
     async def latest_attempt(self, teacher: dict[str, Any], class_id: int, slug: str, username: str) -> dict[str, Any]:
         """A student's latest attempt at an exercise, with the teacher's
-        details of every check, and their latest presses of Check (newest
+        details of every check, and their latest attempts (newest
         first: each with its outcome, the ones not checked with why)."""
         found = await self.exercises.classes.teaching(teacher, class_id)
         row = await self.pool.fetchrow(
@@ -53,7 +53,7 @@ class Gradebook:
                LEFT JOIN exercise_attempts a ON a.user_id = u.id AND a.class_id = $1 AND a.exercise = $2
                LEFT JOIN graded_sources g ON g.user_id = u.id AND g.version = a.version
                WHERE u.username = $3 AND u.role = 'student'
-               ORDER BY a.id DESC NULLS LAST LIMIT 1""", found["id"], checked_slug(slug), username)
+               ORDER BY a.id DESC NULLS LAST LIMIT 1""", found["id"], valid_slug(slug), username)
         if row is None:
             raise Refused(404, "no_such_student", "There is no such student in this class.")
         if row["id"] is None:
@@ -70,7 +70,7 @@ class Gradebook:
                 "max_score": row["max_score"], "message": details["message"], "note": details["note"],
                 "checks": details["checks"], "student_saw": json.loads(row["results"])["checks"],
                 "presses": [{**dict(p), "started_at": p["started_at"].isoformat()} for p in presses],
-                # What was checked: the very bytes every check of the attempt ran.
+                # What was graded: the very bytes every check of the attempt ran.
                 "file": row["file"], "version": row["version"],
                 "source": None if row["source"] is None else bytes(row["source"]).decode("utf-8", "replace")}
 

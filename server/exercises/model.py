@@ -302,7 +302,7 @@ def slug_problem(slug: str) -> str | None:
             "starting with a letter or digit (e.g. average or week-2).")
 
 
-def checked_slug(slug: str) -> str:
+def valid_slug(slug: str) -> str:
     """`slug`, or Refused 400 (from a URL: before any file or row is looked up)."""
     problem = slug_problem(slug)
     if problem:

@@ -27,7 +27,7 @@ from ..files.service import Files
 from . import model, visibility
 from .attempts import Attempts
 from .gradebook import Gradebook
-from .model import EXERCISE_TOML, INSTRUCTIONS, NO_EXERCISE, STARTER, TESTS, Exercise, checked_slug
+from .model import EXERCISE_TOML, INSTRUCTIONS, NO_EXERCISE, STARTER, TESTS, Exercise, valid_slug
 
 FORM_TEXTS = {"instructions": INSTRUCTIONS, "tests": TESTS}
 MAX_STARTER_FILES = 50
@@ -79,7 +79,7 @@ class Exercises:
         self.attempts = Attempts(pool, self)
         self.gradebook = Gradebook(pool, self)
 
-    # -- reading the folders (the trusted side: no one's rights are checked here) --------
+    # -- reading the folders (the trusted side: no one's rights are verified here) --------
 
     async def _text(self, username: str, area: Area, parts: Parts) -> tuple[str | None, str | None]:
         """(text, etag) of a file of the format; (None, None) when missing."""
@@ -140,7 +140,7 @@ class Exercises:
     async def exercise(self, username: str, class_id: int, slug: str) -> Found:
         """An exercise as the grader needs it (tests.py included), read in
         `username`'s place; Refused 404 unless it can be given to students."""
-        found = await self._found(username, Area.checks(class_id), checked_slug(slug))
+        found = await self._found(username, Area.checks(class_id), valid_slug(slug))
         if not found.usable:
             raise Refused(*NO_EXERCISE)
         return found
@@ -160,7 +160,7 @@ class Exercises:
     async def read(self, teacher: dict[str, Any], class_id: int, slug: str) -> dict[str, Any]:
         """One exercise whole, as the browser's form shows it."""
         area = await self._teachers_area(teacher, class_id)
-        found = await self._found(teacher["username"], area, checked_slug(slug))
+        found = await self._found(teacher["username"], area, valid_slug(slug))
         if found.etag is None and not await self._exists(teacher["username"], area, (slug,)):
             raise Refused(*NO_EXERCISE)
         instructions = await self._shown_text(teacher["username"], area, (slug, INSTRUCTIONS))
@@ -179,7 +179,7 @@ class Exercises:
         exercise.toml as the form read it: absent, it is replaced whatever
         it is)}. Nothing is written unless the whole form is valid."""
         area = await self._teachers_area(teacher, class_id, write=True)
-        checked_slug(slug)
+        valid_slug(slug)
         exercise, texts, starter = _from_form(form)
         username, etag = teacher["username"], form.get("etag")
         await self._write(username, area, (slug, EXERCISE_TOML), model.render(exercise),
@@ -200,7 +200,7 @@ class Exercises:
         where the files API restores it); its attempts are kept."""
         area = await self._teachers_area(teacher, class_id, write=True)
         try:
-            await self.files.delete(teacher["username"], area, (checked_slug(slug),))
+            await self.files.delete(teacher["username"], area, (valid_slug(slug),))
         except Refused as e:
             raise Refused(*NO_EXERCISE) if e.code == "not_found" else e from None
 

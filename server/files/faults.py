@@ -82,9 +82,9 @@ def refusal(e: OSError) -> Refused | None:
 
 
 class StorageHealth:
-    """The storage's condition in this worker, and the probe that checks it."""
+    """The storage's condition in this worker, and the probe that measures it."""
 
-    FRESH = 2.0  # seconds a probe's finding stands before the next check probes again
+    FRESH = 2.0  # seconds a probe's finding stands before the next call probes again
 
     def __init__(self, root: str, deadline: float):
         self.root = root
@@ -94,7 +94,7 @@ class StorageHealth:
         self._probe: asyncio.Future[float] | None = None  # the probe in flight or last finished
         self._probe_started = 0.0
         # One thread, so a probe stuck in the kernel holds one thread, and the
-        # next check sees it still running instead of starting another.
+        # next call sees it still running instead of starting another.
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage-probe")
         self._probe_path = os.path.join(root, ".system", "probe", f"{socket.gethostname()}-{os.getpid()}")
 
@@ -131,7 +131,7 @@ class StorageHealth:
 
     # -- the probe --------------------------------------------------------------
 
-    async def check(self, budget: float) -> dict[str, Any]:
+    async def condition_now(self, budget: float) -> dict[str, Any]:
         """The condition, probed again if the last finding is older than
         FRESH; waits at most `budget` seconds (the probe runs on in its thread)."""
         loop = asyncio.get_running_loop()

@@ -166,7 +166,7 @@ class ZipHandler(FilesBase):
         parts = paths.parse(path or "")
         name = (parts[-1] if parts else area.key.split("/")[-1]) + ".zip"
         zipped = await self.files.zip(self.username, area, parts)
-        first = await zipped.next()  # checks the folder: errors before headers
+        first = await zipped.next()  # vets the folder: errors before headers
         self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", _attachment(name))
         try:

@@ -4,7 +4,7 @@ A path from a client is a string like `lesson1/hello.py`. `parse` turns it
 into a tuple of safe names or raises `BadPath` before any file system call.
 `open_dir` then walks those names one at a time from an already-open root
 folder with O_NOFOLLOW, so a symlink planted anywhere in the path — even one
-swapped in by a running program between two checks — is refused rather
+swapped in by a running program between two looks — is refused rather
 than followed. No code here builds a path string and hands it to `open()`.
 
 What a student's program leaves in a home is never trusted either: a FIFO

@@ -96,7 +96,7 @@ class Quota:
         return record
 
     def add(self, area: "Area", added_bytes: int, added_files: int, record: Usage | None = None) -> None:
-        """Count a change already made (and checked) into the record
+        """Count a change already made (and vetted) into the record
         (`record`: as the caller, holding the lock, has just read it)."""
         if not (added_bytes or added_files):
             return

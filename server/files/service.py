@@ -15,7 +15,7 @@ reach what:
                     or admin's home)
 
 Handlers, the run service, the teaching service and editing help call
-its named methods (read, save, ..., check_runnable, measure, push,
+its named methods (read, save, ..., runnable_size, measure, push,
 python_modules); where each call runs is its own business: the store's
 operations in a file process (processes.py, by an explicit child.protocol.Op),
 the rest (a download's blocks, a zip's, a push over many homes, a folder's
@@ -274,7 +274,7 @@ class Files:
 
     async def zip(self, username: str, area: Area, parts: Parts) -> Stream:
         """A folder as a zip, block by block, made in the file threads as it
-        is read; the first block checks the folder."""
+        is read; the first block vets the folder."""
         chunks = self.store.zip_chunks(area, parts)
         return Stream(self, username, "zip", lambda: next(chunks, None), chunks.close)
 
@@ -323,7 +323,7 @@ class Files:
 
     async def upload(self, username: str, area: Area, folder: Parts, uploads: builtins.list[tuple[str, bytes]],
                      overwrite: bool) -> dict[str, Any]:
-        """Save uploaded (file name, bytes) into `folder`: every name is checked
+        """Save uploaded (file name, bytes) into `folder`: every name is vetted
         first (nothing is saved if one is bad), then each file is saved or
         refused on its own (an existing file only with `overwrite`)."""
         if not uploads:
@@ -362,10 +362,10 @@ class Files:
 
     # -- for runs ----------------------------------------------------------------------
 
-    async def check_runnable(self, username: str, area: Area, parts: Parts) -> int:
+    async def runnable_size(self, username: str, area: Area, parts: Parts) -> int:
         """Refused unless `parts` is a file that may run, in a home within its
         quota; what the home holds (bytes) as recorded."""
-        result: int = await self._in_process(username, "run", Op.CHECK_RUNNABLE, area, parts)
+        result: int = await self._in_process(username, "run", Op.RUNNABLE_SIZE, area, parts)
         return result
 
     async def course_copy(self, username: str, course: Area, parts: Parts) -> tuple[int, dict[str, bytes]]:
@@ -379,7 +379,7 @@ class Files:
 
     async def snapshot(self, username: str, parts: Parts) -> dict[str, bytes]:
         """The file `parts` of `username`'s home and the files beside it
-        (run_copy.py's bounds), read once: what every run of a check runs,
+        (run_copy.py's bounds), read once: what every run of an attempt runs,
         whatever its programs do meanwhile. Refused as course_copy is."""
         home = Area.home(username)
         copy: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home)

@@ -15,8 +15,8 @@ the same thing):
 
 Every method is blocking and runs in the file executor, never on the
 IOLoop. Every change to an area holds the area's lock, which excludes the
-worker's other threads, other processes and other hosts, so "check the
-version, then replace" and "check the quota, then write" are atomic.
+worker's other threads, other processes and other hosts, so "compare the
+version, then replace" and "read the quota, then write" are atomic.
 
 A save writes a temporary file in the target's folder, fsyncs it, keeps
 the old file as a history version (a hard link: no copy), renames the new
@@ -361,14 +361,14 @@ class Store:
         that replaces a student's own): refused when there is no room."""
         if not parts:
             raise BadPath("bad_path", "name a file")
-        self._check_file_size(len(data))
+        self._refuse_oversized(len(data))
         self._slow_down()
         with self._locked(area):
             return self._save(area, parts, data, if_match, keep_required)
 
     def _save(self, area: Area, parts: Parts, data: bytes, if_match: str | None, keep_required: bool = False) -> Meta:
         """save() for a caller that holds the area's lock."""
-        self._check_file_size(len(data))
+        self._refuse_oversized(len(data))
         fd, st = self._target(area, parts)
         try:
             current = self._current(fd, parts[-1], st)
@@ -461,7 +461,7 @@ class Store:
         self.quota.add(area, -freed_bytes, -freed_files)
         return version
 
-    def _check_file_size(self, size: int) -> None:
+    def _refuse_oversized(self, size: int) -> None:
         if size > self.limits.max_file_bytes:
             raise Refused(413, "file_too_large", f"A file may have at most {size_text(self.limits.max_file_bytes)}.")
 
@@ -483,7 +483,7 @@ class Store:
             used, files = self.quota.usage(area)
             return used, files, problem
 
-    def check_runnable(self, area: Area, parts: Parts) -> int:
+    def runnable_size(self, area: Area, parts: Parts) -> int:
         """Refused unless `parts` is a file its student may run now: a file,
         in a home within its quota. Returns the bytes the home holds (the
         run's write budget is what the quota leaves)."""
@@ -691,11 +691,11 @@ class Store:
 
     def zip_chunks(self, area: Area, parts: Parts) -> Generator[bytes, None, None]:
         """A generator of the bytes of a zip of a folder, made as it is read.
-        The first `next()` checks what can be checked before anything is
+        The first `next()` refuses what can be refused before anything is
         sent (and raises Refused); a later one may still raise, and then
         the zip is incomplete. Each `next()` is blocking."""
         with self._dir(area, parts) as fd:
-            zipstream.check(fd)
+            zipstream.refuse_unzippable(fd)
             yield from zipstream.chunks(fd)
 
     # -- housekeeping ------------------------------------------------------

@@ -4,7 +4,7 @@ A program can nest folders thousands deep, put a million names in one
 folder, plant FIFOs and links, and move folders while we walk. So the walk
 keeps an explicit stack (no recursion on Python's stack), holds only the
 folder it is in open (the process's open files do not grow with depth),
-never follows a link, and climbs back up with "..", checking that it lands
+never follows a link, and climbs back up with "..", making sure that it lands
 in the very folder it came down from: if a program moved a folder meanwhile
 the walk stops with `Changed` rather than wander elsewhere. `max_depth` and
 `max_entries` bound what a caller may meet, with errors that say so.

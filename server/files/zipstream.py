@@ -1,7 +1,7 @@
 """A folder as a zip, made while it is sent.
 
 Memory stays at about one chunk whatever the folder holds. What can be
-known before the first byte is sent is checked first, with a metadata-only
+known before the first byte is sent is tested first, with a metadata-only
 walk: depth, number of entries and total size, so a folder the zip cannot
 carry is refused with a clear error while the answer can still be one.
 Only regular files go in (never a FIFO, socket or device: they are left
@@ -28,7 +28,7 @@ def _reserved(name: str) -> bool:
     return name.startswith(paths.RESERVED_PREFIX)
 
 
-def check(dir_fd: int) -> None:
+def refuse_unzippable(dir_fd: int) -> None:
     """Refuse (before any byte is sent) a folder too deep, too full or too
     large to zip."""
     total = 0

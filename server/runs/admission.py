@@ -12,8 +12,12 @@ who has not pressed Run yet: starts.py): it goes after every place that
 somebody waits for, until it is `hurry`-ed because somebody now does.
 """
 import asyncio
+from typing import Awaitable, Callable
+
+from ..config import Config
 
 ANNOUNCE_SECONDS = 0.2
+Notify = Callable[[int], Awaitable[None]]  # hears a place's position in the line (1 = next)
 
 
 class QueueFull(Exception):
@@ -21,18 +25,18 @@ class QueueFull(Exception):
 
 
 class Admission:
-    def __init__(self, slots, queue_max):
+    def __init__(self, slots: int, queue_max: int) -> None:
         self.slots = max(1, slots)
         self.queue_max = queue_max
         self.running = 0
-        self.waiting = []  # [_Waiter], first in line first
-        self._announcing = None  # the timer of the next announcement
+        self.waiting: list[Place] = []  # first in line first
+        self._announcing: asyncio.TimerHandle | None = None  # the timer of the next announcement
 
     @classmethod
-    def share(cls, cfg, processes):
+    def share(cls, cfg: Config, processes: int) -> "Admission":
         return cls(cfg.RUN_MAX_CONCURRENT // processes, cfg.RUN_QUEUE_MAX // processes)
 
-    async def enter(self, notify, place: "Place | None" = None):
+    async def enter(self, notify: Notify | None, place: "Place | None" = None) -> None:
         """Return once this run may start. `notify(position)` is called
         (and awaited) when queued and each time the position changes.
         `place`: the caller's own Place (one asked for ahead of need, to
@@ -57,7 +61,7 @@ class Admission:
                 self.leave()  # admitted just as it gave up: pass the place on
             raise
 
-    def hurry(self, place: "Place", notify) -> None:
+    def hurry(self, place: "Place", notify: Notify) -> None:
         """Somebody now waits for `place` (asked for ahead of need): it goes
         before every place still ahead of need, and `notify` hears of it."""
         place.ahead, place.notify = False, notify
@@ -70,7 +74,7 @@ class Admission:
         """Where `place` stands in the line (1 = next); None once admitted."""
         return self.waiting.index(place) + 1 if place in self.waiting else None
 
-    def _line_up(self, entry):
+    def _line_up(self, entry: "Place") -> None:
         """Into the line: at its end, or, when somebody waits for it, before
         the first place asked for ahead of need."""
         at = len(self.waiting)
@@ -81,21 +85,22 @@ class Admission:
         if at + 1 < len(self.waiting):
             self._announce()  # those behind it moved back
 
-    def leave(self):
+    def leave(self) -> None:
         """A run ended: its place goes to the first in line."""
         while self.waiting:
             entry = self.waiting.pop(0)
+            assert entry.future is not None  # (set as it lined up)
             if not entry.future.done():
                 entry.future.set_result(None)  # the place passes on; `running` stays
                 self._announce()
                 return
         self.running -= 1
 
-    def _announce(self):
+    def _announce(self) -> None:
         if self._announcing is None:
             self._announcing = asyncio.get_running_loop().call_later(ANNOUNCE_SECONDS, self._tell_positions)
 
-    def _tell_positions(self):
+    def _tell_positions(self) -> None:
         self._announcing = None
         for position, entry in enumerate(self.waiting, start=1):
             if position != entry.told:
@@ -112,5 +117,6 @@ class Place:
 
     __slots__ = ("future", "notify", "told", "ahead")
 
-    def __init__(self, notify=None, ahead=False):
-        self.future, self.notify, self.told, self.ahead = None, notify, 0, ahead
+    def __init__(self, notify: Notify | None = None, ahead: bool = False) -> None:
+        self.future: asyncio.Future[None] | None = None
+        self.notify, self.told, self.ahead = notify, 0, ahead

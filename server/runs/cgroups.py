@@ -32,6 +32,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import TypedDict
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ CPU_PERIOD_US = 100_000
 KILL_TIMEOUT = 10.0
 
 
+class Priority(TypedDict):
+    """Groups.detect's arguments for one SANDBOX_CPU (`priority`)."""
+    parent: str
+    idle: bool
+
+
 @dataclass(frozen=True)
 class GroupLimits:
     memory_bytes: int
@@ -53,26 +60,26 @@ class GroupLimits:
     cpus: float = 1.0
 
 
-def _write(path, value):
+def _write(path: str, value: object) -> None:
     with open(path, "w") as f:
         f.write(str(value))
 
 
-def _read(path):
+def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
 
 
-def _pids_in(path):
+def _pids_in(path: str) -> list[int]:
     try:
         return [int(p) for p in _read(path).split()]
     except FileNotFoundError:
         return []
 
 
-def _mounts():
+def _mounts() -> list[tuple[str, str, list[str]]]:
     """[(mount point, fs type, super options)] of cgroup file systems."""
-    found = []
+    found: list[tuple[str, str, list[str]]] = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
@@ -83,9 +90,9 @@ def _mounts():
     return found
 
 
-def _own_paths():
+def _own_paths() -> dict[str, str]:
     """{controller or "": path} of this process's groups ("" is v2)."""
-    own = {}
+    own: dict[str, str] = {}
     with open("/proc/self/cgroup") as f:
         for line in f:
             _, controllers, path = line.rstrip("\n").split(":", 2)
@@ -94,13 +101,13 @@ def _own_paths():
     return own
 
 
-def worker_tag(pid=None):
+def worker_tag(pid: int | None = None) -> str:
     """`w<pid>-<start time>`: names a worker for good (pids are reused)."""
     pid = pid or os.getpid()
     return f"w{pid}-{_start_time(pid)}"
 
 
-def _start_time(pid):
+def _start_time(pid: int) -> str | None:
     try:
         stat = _read(f"/proc/{pid}/stat")
     except OSError:
@@ -108,7 +115,7 @@ def _start_time(pid):
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def tag_alive(tag):
+def tag_alive(tag: str) -> bool:
     """Is the worker `worker_tag` named still running?"""
     try:
         pid, started = tag[1:].split("-", 1)
@@ -120,28 +127,28 @@ def tag_alive(tag):
 class RunGroup:
     """One sandbox's cgroup: a directory per v1 hierarchy, or one on v2."""
 
-    def __init__(self, version, dirs, ending=None):
+    def __init__(self, version: int, dirs: dict[str, str], ending: str | None = None) -> None:
         self.version = version
         self.dirs = dirs  # {controller: path} on v1, {"": path} on v2
         self.ending = ending  # v1: the cpu group outside the idle parent, or None
         self.name = os.path.basename(next(iter(dirs.values())))
 
-    def _dir(self, controller):
+    def _dir(self, controller: str) -> str | None:
         return self.dirs.get(controller if self.version == 1 else "")
 
-    def add(self, pid):
+    def add(self, pid: int) -> None:
         """Move a process (all its threads) in; its children follow."""
         for path in self.dirs.values():
             _write(os.path.join(path, "cgroup.procs"), pid)
 
-    def pids(self):
+    def pids(self) -> set[int]:
         """Every process still in the group."""
-        seen = set()
+        seen: set[int] = set()
         for path in self.dirs.values():
             seen.update(_pids_in(os.path.join(path, "cgroup.procs")))
         return seen
 
-    def kill(self, timeout=KILL_TIMEOUT):
+    def kill(self, timeout: float = KILL_TIMEOUT) -> bool:
         """Kill every process in the group; True once it is empty."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -162,7 +169,7 @@ class RunGroup:
                       self.name, sorted(left), timeout)
         return not left
 
-    def _kill_v1(self):
+    def _kill_v1(self) -> None:
         """Freeze (so nothing forks while we kill), SIGKILL everything, thaw."""
         freezer = os.path.join(self.dirs["freezer"], "freezer.state")
         self._hurry()
@@ -182,7 +189,7 @@ class RunGroup:
                 pass
         _write(freezer, "THAWED")  # the queued SIGKILLs are delivered now
 
-    def _hurry(self):
+    def _hurry(self) -> None:
         """Take the run's processes out of the idle parent for the CPU (only:
         their memory, pids and freezer groups stay): a process must run to
         freeze and to exit, and an idle one waits while anything else on
@@ -200,7 +207,7 @@ class RunGroup:
 
     starting = _hurry
 
-    def settle(self):
+    def settle(self) -> None:
         """The launcher is ready (nothing of the student's has run yet): its
         processes go back into the run's own idle group for the CPU, where
         the program will run."""
@@ -212,12 +219,14 @@ class RunGroup:
             except OSError:
                 pass  # gone meanwhile: its end is reported by wait()
 
-    def oom_kills(self):
+    def oom_kills(self) -> int:
         """Processes the kernel killed for want of memory in this group."""
         path = self._dir("memory")
+        if path is None:  # no memory group
+            return 0
         try:
             text = _read(os.path.join(path, "memory.oom_control" if self.version == 1 else "memory.events"))
-        except (OSError, TypeError):
+        except OSError:
             return 0
         for line in text.splitlines():
             key, _, value = line.partition(" ")
@@ -225,7 +234,7 @@ class RunGroup:
                 return int(value)
         return 0
 
-    def cpu_seconds(self):
+    def cpu_seconds(self) -> float | None:
         """CPU time used by everything in the group so far; None if unknown."""
         try:
             if self.version == 1:
@@ -237,7 +246,7 @@ class RunGroup:
             pass
         return None
 
-    def remove(self):
+    def remove(self) -> None:
         """Remove the (empty) group's directories."""
         for path in self.dirs.values():
             try:
@@ -250,7 +259,7 @@ class RunGroup:
                 log.warning("sandbox cgroup %s is not empty yet; left in place", path)
 
 
-def priority(name):
+def priority(name: str) -> Priority:
     """Groups.detect's arguments for SANDBOX_CPU `name`: each priority has a
     parent of its own, so servers of both kinds on one host (the tests')
     never set each other's."""
@@ -260,7 +269,7 @@ def priority(name):
 class Groups:
     """The sandboxes' parent group on this host, and the groups under it."""
 
-    def __init__(self, version, parents, limits_active, idle=True):
+    def __init__(self, version: int, parents: dict[str, str], limits_active: list[str], idle: bool = True) -> None:
         self.version = version
         self.parents = parents  # {controller: path of the parent} (v2: {"": path})
         self.limits_active = limits_active  # names of the limits the kernel enforces here
@@ -270,14 +279,14 @@ class Groups:
         self.tag = worker_tag()
 
     @classmethod
-    def detect(cls, parent=PARENT, idle=True):
+    def detect(cls, parent: str = PARENT, idle: bool = True) -> "Groups | None":
         """The host's groups under `parent` (at idle CPU priority if `idle`),
         or None (not root, or no usable cgroups)."""
         if os.geteuid() != 0:
             return None
         try:
             mounts, own = _mounts(), _own_paths()
-            v1 = {}
+            v1: dict[str, str] = {}
             for point, fstype, options in mounts:
                 if fstype == "cgroup":
                     for name in options:
@@ -296,8 +305,8 @@ class Groups:
         return None
 
     @classmethod
-    def _v1(cls, own_dirs, parent=PARENT, idle=True):
-        parents = {}
+    def _v1(cls, own_dirs: dict[str, str], parent: str = PARENT, idle: bool = True) -> "Groups":
+        parents: dict[str, str] = {}
         for name, path in own_dirs.items():
             parents[name] = os.path.join(path, parent)
             os.makedirs(parents[name], exist_ok=True)
@@ -305,7 +314,7 @@ class Groups:
         return cls(1, parents, active, idle)
 
     @classmethod
-    def at_v2(cls, own_dir, parent=PARENT, idle=True):
+    def at_v2(cls, own_dir: str, parent: str = PARENT, idle: bool = True) -> "Groups":
         """v2 with `own_dir` as the server's group: the server moves into a
         leaf below it, so `own_dir` may hand its controllers down."""
         parent = os.path.join(own_dir, parent)
@@ -329,15 +338,17 @@ class Groups:
         active = [{"memory": "memory", "pids": "processes", "cpu": "cpu"}[c] for c in wanted]
         return cls(2, {"": parent}, active, idle)
 
-    def _make_idle(self):
+    def _make_idle(self) -> bool:
         path = self.parents.get("cpu" if self.version == 1 else "")
+        if path is None:  # no cpu group
+            return False
         try:
             _write(os.path.join(path, "cpu.idle"), 1)
             return True
-        except (OSError, TypeError):
+        except OSError:
             return False
 
-    def _make_ending(self):
+    def _make_ending(self) -> str | None:
         if self.version != 1 or not self.idle:
             return None  # v2 kills with cgroup.kill, in the group as it is
         path = os.path.join(os.path.dirname(self.parents["cpu"]), ENDING)
@@ -347,7 +358,7 @@ class Groups:
         except OSError:
             return None
 
-    def new(self, limits):
+    def new(self, limits: GroupLimits) -> RunGroup:
         """A new group for one sandbox, with `limits` set."""
         self._count += 1
         name = f"{self.tag}.{self._count}"
@@ -362,7 +373,7 @@ class Groups:
             raise
         return group
 
-    def _limit(self, group, limits):
+    def _limit(self, group: RunGroup, limits: GroupLimits) -> None:
         quota = max(1000, int(CPU_PERIOD_US * limits.cpus))
         if self.version == 1:
             memory = group.dirs["memory"]
@@ -380,7 +391,7 @@ class Groups:
             if os.path.exists(os.path.join(path, name)):
                 _write(os.path.join(path, name), value)
 
-    def cleanup_leftovers(self):
+    def cleanup_leftovers(self) -> int:
         """Kill and remove the groups of workers that are gone (a crash, kill -9);
         returns how many there were."""
         removed = 0
@@ -395,11 +406,11 @@ class Groups:
             removed += 1
         return removed
 
-    def describe(self):
+    def describe(self) -> str:
         return f"cgroup v{self.version}: " + ", ".join(self.limits_active or ["no limits"]) + \
             " per run, killed as a whole" + (", idle CPU priority" if self.idle else
                                              ", low CPU priority" if self._parent_name() == priority("low")["parent"]
                                              else "")
 
-    def _parent_name(self):
+    def _parent_name(self) -> str:
         return os.path.basename(next(iter(self.parents.values())))

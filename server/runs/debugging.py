@@ -34,7 +34,7 @@ module owns the rest, on the trusted side:
   debugs at once does not make everyone else wait behind programs that
   wait for a student, and each command takes one again first (`take`: at
   once if one is free, else in the line like a run, told `queued`). The
-  pause is the program's word, so the kernel checks it: a program that
+  pause is the program's word, so the kernel confirms it: a program that
   uses more than PAUSED_CPU_SECONDS of CPU while it holds no place
   (`working_unplaced`, run.py's watchdog) is stopped. Where the sandbox
   cannot count CPU, a paused program keeps its place.
@@ -105,44 +105,52 @@ class DebugSession:
         self.paused_since: float | None = None  # monotonic time the program paused, None while it runs
         self.paused_total = 0.0
         self.last_command = time.monotonic()
-        self.last_pause = None  # the last `paused` sent, sent again if a command cannot go on
-        self.cpu_unplaced = None  # the run's CPU seconds when it gave its place back; None: it holds one
-        self.going_on = None  # the task of a command waiting for a place
+        self.last_pause: dict[str, Any] | None = None  # the last `paused` sent, sent again if a command cannot go on
+        self.cpu_unplaced: float | None = None  # the run's CPU seconds when it gave its place back; None: it holds one
+        self.going_on: asyncio.Future[None] | None = None  # the task of a command waiting for a place
         self.parsed = 0  # lines parsed since the last command
         self.preparing_since: float | None = None  # monotonic time the program began working out a pause, None if not
-        self.slow = None  # what it said was slow: {"watch": index} or {"value": name}
-        self.cause = None  # the id of the command the next pause answers (None: the first pause, the run's)
+        self.slow: dict[str, Any] | None = None  # what it said was slow: {"watch": index} or {"value": name}
+        self.cause: str | None = None  # the id of the command the next pause answers (None: the first pause, the run's)
 
     def attach(self, program: Program) -> None:
         self.program = program
 
-    async def close(self):
+    @property
+    def _program(self) -> Program:
+        assert self.program is not None  # attached as its run starts, before any command or line of it
+        return self.program
+
+    async def close(self) -> None:
         """The run ended: a command still waiting for a place gives up."""
-        if self.waiting_for_place:
-            self.going_on.cancel()
-            await asyncio.gather(self.going_on, return_exceptions=True)
+        going_on = self.going_on
+        if going_on is not None and not going_on.done():  # (waiting_for_place)
+            going_on.cancel()
+            await asyncio.gather(going_on, return_exceptions=True)
 
     # -- the clocks and the place (run.py's watchdog) --------------------------------
 
-    def paused_seconds(self, now):
+    def paused_seconds(self, now: float) -> float:
         """Seconds the program has spent paused, waiting for the student."""
         return self.paused_total + (now - self.paused_since if self.paused_since is not None else 0.0)
 
-    def idle(self, now, limit):
+    def idle(self, now: float, limit: float) -> bool:
         """Paused with no command from the student for more than `limit` seconds
         (a command waiting for a place is not idle)."""
-        return self.waits_for_student and now - max(self.paused_since, self.last_command) > limit
+        paused_since = self.paused_since
+        return self.waits_for_student and paused_since is not None and \
+            now - max(paused_since, self.last_command) > limit
 
     @property
-    def waits_for_student(self):
+    def waits_for_student(self) -> bool:
         """Paused, and no command on its way to it (one waiting for a place is on its way)."""
         return self.paused_since is not None and not self.expecting
 
-    def overdue(self, now):
+    def overdue(self, now: float) -> bool:
         """Has working out a pause (the student's watches, __repr__...) taken too long?"""
         return self.preparing_since is not None and now - self.preparing_since > PAUSE_SECONDS
 
-    def slow_words(self):
+    def slow_words(self) -> str:
         """Why a run ended while its pause was worked out (overdue, or its
         CPU or idle limit then): what was slow, in the student's words."""
         what = "the values to show at the pause (a watch, or a value whose __repr__ never finished)"
@@ -154,19 +162,19 @@ class DebugSession:
         return (f"stopped: the debugger could not finish working out {what}: it took too long. Remove that "
                 "watch, or make the value quicker to show, then press Debug again")
 
-    def ended_words(self):
+    def ended_words(self) -> str:
         """Why a run ended by itself while its pause was worked out: a watch or a value's code ended it."""
         return ("ended while the debugger worked out the values to show at a pause: a watch, or a value's "
                 "__repr__, ended the program (os._exit, perhaps). Remove that watch, then press Debug again")
 
-    def working_unplaced(self, cpu):
+    def working_unplaced(self, cpu: float | None) -> bool:
         """Has the program, paused with no place, used CPU it should not (the kernel's
         count, `cpu` seconds now)? Then its pause was not one."""
         return self.cpu_unplaced is not None and cpu is not None and cpu - self.cpu_unplaced > PAUSED_CPU_SECONDS
 
     # -- from the IDE ------------------------------------------------------------------
 
-    def command(self, kind, msg):
+    def command(self, kind: str, msg: dict[str, Any]) -> None:
         """A command from the IDE: sent to the paused program, with the
         breakpoints, once it has a place; refused while it runs. The pause
         that answers it names its `id` (`re`)."""
@@ -174,7 +182,7 @@ class DebugSession:
         if kind == "breakpoints":
             self.breakpoints = clean_breakpoints(msg.get("breakpoints"))
             if self.paused_since is None:  # it runs: it takes them now (paused: with the next command)
-                self.program.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
+                self._program.tell({"type": "breakpoints", "breakpoints": self.breakpoints})
             return
         if kind == "watches":
             self.watches = clean_watches(msg.get("watches"))
@@ -184,23 +192,23 @@ class DebugSession:
         if not self.waits_for_student:
             raise Refused(409, "not_paused", "The program is running, not paused: wait until it stops at a "
                                              "line, or press Stop.")
-        message = {"type": kind, "breakpoints": self.breakpoints, "watches": self.watches}
+        message: dict[str, Any] = {"type": kind, "breakpoints": self.breakpoints, "watches": self.watches}
         if kind == "frame":
             frame = msg.get("frame")
             if isinstance(frame, bool) or not isinstance(frame, int) or not 0 <= frame < STACK:
                 raise Refused(400, "bad_field", f"'frame' must be a whole number from 0 to {STACK - 1}.")
             message["frame"] = frame
-        self._go_on(lambda: self.program.tell(message), runs_again=kind != "frame", cause=cause)
+        self._go_on(lambda: self._program.tell(message), runs_again=kind != "frame", cause=cause)
 
-    def interrupt(self, cause=None):
+    def interrupt(self, cause: str | None = None) -> None:
         """Ctrl-C (the message's id: `cause`): a paused program takes it once
         it has a place again (it may go on, if it catches it); a running one at once."""
         if not self.waits_for_student:
-            self.program.interrupt()
+            self._program.interrupt()
         else:
-            self._go_on(self.program.interrupt, runs_again=True, cause=cause)
+            self._go_on(self._program.interrupt, runs_again=True, cause=cause)
 
-    def _go_on(self, act, runs_again, cause=None):
+    def _go_on(self, act: Callable[[], None], runs_again: bool, cause: str | None = None) -> None:
         """`act()` (wake the program) once it has a place; the next pause is
         taken, and names `cause`."""
         self.cause = cause
@@ -210,7 +218,7 @@ class DebugSession:
         self.slow = None
         self.going_on = asyncio.ensure_future(self._placed(act, runs_again))
 
-    async def _placed(self, act, runs_again):
+    async def _placed(self, act: Callable[[], None], runs_again: bool) -> None:
         try:
             if not await self.places.take():
                 return  # nobody waits any more
@@ -219,10 +227,12 @@ class DebugSession:
             await self.send(self._answer({"type": "notice",  # (not an `error`: the run goes on)
                                           "message": "The server is busy, so your program stays paused. Try the "
                                                      "step again in a moment."}))
+            assert self.last_pause is not None  # (it is paused)
             await self.send(self._answer(self.last_pause))  # the IDE shows it paused again
             return
         self.cpu_unplaced = None
         now = time.monotonic()  # on its way, a command is not a pause: the wall clock ticks again
+        assert self.paused_since is not None  # (a command goes on only from a pause)
         self.paused_total += now - self.paused_since
         self.paused_since = None
         if not runs_again:  # (`frame`, `watches`): it works out the pause again at once
@@ -231,7 +241,7 @@ class DebugSession:
 
     # -- from the program ------------------------------------------------------------
 
-    def wants(self, size):
+    def wants(self, size: int) -> bool:
         """Is a line of `size` bytes from the program to be parsed? (Else it
         is dropped, and counted as output.) At most PARSED_PER_COMMAND are."""
         if not self.expecting or self.waiting_for_place or size > LINE_BYTES or self.parsed >= PARSED_PER_COMMAND:
@@ -240,10 +250,10 @@ class DebugSession:
         return True
 
     @property
-    def waiting_for_place(self):
+    def waiting_for_place(self) -> bool:
         return self.going_on is not None and not self.going_on.done()
 
-    async def from_program(self, message):
+    async def from_program(self, message: dict[str, Any]) -> bool:
         """A line the session asked for (wants): True if it was taken (a
         pause, or news of one being worked out), else it counts as output."""
         if not self.expecting or self.waiting_for_place:
@@ -265,25 +275,25 @@ class DebugSession:
         self.frame = pause["frame"]
         if self.paused_since is None:
             self.paused_since = time.monotonic()
-        cpu = self.program.cpu_seconds()
-        if cpu is not None:  # the kernel can check the pause: the place goes to the next in line
+        cpu = self._program.cpu_seconds()
+        if cpu is not None:  # the kernel can confirm the pause: the place goes to the next in line
             self.cpu_unplaced = cpu
             self.places.give_back()
         self.last_pause = pause
         await self.send(self._answer(pause))
         return True
 
-    def _answer(self, message):
+    def _answer(self, message: dict[str, Any]) -> dict[str, Any]:
         """`message`, naming the command it answers (else the run's message names it: manager.Reply)."""
         return message if self.cause is None else {**message, "re": self.cause}
 
 
-def options(msg):
-    """The debugger's options in a `debug` message: its breakpoints and watches, checked."""
+def options(msg: dict[str, Any]) -> dict[str, Any]:
+    """The debugger's options in a `debug` message: its breakpoints and watches, validated."""
     return {"breakpoints": clean_breakpoints(msg.get("breakpoints", {})), "watches": clean_watches(msg.get("watches", []))}
 
 
-def clean_watches(value):
+def clean_watches(value: object) -> list[str]:
     """The watch expressions as the IDE sent them: a list of short texts."""
     if not isinstance(value, list) or len(value) > WATCHES or not all(
             isinstance(w, str) and 0 < len(w) <= WATCH and "\x00" not in w for w in value):
@@ -292,13 +302,14 @@ def clean_watches(value):
     return value
 
 
-def clean_breakpoints(value):
-    """{path: [line, ...]} as the IDE sent it, checked: paths relative to
+def clean_breakpoints(value: object) -> dict[str, list[int]]:
+    """{path: [line, ...]} as the IDE sent it, validated: paths relative to
     the home (no `..`, not absolute), lines whole numbers, bounded."""
     if not isinstance(value, dict) or len(value) > BREAKPOINT_FILES:
         raise Refused(400, "bad_field", f"'breakpoints' must map at most {BREAKPOINT_FILES} file paths to lists "
                                         "of line numbers.")
-    out, count = {}, 0
+    out: dict[str, list[int]] = {}
+    count = 0
     for path, lines in value.items():
         if _path(path) is None or not isinstance(lines, list) or not all(
                 isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 10 ** 6 for n in lines):
@@ -312,7 +323,7 @@ def clean_breakpoints(value):
     return out
 
 
-def _path(value):
+def _path(value: object) -> str | None:
     """A path relative to the run's folder, as the program says it; None if not one."""
     if not isinstance(value, str) or not 0 < len(value) <= PATH or value.startswith("/") or "\x00" in value:
         return None
@@ -321,23 +332,23 @@ def _path(value):
     return value
 
 
-def _line(value):
+def _line(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10 ** 7 else None
 
 
-def _text(value, limit):
+def _text(value: object, limit: int) -> str | None:
     return valid_text(value[:limit]) if isinstance(value, str) else None  # a NUL in a value is shown as \0
 
 
-def clean_pause(message):
+def clean_pause(message: dict[str, Any]) -> dict[str, Any] | None:
     """The IDE's `paused` message rebuilt from what the program wrote, or
-    None when it is not one: nothing of it passes unchecked."""
+    None when it is not one: nothing of it passes unvalidated."""
     if message.get("type") != "paused":
         return None
     stack = message.get("stack")
     if not isinstance(stack, list) or not 0 < len(stack) <= STACK:
         return None
-    frames = []
+    frames: list[dict[str, Any]] = []
     for entry in stack:
         if not isinstance(entry, dict):
             return None
@@ -347,7 +358,7 @@ def clean_pause(message):
     if isinstance(selected, bool) or not isinstance(selected, int) or not 0 <= selected < len(frames):
         return None
     budget = [NODES]
-    pause = {"type": "paused", "file": _path(message.get("file")), "line": _line(message.get("line")),
+    pause: dict[str, Any] = {"type": "paused", "file": _path(message.get("file")), "line": _line(message.get("line")),
              "stack": frames, "frame": selected, "variables": _scope(message.get("variables"), budget)}
     if pause["variables"] is None or pause["file"] is None or pause["line"] is None:
         return None
@@ -359,10 +370,10 @@ def clean_pause(message):
     return pause
 
 
-def _scope(values, budget):
+def _scope(values: object, budget: list[int]) -> list[dict[str, Any]] | None:
     if not isinstance(values, list):
         return None
-    out = []
+    out: list[dict[str, Any]] = []
     for value in values[:VARIABLES]:
         node = _value(value, DEPTH, budget)
         if node is None:
@@ -371,7 +382,7 @@ def _scope(values, budget):
     return out
 
 
-def _value(node, depth, budget):
+def _value(node: object, depth: int, budget: list[int]) -> dict[str, Any] | None:
     """One variable (and its insides, to `depth`), rebuilt; None if malformed."""
     if not isinstance(node, dict) or budget[0] <= 0:
         return None
@@ -379,12 +390,12 @@ def _value(node, depth, budget):
     name, kind, text = _text(node.get("name"), NAME), _text(node.get("type"), NAME), _text(node.get("value"), TEXT)
     if name is None or kind is None or text is None:
         return None
-    out = {"name": name, "type": kind, "value": text}
+    out: dict[str, Any] = {"name": name, "type": kind, "value": text}
     if node.get("changed") is True:
         out["changed"] = True
     items = node.get("items")
     if isinstance(items, list) and depth > 0:
-        inside = []
+        inside: list[dict[str, Any]] = []
         for item in items[:ITEMS]:
             child = _value(item, depth - 1, budget)
             if child is None:

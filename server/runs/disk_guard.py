@@ -1,6 +1,6 @@
 """A run's write budget: how much it may write before its home is measured.
 
-The home's quota is checked by walking it, which costs a stat per file, so
+The home's quota is measured by walking it, which costs a stat per file, so
 a run cannot be walked after every write; a program writing 20 MB files
 in a loop wrote 2 GB between two walks three seconds apart. The kernel,
 though, counts what each process writes to files as it writes it
@@ -46,6 +46,9 @@ import logging
 import os
 import signal
 import time
+from typing import Awaitable, Callable, Collection, Iterable
+
+from .cgroups import RunGroup
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ FREEZE_WAIT = 1.0  # seconds a freeze waits for processes busy in the kernel
 HEAVY = 1 << 20  # bytes a process has written to count as one of several writers (not a worker's result file)
 
 
-def written_bytes(pids, exclude=()):
+def written_bytes(pids: Iterable[int], exclude: Collection[int] = ()) -> tuple[int, int]:
     """(What the processes `pids` (and the children they reaped) have
     written to files so far, as the kernel counts it; how many of those
     not in `exclude` have written HEAVY bytes or more)."""
@@ -84,26 +87,26 @@ class GroupWrites:
     """The write count and the freezer of one run's cgroup (a RunGroup of
     cgroups.py, or a container's cgroup folders)."""
 
-    def __init__(self, version, dirs):
+    def __init__(self, version: int, dirs: dict[str, str]) -> None:
         self.version = version  # 1 or 2
         self.dirs = dirs  # v1: {controller: folder}, needing "freezer"; v2: {"": folder}
-        procs_dir = dirs.get("memory") or dirs.get("freezer") or dirs.get("")
+        procs_dir = dirs.get("memory") or dirs.get("freezer") or dirs[""]
         self._procs = os.path.join(procs_dir, "cgroup.procs")
         self._last = 0
 
     @classmethod
-    def of(cls, group):
+    def of(cls, group: RunGroup | None) -> "GroupWrites | None":
         if group is None or (group.version == 1 and "freezer" not in group.dirs):
             return None
         return cls(group.version, group.dirs)
 
-    def written(self):
+    def written(self) -> int:
         """Bytes the run's processes wrote to files, never less than the last
         reading (a child reaped between the reads moves its count to a parent
         read before it)."""
         return self.read()[0]
 
-    def read(self, exclude=()):
+    def read(self, exclude: Collection[int] = ()) -> tuple[int, int]:
         """(written(), how many processes not in `exclude` write heavily)."""
         pids = self.pids()
         if not pids:
@@ -112,7 +115,7 @@ class GroupWrites:
         self._last = max(self._last, written)
         return self._last, writers
 
-    def freeze(self):
+    def freeze(self) -> None:
         """Ask the kernel to stop every process of the group where it is: a
         process in the middle of a system call stops as it returns. Only
         asks (a write of a flag, on the event loop: every millisecond spent
@@ -123,18 +126,18 @@ class GroupWrites:
         else:
             _write(os.path.join(self.dirs[""], "cgroup.freeze"), "1")
 
-    def frozen(self):
+    def frozen(self) -> bool:
         if self.version == 1:
             return _read(os.path.join(self.dirs["freezer"], "freezer.state")).strip() == "FROZEN"
         return "frozen 1" in _read(os.path.join(self.dirs[""], "cgroup.events"))
 
-    def thaw(self):
+    def thaw(self) -> None:
         if self.version == 1:
             _write(os.path.join(self.dirs["freezer"], "freezer.state"), "THAWED")
         else:
             _write(os.path.join(self.dirs[""], "cgroup.freeze"), "0")
 
-    def kill(self):
+    def kill(self) -> None:
         """SIGKILL every process while the group is frozen, then thaw it: the
         kills are delivered before any of them writes again."""
         for pid in self.pids():
@@ -144,7 +147,7 @@ class GroupWrites:
                 pass
         self.thaw()
 
-    def pids(self):
+    def pids(self) -> list[int]:
         try:
             fd = os.open(self._procs, os.O_RDONLY)
             try:
@@ -158,7 +161,8 @@ class GroupWrites:
 class DiskGuard:
     """Watches one run's writes against what its home has left."""
 
-    def __init__(self, writes, measure, room, file_bytes):
+    def __init__(self, writes: GroupWrites, measure: Callable[[], Awaitable[int | None]], room: int,
+                 file_bytes: int) -> None:
         self.writes = writes  # GroupWrites
         self.measure = measure  # async () -> bytes the home has left now, or None when over its quota
         self.room = room  # bytes the home had left as the run started
@@ -166,14 +170,14 @@ class DiskGuard:
         self.slack = max(1 << 20, file_bytes // 4)
         self.min_interval = max(MIN_INTERVAL, file_bytes / 2 / WRITE_RATE)
         self.walks = 0  # measurements the budget asked for, for the log
-        self._first = None  # the count as the run started
+        self._first: int | None = None  # the count as the run started
         self._own = set(writes.pids())  # the sandbox's own processes (launcher, bubblewrap): no program yet
 
-    def wrote(self):
+    def wrote(self) -> int:
         """Bytes the run has written to files (0 before it started)."""
         return 0 if self._first is None else self.writes.written() - self._first
 
-    async def over_quota(self):
+    async def over_quota(self) -> bool:
         """Return (the run frozen) once the run has written its home past its
         quota; until then, keep watching."""
         base, _ = self.writes.read()
@@ -214,11 +218,11 @@ class DiskGuard:
                     self.writes.thaw()
 
 
-def _write(path, value):
+def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
 
 
-def _read(path):
+def _read(path: str) -> str:
     with open(path) as f:
         return f.read()

@@ -10,7 +10,7 @@ reaches a run or its student.
 """
 import logging
 import re
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 from ..valid_text import valid_text
 
@@ -25,17 +25,17 @@ TAIL = 8192  # characters of stderr read: a traceback's end
 
 
 class RunEvents(Protocol):
-    def student_online(self, user: dict, online: bool) -> None:
+    def student_online(self, user: dict[str, Any], online: bool) -> None:
         """An IDE socket (/ws/run) of `user` opened (True) or closed (False) here."""
 
-    def run_started(self, user: dict) -> None:
+    def run_started(self, user: dict[str, Any]) -> None:
         """A program of `user` started."""
 
-    def run_ended(self, user: dict, exit_message: dict, error: dict | None) -> None:
+    def run_ended(self, user: dict[str, Any], exit_message: dict[str, Any], error: dict[str, Any] | None) -> None:
         """It ended: `exit_message` is its `exit` message (docs/run-protocol.md),
         `error` what its stderr says went wrong (`run_error`), if anything."""
 
-    def run_console(self, user: dict, message: dict) -> None:
+    def run_console(self, user: dict[str, Any], message: dict[str, Any]) -> None:
         """A message of a run an IDE shows (`started`, `output`, `image`,
         `input`, `exit`: docs/run-protocol.md), as its student is sent it."""
 
@@ -43,16 +43,16 @@ class RunEvents(Protocol):
 class NoEvents:
     """Nobody listens (a worker whose services are not up yet, tests)."""
 
-    def student_online(self, user, online):
+    def student_online(self, user: dict[str, Any], online: bool) -> None:
         pass
 
-    def run_started(self, user):
+    def run_started(self, user: dict[str, Any]) -> None:
         pass
 
-    def run_ended(self, user, exit_message, error):
+    def run_ended(self, user: dict[str, Any], exit_message: dict[str, Any], error: dict[str, Any] | None) -> None:
         pass
 
-    def run_console(self, user, message):
+    def run_console(self, user: dict[str, Any], message: dict[str, Any]) -> None:
         pass
 
 
@@ -62,27 +62,27 @@ class Guarded:
     def __init__(self, events: RunEvents):
         self.events = events
 
-    def student_online(self, user, online):
+    def student_online(self, user: dict[str, Any], online: bool) -> None:
         self._call(self.events.student_online, user, online)
 
-    def run_started(self, user):
+    def run_started(self, user: dict[str, Any]) -> None:
         self._call(self.events.run_started, user)
 
-    def run_ended(self, user, exit_message, error):
+    def run_ended(self, user: dict[str, Any], exit_message: dict[str, Any], error: dict[str, Any] | None) -> None:
         self._call(self.events.run_ended, user, exit_message, error)
 
-    def run_console(self, user, message):
+    def run_console(self, user: dict[str, Any], message: dict[str, Any]) -> None:
         self._call(self.events.run_console, user, message)
 
     @staticmethod
-    def _call(hook, *args):
+    def _call(hook: Callable[..., None], *args: Any) -> None:
         try:
             hook(*args)
         except Exception:
             log.exception("telling the class view of a run failed")
 
 
-def run_error(stderr_tail: str, username: str) -> dict | None:
+def run_error(stderr_tail: str, username: str) -> dict[str, Any] | None:
     """What a failed program's stderr says went wrong, read from its end:
     {"kind", "message", "file", "line", "text"}. `text` is the line that
     names the error (the exception line of a traceback, else the last line

@@ -11,6 +11,7 @@ hand answered: server/inbox.py).
 """
 import asyncio
 import json
+from typing import Any
 
 from tornado import websocket
 
@@ -21,7 +22,7 @@ from ..files.area import Area
 from ..sockets import answering, message_of
 from ..web import user_for_session
 from . import debugging, messages
-from .manager import Reply
+from .manager import Connection, Reply, RunManager
 from .spec import DebugOptions, Limits, Mode, RunSpec
 
 DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints", "watches")
@@ -29,36 +30,40 @@ DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints"
 
 class RunSocket(websocket.WebSocketHandler):
     @property
-    def manager(self):
-        return self.application.settings["ctx"].runs
+    def manager(self) -> RunManager:
+        manager: RunManager = self.application.settings["ctx"].runs
+        return manager
 
-    async def prepare(self):
+    async def prepare(self) -> None:
         """Refuse the upgrade (a JSON 401) without a valid session, (a JSON
         503) while the database cannot tell."""
-        self.conn = None
-        self.watch = None
-        self.box = None
+        self.conn: Connection | None = None
+        self.watch: Any = None  # files/changes.py's watch, once `watch` asked for it
+        self.box: Any = None  # server/inbox.py's box, likewise
         try:
-            self.user, problem, self.token = await user_for_session(self)
+            user, problem, token = await user_for_session(self)
         except Refused as e:  # the database is unavailable
             return self.refuse(e.status, e.code, e.message, e.retry_after)
-        if self.user is None:
-            self.refuse(401, problem, "Log in first.")
+        if user is None or token is None:
+            self.refuse(401, problem or "not_logged_in", "Log in first.")
+            return
+        self.user: dict[str, Any] = user
+        self.token: str = token
 
-    def refuse(self, status, code, message, retry_after=None):
+    def refuse(self, status: int, code: str, message: str, retry_after: float | None = None) -> None:
         self.set_status(status)
         if retry_after:
             self.set_header("Retry-After", str(retry_after))
         self.set_header("Content-Type", "application/json; charset=utf-8")
         self.finish(json.dumps({"error": code, "message": message}))
 
-    def open(self):
+    def open(self, *args: str, **kwargs: str) -> None:
         self.set_nodelay(True)  # small frames must not wait for a delayed ACK
         self.conn = self.manager.open(self.user, sessions.token_hash(self.token), self.send, self.end)
         if self.conn is None:
             self.close(4002, "Too many IDEs are open for this account.")
 
-    def start_watching(self):
+    def start_watching(self) -> None:
         if self.watch is not None:
             return
         ctx = self.application.settings["ctx"]
@@ -67,7 +72,7 @@ class RunSocket(websocket.WebSocketHandler):
         self.box = ctx.inbox.open(self.user["id"], self.send)
         asyncio.ensure_future(self.watch_courses(files))
 
-    async def watch_courses(self, files):
+    async def watch_courses(self, files: Any) -> None:
         """The course folders of the user's classes too, once the database
         says which (a course folder's area key is the page's name for it)."""
         try:
@@ -78,7 +83,7 @@ class RunSocket(websocket.WebSocketHandler):
             if self.watch is not None:
                 files.changes.also(self.watch, c["area"], c["area"])
 
-    def on_close(self):
+    def on_close(self) -> None:
         if self.watch is not None:
             self.application.settings["ctx"].files.changes.unwatch(self.watch)
             self.watch = None
@@ -88,42 +93,43 @@ class RunSocket(websocket.WebSocketHandler):
         if self.conn is not None:
             self.manager.closed(self.conn)
 
-    def end(self, code, reason):
+    def end(self, code: int, reason: str) -> None:
         """The manager closes the socket (a session that ended, another tab)."""
         self.close(code, reason)
 
-    async def on_message(self, message):
-        if self.conn is not None:  # else refused at open: closing
-            reply = Reply(self.conn, None)  # names the message's id once it is known
-            await answering(reply.send, lambda: self.act(message, reply), "a /ws/run message")
+    async def on_message(self, message: str | bytes) -> None:
+        conn = self.conn
+        if conn is not None:  # else refused at open: closing
+            reply = Reply(conn, None)  # names the message's id once it is known
+            await answering(reply.send, lambda: self.act(conn, message, reply), "a /ws/run message")
 
-    async def act(self, text, reply):
+    async def act(self, conn: Connection, text: str | bytes, reply: Reply) -> None:
         """Do what a message asks; its answers (an error too) name its id."""
         msg = message_of(text)
         reply.re = messages.id_of(msg)
-        kind = messages.check(msg)["type"]
+        kind = messages.validate(msg)["type"]
         if kind == "watch":
             return self.start_watching()
         if kind in ("run", "debug"):
-            return self.manager.start(self.conn, await self.run_spec(msg, Mode(kind)), reply.re)
+            return self.manager.start(conn, await self.run_spec(msg, Mode(kind)), reply.re)
         if kind in DEBUG_KINDS:
-            session = self.manager.debugging(self.conn)
+            session = self.manager.debugging(conn)
             if session is None:
                 raise Refused(409, "not_debugging", "No program is being debugged. Press Debug first.")
             return session.command(kind, msg)
         if kind == "viewing":
             return self.viewing(msg)
         if kind == "prepare_check":
-            return self.manager.prepare_check(self.conn)
+            return self.manager.prepare_attempt(conn)
         if kind == "check":
-            return self.manager.check(self.conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
-        run = self.manager.running(self.conn)  # (the table knows no other type: the program's input)
+            return self.manager.attempt(conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
+        run = self.manager.running(conn)  # (the table knows no other type: the program's input)
         if run is None:
             raise Refused(409, "not_running", "No program is running.")
         if kind == "stdin":
             run.stdin(msg["data"])
         elif kind == "interrupt":
-            session = self.manager.debugging(self.conn)
+            session = self.manager.debugging(conn)
             if session is not None:  # paused: once it has a place again
                 session.interrupt(reply.re)
             else:
@@ -135,7 +141,7 @@ class RunSocket(websocket.WebSocketHandler):
         else:
             run.resize(msg["cols"], msg["rows"])
 
-    def viewing(self, msg):
+    def viewing(self, msg: dict[str, Any]) -> None:
         """The file the IDE shows now (a path of the home, or null: none),
         for the teacher's view of the student."""
         path = None
@@ -143,7 +149,7 @@ class RunSocket(websocket.WebSocketHandler):
             path = "/".join(paths.parse(msg["path"], allow_root=False))
         self.application.settings["ctx"].teaching.student_viewing(self.user, path)
 
-    async def course_of(self, msg):
+    async def course_of(self, msg: dict[str, Any]) -> Area | None:
         """The course folder a `run` names (`area`), if the user may read it
         (its file then runs as a read-only copy); None for their home."""
         spec = msg.get("area", "home")
@@ -152,12 +158,13 @@ class RunSocket(websocket.WebSocketHandler):
         if spec != "course" and not spec.startswith("class/"):
             raise Refused(400, "not_runnable_here", "Only your own files and the course folder's can be run. "
                                                     "Copy this file to My files to run it.")
-        return await self.application.settings["ctx"].files.area(self.user, spec, write=False)
+        area: Area = await self.application.settings["ctx"].files.area(self.user, spec, write=False)
+        return area
 
-    async def run_spec(self, msg, mode: Mode) -> RunSpec:
+    async def run_spec(self, msg: dict[str, Any], mode: Mode) -> RunSpec:
         """The run a `run` or `debug` message (its fields' types and bounds
-        checked: messages.py) asks for, its path and the debugger's options
-        checked before the database is asked anything (the course folder's access)."""
+        validated: messages.py) asks for, its path and the debugger's options
+        validated before the database is asked anything (the course folder's access)."""
         parts = paths.parse(msg["path"], allow_root=False)
         args = msg.get("args") or []
         cols, rows, etag = msg.get("cols", 80), msg.get("rows", 24), msg.get("etag")
@@ -167,7 +174,7 @@ class RunSocket(websocket.WebSocketHandler):
                        mode, course=None if course is None else course.key, args=tuple(args), cols=cols, rows=rows,
                        etag=etag, debug=debug)
 
-    async def send(self, message):
+    async def send(self, message: dict[str, Any]) -> None:
         if self.ws_connection is None or self.ws_connection.is_closing():
             return
         try:

@@ -4,11 +4,11 @@ A `Job` is made from who runs what (a `RunRequest`: the run's `RunSpec`,
 and the user and the session that ask) and where its messages go (a `RunSink`: the IDE socket is one,
 a grader's collector another). Its collaborators are explicit (`Jobs`,
 which makes every job of the worker and holds what they share). It goes
-through its states in order, each step checking the state it needs (an
+through its states in order, each step asserting the state it needs (an
 impossible transition raises `WrongState`), and whatever it holds is given
 back in one place (`_end`), whichever state it ends in:
 
-    preparing  the file is checked runnable, the student's run lock
+    preparing  the file is measured (runnable, within quota), the student's run lock
                claimed if their session is still live (PostgreSQL, one
                statement: one run per student across tabs, workers and
                hosts), and a ready sandbox taken (warm.py)
@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol, TypeVar, cast
 
 from .. import metrics
 from ..config import Config
@@ -40,12 +40,13 @@ from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 from . import runlock
-from .admission import Admission, QueueFull
+from .admission import Admission, Notify, QueueFull
 from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
 from .spec import Mode, RunSpec
+from .sandbox import StartedSandbox
 from .starts import Sandboxed
 from .warm import WarmSandboxes
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # the files service is the worker's; only its type is needed 
     from ..files.service import Files
 
 T = TypeVar("T")
+M = TypeVar("M", bound="dict[str, Any] | None")  # a step's last message
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +78,10 @@ class WrongState(RuntimeError):
 class RunRequest:
     """A run (its RunSpec: spec.py) and what only this worker holds for it."""
     spec: RunSpec
-    user: dict
+    user: dict[str, Any]
     session: bytes  # the token hash of the session that asks: no run once it has ended
-    claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: a check's runs)
-    placed: bool = False  # the asker holds its place already: it waits in no line (a check's checker run)
+    claim: str | None = None  # the run lock, when the asker holds it already (Jobs.claim: an attempt's runs)
+    placed: bool = False  # the asker holds its place already: it waits in no line (an attempt's checker run)
     console: bool = False  # an IDE shows its output: teaching is told it too (RunEvents.run_console)
     sandboxes: "SandboxSource | None" = None  # where its sandbox comes from: None, the user's ready one (warm.py)
     events: RunEvents | None = None  # who hears that it started and how it ended: None, the class view (Jobs.events)
@@ -87,18 +89,18 @@ class RunRequest:
 
 class SandboxSource(Protocol):
     """Where a job takes its sandbox from and gives it back to: the user's
-    ready sandbox (warm.WarmSandboxes), or a check's own (scratch.py)."""
+    ready sandbox (warm.WarmSandboxes), or an attempt's own (scratch.py)."""
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
 
-    async def take(self, user: dict, notify) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify: Notify) -> Sandboxed | None:
         """A ready sandbox; None if none could start, twice. `notify(position)`
         hears where its start is in line, if it waits for one."""
 
-    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+    def used(self, user: dict[str, Any], sandboxed: Sandboxed) -> None:
         """A run starts in it."""
 
-    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+    async def give_back(self, user: dict[str, Any], sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
         """The job is done with it (`ran`: a program ran; `reusable`: its launcher cleared up)."""
 
 
@@ -108,29 +110,29 @@ class RunSink(Protocol):
 
     gone: asyncio.Event  # set when nobody waits for the run any more
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         """Deliver `message`; never raises (a sink that cannot deliver drops it)."""
 
 
 
 class ChannelSink(RunSink, Protocol):
-    """The sink of a job that serves a check or runs its tests (Mode.SERVE,
+    """The sink of a job that serves an attempt or runs its tests (Mode.SERVE,
     Mode.TEST): it has its program's channel messages too."""
 
-    async def channel(self, message: dict) -> None:
+    async def channel(self, message: dict[str, Any]) -> None:
         """A message the program wrote on its channel (awaited: the next waits for it)."""
 
 
 class SessionEnded(Refused):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(401, "session_ended", "Your session has ended. Log in again.")
 
 
-def refusal(code, message):
+def refusal(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": code, "message": message}
 
 
-async def outcome(step, doing: str) -> dict | None:
+async def outcome(step: Callable[[], Awaitable[M]], doing: str) -> M | dict[str, Any]:
     """What `step()` returns (its last message), or what it raised as a refusal (`refused`)."""
     try:
         return await step()
@@ -138,7 +140,7 @@ async def outcome(step, doing: str) -> dict | None:
         return refused(e, doing)
 
 
-def refused(error: Exception, doing: str) -> dict:
+def refused(error: Exception, doing: str) -> dict[str, Any]:
     """`error`, raised while `doing`, as the refusal its client is sent: a
     Refused as it says; anything else is a bug: logged, and said plainly."""
     if isinstance(error, Refused):
@@ -163,10 +165,10 @@ class Jobs:
     warm: WarmSandboxes
     events: RunEvents
     draining: Callable[[], bool]  # True once the worker shuts down: nothing new starts
-    live: set = field(default_factory=set)  # jobs not ended
-    took: deque = field(default_factory=lambda: deque(maxlen=50))  # the latest runs' seconds, for estimates
-    held: set = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
-    tasks: set = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
+    live: "set[Job]" = field(default_factory=set)  # jobs not ended
+    took: deque[float] = field(default_factory=lambda: deque(maxlen=50))  # the latest runs' seconds, for estimates
+    held: set[str] = field(default_factory=set)  # run locks held here (kept alive by the worker's heartbeat)
+    tasks: "set[asyncio.Future[Any]]" = field(default_factory=set)  # awaited at shutdown: jobs, walks put off
 
     def start(self, request: RunRequest, sink: RunSink) -> "Job":
         """Make a job and start its life as a task."""
@@ -180,13 +182,13 @@ class Jobs:
         each = sum(self.took) / len(self.took) if self.took else RUN_FIRST_GUESS
         return round(each * position / self.admission.slots, 1)
 
-    def left(self, user: dict) -> None:
+    def left(self, user: dict[str, Any]) -> None:
         """`user` has no IDE open here any more: what is kept for them goes
         (their ready sandbox, their home's usage record)."""
         self.warm.unwant(user)
         self.files.usage.forget(user)
 
-    async def claim(self, user: dict, session: bytes) -> str:
+    async def claim(self, user: dict[str, Any], session: bytes) -> str:
         """Claim `user`'s run lock for a run asked for by `session` (one run
         per student across tabs, workers and hosts): its id. Refused when
         they have a run already; SessionEnded when the session has."""
@@ -200,7 +202,7 @@ class Jobs:
         self.held.add(claim)
         return claim
 
-    async def release(self, user: dict, claim: str) -> None:
+    async def release(self, user: dict[str, Any], claim: str) -> None:
         """Give the run lock back (never raises: a lock not given back goes stale)."""
         self.held.discard(claim)
         try:
@@ -249,7 +251,7 @@ class Job:
 
     @property
     def events(self) -> RunEvents:
-        """Who hears of it: the request's (a check's runs are not the student's last run), or the class view."""
+        """Who hears of it: the request's (an attempt's runs are not the student's last run), or the class view."""
         return self.request.events or self.jobs.events
 
     @property
@@ -290,19 +292,19 @@ class Job:
             jobs.files.usage.forget(user)
         self.done.set()
 
-    def _tee(self, message):
+    def _tee(self, message: dict[str, Any]) -> None:
         """A message of the run as its IDE shows it, for the teacher's view of its console."""
         if self.request.console:
             self.events.run_console(self.request.user, message)
 
-    async def _send_teed(self, message):
+    async def _send_teed(self, message: dict[str, Any]) -> None:
         self._tee(message)
         await self.sink.send(message)
 
-    async def _notice(self, sentence):
+    async def _notice(self, sentence: str) -> None:
         await self.sink.send({"type": "notice", "message": sentence})
 
-    async def _go(self) -> dict | None:
+    async def _go(self) -> dict[str, Any] | None:
         """preparing → ready → running: the exit message, or a refusal (None
         when nobody waits for it any more)."""
         jobs, request, spec = self.jobs, self.request, self.request.spec
@@ -311,7 +313,7 @@ class Job:
         if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
             used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
         elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
-            used = await jobs.files.check_runnable(user["username"], area, spec.parts)  # a file, within its quota
+            used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)
@@ -339,13 +341,14 @@ class Job:
 
         self._step(State.READY, State.RUNNING)
         sandbox = self.sandboxed.sandbox
-        channel = cast(ChannelSink, self.sink).channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
+        channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = \
+            cast(ChannelSink, self.sink).channel if spec.mode in (Mode.SERVE, Mode.TEST) else None
         if spec.mode is Mode.DEBUG:
             options = spec.debug.to_dict() if spec.debug else {}
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
-        self.run = Run(spec, sandbox, self._send_teed, disk_check=(lambda: self._over_quota(area)) if home else None,
+        self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if home else None,
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
             self.debug.attach(self.run)
@@ -362,7 +365,7 @@ class Job:
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
 
-    async def _waiting_for_sandbox(self, position):
+    async def _waiting_for_sandbox(self, position: int) -> None:
         """Its sandbox waits in the line of starts (starts.py): the student is told where."""
         if not self.sink.gone.is_set():
             estimate = self.jobs.warm.starts.estimate(position)
@@ -372,7 +375,7 @@ class Job:
         """Wait for a place; False if the sink went first."""
         admission = self.jobs.admission
 
-        async def queued(position):
+        async def queued(position: int) -> None:
             metrics.RUN_QUEUE.set(len(admission.waiting))
             await self.sink.send({"type": "queued", "line": "run", "position": position,
                                   "estimate": self.jobs.estimate(position)})
@@ -428,11 +431,11 @@ class Job:
 
     # -- the home's quota, while the program runs ---------------------------------------
 
-    async def _over_quota(self, area):
+    async def _over_quota(self, area: Area) -> bool:
         """Has its home gone over its quota?"""
         return await self.jobs.files.quota_problem(self.request.user["username"], area) is not None
 
-    def _disk_guard(self, sandbox, area, used):
+    def _disk_guard(self, sandbox: StartedSandbox, area: Area, used: int | None) -> DiskGuard | None:
         """The run's write budget (disk_guard.py): what the home's quota
         leaves of `used`, or in a scratch home RUN_FILE_MB in all; None
         where the sandbox has no cgroup to count its writes."""
@@ -449,6 +452,6 @@ class Job:
                          limits.file_mb << 20)
 
 
-async def _no_room():
+async def _no_room() -> int | None:
     """A scratch home's room once its run's write budget is spent: none."""
     return None

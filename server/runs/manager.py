@@ -1,11 +1,11 @@
 """The IDE sockets of one worker: who has an IDE open, their tabs, and the
-session re-check; a socket's `run` becomes a job (job.py), whose sink the
+session re-look; a socket's `run` becomes a job (job.py), whose sink the
 socket is.
 
 A student may have RUN_SOCKETS_PER_USER sockets open on a worker, and a new
 one closes their oldest idle one. While a student has one open here, a
-sandbox is kept ready for them (warm.py). Sessions are checked again on
-every `run` (when the job claims its lock) and every SESSION_CHECK_SECONDS
+sandbox is kept ready for them (warm.py). Sessions are looked up again on
+every `run` (when the job claims its lock) and every SESSION_LOOK_SECONDS
 for every open socket, so a logout, deactivation or password reset stops
 the student's program and closes their sockets on every worker and
 instance.
@@ -13,49 +13,78 @@ instance.
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
-from .job import Job, Jobs, RunRequest, State
+from .debugging import DebugSession
+from .job import Job, Jobs, RunRequest, RunSink, State
 from .run import Run
 from .spec import RunSpec
 
 log = logging.getLogger(__name__)
 
-SESSION_CHECK_SECONDS = 1.0
+SESSION_LOOK_SECONDS = 1.0
 JOB_END_WAIT = 30.0  # a run being stopped ends within this (its kill is bounded)
 CLOSE_SESSION_ENDED = 4401  # WebSocket close codes the IDE acts on (see docs/run-protocol.md)
 CLOSE_TOO_MANY_TABS = 4002
 
 
+Send = Callable[[dict[str, Any]], Awaitable[None]]  # a message to the socket's IDE
+Close = Callable[[int, str], None]  # close the socket with a WebSocket code and reason
+
+
+class Attempt(Protocol):
+    """An attempt under way, as a socket sees it (checks/grader.py's)."""
+
+    done: asyncio.Event  # set once its result is out
+
+
+class Grader(Protocol):
+    """What the sockets ask of checks/grader.py's Grader (which imports this
+    package, so it is named here by what it does)."""
+
+    def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
+              sink: RunSink) -> Attempt:
+        """Start an attempt whose messages go to `sink`."""
+
+    def prepare(self, user: dict[str, Any]) -> None:
+        """Start the sandbox of `user`'s next attempt now."""
+
+    def forget(self, user: dict[str, Any]) -> None:
+        """`user` has no IDE open here any more."""
+
+    async def close(self) -> None:
+        """The worker stops."""
+
+
 @dataclass
 class Student:
     """A student with at least one socket open on this worker."""
-    user: dict
-    connections: list = field(default_factory=list)  # oldest first
+    user: dict[str, Any]
+    connections: "list[Connection]" = field(default_factory=list)  # oldest first
 
 
 class Connection:
     """One open /ws/run, as the manager sees it: the sink of its jobs. `send`
     a message, `close` the socket (the handler's)."""
 
-    def __init__(self, student: Student, token_hash: bytes, send: Callable, close: Callable) -> None:
+    def __init__(self, student: Student, token_hash: bytes, send: Send, close: Close) -> None:
         self.student = student
         self.token_hash = token_hash
         self.send = send
         self.close = close
         self.job: Job | None = None  # its latest job
-        self.check = None  # its latest check (server/checks/grader.py)
+        self.attempt: Attempt | None = None  # its latest attempt (server/checks/grader.py)
         self.gone = asyncio.Event()  # the socket closed (or is closing): its run stops
         self.ending = False  # its session ended: it closes once its run has
 
     @property
     def busy(self) -> bool:
-        """A program or a check of this socket's is under way."""
+        """A program or an attempt of this socket's is under way."""
         return (self.job is not None and self.job.state is not State.ENDED) or \
-            (self.check is not None and not self.check.done.is_set())
+            (self.attempt is not None and not self.attempt.done.is_set())
 
 
 class Reply:
@@ -67,19 +96,19 @@ class Reply:
         self.conn, self.re = conn, re
         self.gone = conn.gone
 
-    async def send(self, message: dict) -> None:
+    async def send(self, message: dict[str, Any]) -> None:
         await self.conn.send(message if self.re is None or "re" in message else {**message, "re": self.re})
 
 
 class RunManager:
-    def __init__(self, jobs: Jobs, grader=None):
+    def __init__(self, jobs: Jobs, grader: Grader | None = None) -> None:
         self.jobs = jobs
-        self.grader = grader  # checks.grader.Grader: exercises' checks asked for on these sockets
+        self.grader = grader  # checks.grader.Grader: the attempts asked for on these sockets
         self.students: dict[int, Student] = {}  # user id -> Student
 
     # -- sockets ------------------------------------------------------------
 
-    def open(self, user: dict, token_hash: bytes, send: Callable, close: Callable) -> "Connection | None":
+    def open(self, user: dict[str, Any], token_hash: bytes, send: Send, close: Close) -> "Connection | None":
         """A socket opened: its Connection, or None when the student has too
         many open here and none of them can give way."""
         student = self.students.get(user["id"])
@@ -108,7 +137,7 @@ class RunManager:
             self.jobs.track(run.stop("killed"))
         self._forget(conn)
 
-    def _forget(self, conn, replaced=False):
+    def _forget(self, conn: Connection, replaced: bool = False) -> None:
         """The socket is gone; so is its student here once it was their last
         (unless a new socket replaces it)."""
         conn.gone.set()
@@ -137,18 +166,18 @@ class RunManager:
         assert job.task is not None  # start() started it
         job.task.add_done_callback(lambda _: self._after(conn, job))
 
-    def check(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
-        """Check the student's program against an exercise's checks; the
-        check's messages come on this socket, naming the message `re`."""
+    def attempt(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
+        """Start an attempt: the student's program against an exercise's checks; the
+        attempt's messages come on this socket, naming the message `re`."""
         if conn.busy:
             raise Refused(409, "already_running", "A program or a check is already running here. Stop it, "
                                                   "then press Check.")
         if self.grader is None:
             raise Refused(503, "no_checks", "Checks are not available on this server.")
-        conn.check = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
+        conn.attempt = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
 
-    def prepare_check(self, conn: Connection) -> None:
-        """An exercise is open in the IDE: its next check's sandbox starts now."""
+    def prepare_attempt(self, conn: Connection) -> None:
+        """An exercise is open in the IDE: its next attempt's sandbox starts now."""
         if self.grader is not None:
             self.grader.prepare(conn.student.user)
 
@@ -157,19 +186,19 @@ class RunManager:
         job = conn.job
         return job.run if job is not None and job.state is not State.ENDED else None
 
-    def debugging(self, conn: Connection):
+    def debugging(self, conn: Connection) -> DebugSession | None:
         """The debug session of the socket's program, or None."""
         job = conn.job
         return job.debug if job is not None and job.state is not State.ENDED else None
 
-    def _after(self, conn, job: Job):
+    def _after(self, conn: Connection, job: Job) -> None:
         """The job is over: a session found ended on the way closes the socket."""
         if job.session_ended:
             self._end_session(conn)
 
     # -- sessions ---------------------------------------------------------------
 
-    async def check_sessions(self) -> None:
+    async def close_ended_sessions(self) -> None:
         """Stop the programs and close the sockets of sessions that ended
         (logout, deactivation, password reset, expiry) anywhere."""
         conns = [c for s in self.students.values() for c in s.connections]
@@ -180,7 +209,7 @@ class RunManager:
             if conn.token_hash not in valid:
                 self._end_session(conn)
 
-    def _end_session(self, conn):
+    def _end_session(self, conn: Connection) -> None:
         """Stop the socket's program (its exit message says why), then close it."""
         if conn.ending:
             return
@@ -191,7 +220,7 @@ class RunManager:
         elif job:
             conn.gone.set()  # not running yet: it stops at its next step
 
-        async def close_after_run():
+        async def close_after_run() -> None:
             if job:
                 try:
                     await asyncio.wait_for(job.done.wait(), JOB_END_WAIT)

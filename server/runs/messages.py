@@ -1,9 +1,9 @@
 """The messages a browser may send on /ws/run, written once (docs/run-protocol.md).
 
 `CLIENT` is the table: each message type, its fields, their JSON types and
-bounds. The server checks every incoming message against it (`check`)
+bounds. The server validates every incoming message against it (`validate`)
 before it acts on one, and the browser's one builder of messages
-(static/src/run-socket.js) checks against the same table, exported as
+(static/src/run-socket.js) validates against the same table, exported as
 static/src/run-messages.json (`python -m server.runs.messages` writes it;
 tests/test_run_messages.py fails when the committed file differs).
 
@@ -97,7 +97,7 @@ def id_of(msg: dict[str, Any]) -> str:
     return value
 
 
-def check(msg: dict[str, Any]) -> dict[str, Any]:
+def validate(msg: dict[str, Any]) -> dict[str, Any]:
     """`msg` (a JSON object with a text type and an id, sockets.message_of
     and id_of) if the table allows it, else the refusal naming the field."""
     fields = CLIENT.get(msg["type"])

@@ -10,7 +10,7 @@ stdout, and ImageParser cuts them out of the text, as it cuts out the
 marks the launcher's input() writes around its prompt, `ESC ] 7011 ; prompt BEL`
 before and `ESC ] 7011 ; input BEL` after: the program waits for a line,
 and the text between was its prompt. A program may print them too; all it
-can do is make the page say it waits, or have a check leave out of the
+can do is make the page say it waits, or have an output check leave out of the
 compared output text it could have left unprinted.
 """
 import asyncio
@@ -27,6 +27,11 @@ PROMPT = b"prompt"
 MAX_IMAGE_BYTES = 8 << 20
 
 
+# What ImageParser makes of stdout: ("text" | "image" | "prompt" | "input",
+# bytes), or ("dropped", the size of an image too large to show).
+Item = tuple[str, bytes] | tuple[str, int]
+
+
 class BadFrame(Exception):
     """The launcher broke the protocol: the sandbox cannot be trusted."""
 
@@ -35,7 +40,7 @@ def frame(kind: bytes, payload: bytes = b"") -> bytes:
     return kind + struct.pack(">I", len(payload)) + payload
 
 
-async def read_frame(stream):
+async def read_frame(stream: asyncio.StreamReader) -> tuple[bytes, bytes] | None:
     """The next (kind, payload) from the launcher, None at the end of its output."""
     try:
         header = await stream.readexactly(HEADER)
@@ -60,16 +65,16 @@ class ImageParser:
     One parser reads one run.
     """
 
-    def __init__(self, limit=MAX_IMAGE_BYTES):
+    def __init__(self, limit: int = MAX_IMAGE_BYTES) -> None:
         self.limit = limit
         self.pending = b""
         self.inside = False
         self.skipped = 0
         self.scanned = 0  # of pending, inside a sequence: searched already
 
-    def feed(self, data):
+    def feed(self, data: bytes) -> list[Item]:
         self.pending += data
-        out = []
+        out: list[Item] = []
         while self.pending:
             if self.inside:
                 end = self.pending.find(BEL, self.scanned)
@@ -110,7 +115,7 @@ class ImageParser:
             self.inside = True
         return out
 
-    def finish(self):
+    def finish(self) -> list[Item]:
         """What is left at the end of a run: an unfinished sequence is
         dropped, a held-back tail that only looked like one is text."""
         pending, self.pending = self.pending, b""
@@ -120,7 +125,7 @@ class ImageParser:
         return [("text", pending)] if pending else []
 
 
-def _prefix_overlap(data, marker):
+def _prefix_overlap(data: bytes, marker: bytes) -> int:
     """Length of the longest tail of `data` that starts `marker`."""
     for n in range(min(len(marker) - 1, len(data)), 0, -1):
         if data.endswith(marker[:n]):

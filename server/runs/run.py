@@ -10,7 +10,7 @@ slows the reading of the launcher's frames, and the program blocks at its
 next write: nothing buffers without bound.
 
 A run may also have a control channel (`channel`, see docs/run-protocol.md, "The
-check channel"): lines of JSON between the server and the program, which
+control channel"): lines of JSON between the server and the program, which
 holds its end at fd 3. What comes on it is the program's data, never the
 launcher's word: it is parsed with bounds and handed to `channel`, which is
 awaited (a flood goes at the server's pace), and it can never end a run.
@@ -31,9 +31,10 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Protocol
 
+from .disk_guard import DiskGuard
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
-from .sandbox import Exit
+from .sandbox import Exit, StartedSandbox
 from .spec import Mode, RunSpec
 from ..valid_text import valid_text
 
@@ -42,9 +43,9 @@ log = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.025
 FLUSH_BYTES = 16 << 10
 KILL_GRACE = 1.0  # seconds the output may take to end after the kill
-CHECK_SECONDS = 0.25
-DISK_CHECK_SECONDS = 3.0
-DISK_CHECK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
+WATCHDOG_SECONDS = 0.25
+QUOTA_LOOK_SECONDS = 3.0
+QUOTA_LOOK_CPU = 0.01  # seconds of CPU a run must have used since the last look at its home
 CPU_GRACE_SECONDS = 1.0  # the launcher's relay shares the run's CPU count
 STDERR_TAIL = 4096  # characters of stderr kept: a traceback's last lines, for the teacher's live view
 CHANNEL_LINE = 256 << 10  # the largest message on a run's channel, either way (as the launcher's)
@@ -103,23 +104,24 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class Run:
-    def __init__(self, spec: RunSpec, sandbox: Any, send: Send,
-                 disk_check: Callable[[], Awaitable[bool]] | None = None, disk_guard: Any = None,
-                 channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = None, debug: Pauses | None = None):
+    def __init__(self, spec: RunSpec, sandbox: StartedSandbox, send: Send,
+                 over_quota: Callable[[], Awaitable[bool]] | None = None, disk_guard: DiskGuard | None = None,
+                 channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = None,
+                 debug: Pauses | None = None) -> None:
         if spec.mode in (Mode.SERVE, Mode.TEST) and channel is None:
-            raise ValueError("a check talks on the run's channel: make the Run with one")
+            raise ValueError("an attempt talks on the run's channel: make the Run with one")
         self.spec = spec  # what runs (spec.py)
         self.limits = spec.limits
-        self.sandbox = sandbox  # a ready sandbox.StartedSandbox
+        self.sandbox = sandbox  # a ready sandbox
         self.send = send  # async callable taking a message dict
         self.channel = channel  # async callable taking each message from the run's channel; None: no channel
         self.channel_dropped = 0  # lines from the channel that were not JSON objects
         self.debug = debug  # a debug session's: it asks for the channel's lines, and pauses the clock
-        self.disk_check = disk_check  # async () -> True when the home is over its quota
-        self.disk_guard = disk_guard  # a disk_guard.DiskGuard for this run, or None
+        self.over_quota = over_quota  # async () -> True when the home is over its quota
+        self.disk_guard = disk_guard  # this run's, or None
         self.id = uuid.uuid4().hex[:12]
         self.stop_reason: str | None = None
-        self.status = None  # the launcher's exit frame
+        self.status: dict[str, Any] | None = None  # the launcher's exit frame
         self.reusable = False  # the launcher reported the end itself and serves the next run
         self.output_bytes = 0
         self.stderr_tail = ""  # the end of what the program wrote to stderr (STDERR_TAIL)
@@ -129,7 +131,8 @@ class Run:
         self._pending_size = 0
         self._sent_output = False
         self._told_input = False  # an `input` message was sent and nothing typed since
-        self._prompt = None  # stdout since input()'s prompt mark, until its input mark (None: not in a prompt)
+        # stdout since input()'s prompt mark, until its input mark (None: not in a prompt).
+        self._prompt: str | None = None
         self._send_lock = asyncio.Lock()
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in ("stdout", "stderr")}
         self._reading: asyncio.Future[Any] | None = None
@@ -172,7 +175,7 @@ class Run:
 
     def end_channel(self) -> None:
         """The program reads the end of its channel after what it was told
-        (a `serve` check then exits)."""
+        (an attempt's `serve` run then exits)."""
         self.sandbox.send(frame(b"C"))
 
     def stop(self, reason: str | None = None) -> "asyncio.Future[None]":
@@ -184,7 +187,7 @@ class Run:
             self._stopping = asyncio.ensure_future(self._kill())
         return asyncio.shield(self._stopping)
 
-    async def _kill(self):
+    async def _kill(self) -> None:
         await self.sandbox.kill()
         # No process of the sandbox is left to write; if the output has not
         # ended anyway, it is not waited for.
@@ -208,7 +211,7 @@ class Run:
         self._reading = asyncio.ensure_future(self._relay())
         watchdog = asyncio.ensure_future(self._watchdog(started, cpu_before))
         flusher = asyncio.ensure_future(self._flush_every())
-        guarding = asyncio.ensure_future(self._guard()) if self.disk_guard else None
+        guarding = asyncio.ensure_future(self._guard(self.disk_guard)) if self.disk_guard else None
         try:
             await asyncio.wait([self._reading])
             try:
@@ -241,7 +244,7 @@ class Run:
         cpu_used = cpu_after - cpu_before if cpu_after is not None and cpu_before is not None else None
         return self._exit_message(exit_, oom, cpu_used, time.monotonic() - started)
 
-    async def _relay(self):
+    async def _relay(self) -> dict[str, Any] | None:
         """The launcher's frames until its exit frame (the status it reports)
         or the end of its output (None)."""
         while True:
@@ -262,7 +265,7 @@ class Run:
             else:
                 raise BadFrame(f"unexpected {kind!r} during a run")
 
-    async def _from_channel(self, payload):
+    async def _from_channel(self, payload: bytes) -> None:
         """A line the program wrote on its channel: its data, so whatever is
         not a JSON object is dropped (and counted), never an error."""
         if self.channel is None:
@@ -284,14 +287,16 @@ class Run:
         if self.debug is not None and not taken:
             self._dropped(payload)  # parsed, and not the answer the debugger waited for
 
-    def _dropped(self, payload):
+    def _dropped(self, payload: bytes) -> None:
         """A debug run's channel line that was not taken: a flood of them is
         output, and ends at its limit (each costs a frame's work at least)."""
         self.channel_dropped += 1
         self._count(max(len(payload) + 1, CHANNEL_LINE_COST))
 
-    async def _stdout_item(self, kind, payload):
-        if kind == "text":
+    async def _stdout_item(self, kind: str, payload: bytes | int) -> None:
+        if isinstance(payload, int):  # ("dropped", its size)
+            await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n".encode())
+        elif kind == "text":
             await self._text("stdout", payload)
         elif kind == "image":
             await self._image(payload)
@@ -302,10 +307,8 @@ class Run:
         elif kind == "input":
             if self._count(MARK_BYTES):
                 await self._wants_input()
-        else:
-            await self._text("stderr", f"\n[an image of {payload >> 10} KB was too large to show]\n".encode())
 
-    async def _text(self, stream, data):
+    async def _text(self, stream: str, data: bytes) -> None:
         if not self._count(len(data)):
             return
         text = self._decoders[stream].decode(data)
@@ -316,7 +319,7 @@ class Run:
             # The first output goes at once: it is what "Run feels instant" means.
             await self._flush()  # waits for the client: reading pauses meanwhile
 
-    async def _image(self, b64):
+    async def _image(self, b64: bytes) -> None:
         if not self._count(len(b64)):
             return
         try:
@@ -327,11 +330,11 @@ class Run:
         async with self._send_lock:
             await self.send({"type": "image", "mime": "image/png", "data": b64.decode("ascii")})
 
-    async def _wants_input(self):
+    async def _wants_input(self) -> None:
         """The program waits in input(): the page is told once per wait
         (what is typed, or input()'s next prompt, starts the next), after
-        the prompt before it, whose text the message repeats (a check
-        leaves it out of the output it compares)."""
+        the prompt before it, whose text the message repeats (an output
+        check leaves it out of the output it compares)."""
         prompt, self._prompt = self._prompt, None
         if self._told_input:
             return
@@ -340,14 +343,14 @@ class Run:
         async with self._send_lock:
             await self.send({"type": "input", **({"prompt": prompt} if prompt else {})})
 
-    def _count(self, n):
+    def _count(self, n: int) -> bool:
         self.output_bytes += n
         if self.output_bytes > self.limits.output_kb << 10:
             self.stop("output_limit")
             return False
         return True
 
-    def _queue(self, stream, text):
+    def _queue(self, stream: str, text: str) -> None:
         text = valid_text(text)  # a NUL it printed is shown as \0, as it is stored and sent everywhere
         if text:
             self._pending.append((stream, text))
@@ -355,10 +358,10 @@ class Run:
             if stream == "stderr":
                 self.stderr_tail = (self.stderr_tail + text[-STDERR_TAIL:])[-STDERR_TAIL:]
 
-    async def _flush(self):
+    async def _flush(self) -> None:
         async with self._send_lock:
             batch, self._pending, self._pending_size = self._pending, [], 0
-            merged = []
+            merged: list[tuple[str, list[str]]] = []
             for stream, text in batch:  # one message per run of the same stream
                 if merged and merged[-1][0] == stream:
                     merged[-1][1].append(text)
@@ -368,17 +371,17 @@ class Run:
                 self._sent_output = True
                 await self.send({"type": "output", "stream": stream, "data": "".join(texts)})
 
-    async def _flush_every(self):
+    async def _flush_every(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
             if self._pending:
                 await self._flush()
 
-    async def _watchdog(self, started, cpu_before):
+    async def _watchdog(self, started: float, cpu_before: float | None) -> None:
         limits = self.limits
-        next_disk_check, cpu_at_disk_check = started + DISK_CHECK_SECONDS, cpu_before
+        next_quota_look, cpu_at_quota_look = started + QUOTA_LOOK_SECONDS, cpu_before
         while True:
-            await asyncio.sleep(CHECK_SECONDS)
+            await asyncio.sleep(WATCHDOG_SECONDS)
             now = time.monotonic()
             debug = self.debug
             if debug is not None and debug.overdue(now):
@@ -398,17 +401,16 @@ class Run:
                 return await self.stop("cpu_limit")  # many processes, each under its own limit
             # The home is walked only while the program works: one waiting
             # for input writes nothing.
-            working = cpu is None or cpu_at_disk_check is None or cpu - cpu_at_disk_check > DISK_CHECK_CPU
-            if self.disk_check and now >= next_disk_check and working:
-                if await self.disk_check():
+            working = cpu is None or cpu_at_quota_look is None or cpu - cpu_at_quota_look > QUOTA_LOOK_CPU
+            if self.over_quota and now >= next_quota_look and working:
+                if await self.over_quota():
                     log.info("run %s stopped: its home went over its quota (walked every %.0f s)",
-                             self.id, DISK_CHECK_SECONDS)
+                             self.id, QUOTA_LOOK_SECONDS)
                     return await self.stop("disk_limit")
-                next_disk_check, cpu_at_disk_check = time.monotonic() + DISK_CHECK_SECONDS, cpu
+                next_quota_look, cpu_at_quota_look = time.monotonic() + QUOTA_LOOK_SECONDS, cpu
 
-    async def _guard(self):
-        """Stop the run once it has written its home past its quota."""
-        guard = self.disk_guard
+    async def _guard(self, guard: DiskGuard) -> None:
+        """Stop the run once it has written its home past its quota (`guard`: its disk guard)."""
         try:
             if not await guard.over_quota():
                 return
@@ -424,8 +426,8 @@ class Run:
         guard.writes.kill()  # still frozen: killed before any of its processes writes again
         await self.stop()
 
-    def _exit_message(self, exit_, oom, cpu_used, duration):
-        status = self.status or {}
+    def _exit_message(self, exit_: Exit, oom: bool, cpu_used: float | None, duration: float) -> dict[str, Any]:
+        status: dict[str, Any] = self.status or {}
         code = status.get("code") if self.status else exit_.code
         sig = status.get("signal") if self.status else exit_.signal
         limits = self.limits
@@ -449,8 +451,10 @@ class Run:
         if working_out and reason in ("cpu_limit", "idle", "timeout"):
             reason = "debug_slow"
         if reason == "debug_slow":
+            assert self.debug is not None  # (only a debug run stops as debug_slow)
             words = self.debug.slow_words()
         elif working_out and reason in ("ok", "error"):
+            assert self.debug is not None  # (working_out)
             words = self.debug.ended_words()
         else:
             words = MESSAGES[reason].format(wall=limits.wall_seconds, idle=limits.idle_seconds,
@@ -462,7 +466,7 @@ class Run:
                   "debug_busy": "cpu_limit"}.get(reason, reason)
         if reason == "error" and code not in (None, 1):  # 1 is Python's own, for the error its traceback shows
             words = MESSAGES["error_code"].format(code=code)
-        ended = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
+        ended: dict[str, Any] = {"type": "exit", "run_id": self.id, "code": code, "signal": sig, "reason": reason,
                  "message": words, "duration": round(duration, 3)}
         if reason == "error":
             explanation = explain(self.stderr_tail)  # untrusted text: matched, never run
@@ -471,11 +475,11 @@ class Run:
         return ended
 
 
-def _megabytes(n):
+def _megabytes(n: int) -> str:
     return f"{n / (1 << 20):.3g} MB" if n >= 1 << 20 else f"{n >> 10} KB"
 
 
-def _status(payload):
+def _status(payload: bytes) -> dict[str, Any]:
     """The launcher's exit frame, checked field by field."""
     try:
         value = json.loads(payload)
@@ -484,7 +488,7 @@ def _status(payload):
     if not isinstance(value, dict):
         raise BadFrame("exit frame is not an object")
 
-    def small_int(key, hi):
+    def small_int(key: str, hi: int) -> int | None:
         v = value.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= hi else None
     return {"code": small_int("code", 255), "signal": small_int("signal", 64),

@@ -8,12 +8,15 @@ locks a student out for longer than that.
 """
 import os
 import socket
+from typing import Iterable
+
+from ..db import Pool
 
 HEARTBEAT = 10
 STALE = 30
 
 
-async def claim(pool, username, run_id, token_hash):
+async def claim(pool: Pool, username: str, run_id: str, token_hash: bytes) -> str:
     """Claim the lock for a run asked for by session `token_hash`, in one
     round trip: "claimed", "busy" (the student has a live run), or
     "session_ended"."""
@@ -29,16 +32,17 @@ async def claim(pool, username, run_id, token_hash):
                     RETURNING run_id)
            SELECT live.ok, (SELECT run_id FROM claimed) AS run_id FROM live""",
         username, run_id, f"{socket.gethostname()}:{os.getpid()}", STALE, token_hash)
+    assert row is not None  # `live` is one row, whatever the tables hold
     if not row["ok"]:
         return "session_ended"
     return "claimed" if row["run_id"] == run_id else "busy"
 
 
-async def release(pool, username, run_id):
+async def release(pool: Pool, username: str, run_id: str) -> None:
     await pool.execute("DELETE FROM active_runs WHERE username = $1 AND run_id = $2", username, run_id)
 
 
-async def heartbeat(pool, run_ids):
+async def heartbeat(pool: Pool, run_ids: Iterable[str]) -> None:
     if run_ids:
         await pool.execute("UPDATE active_runs SET heartbeat_at = now() WHERE run_id = ANY($1::text[])",
                            list(run_ids))

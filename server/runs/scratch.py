@@ -1,19 +1,19 @@
 """A sandbox with a throwaway home, for runs that must not reach the
-student's own files: a check's runs of the student's program.
+student's own files: an attempt's runs of the student's program.
 
-A check runs the student's code on inputs the student must not learn
+An attempt runs the student's code on inputs the student must not learn
 (hidden checks). In the student's ready sandbox (warm.py) a program could
 write them into its home and read them back through the files API; here
 its home is an empty scratch folder of its own (DATA_DIR/sandbox/scratch,
-0700, the student's uid), and the program runs a copy of the checked files
+0700, the student's uid), and the program runs a copy of the graded files
 that the launcher writes afresh for each run (Job: RunSpec.files). A
-check has one such sandbox (grader.py: started ahead of time, its shown
+attempt has one such sandbox (grader.py: started ahead of time, its shown
 checks run before its hidden ones) and `close`s it when it is over: the
-sandbox is killed as a whole and its folder removed, so nothing a check's
+sandbox is killed as a whole and its folder removed, so nothing an attempt's
 run wrote survives it.
 
 It is taken and given back by a job as the student's ready sandbox is
-(`take`, `used`, `give_back`), and serves the check's runs one after
+(`take`, `used`, `give_back`), and serves the attempt's runs one after
 another while its launcher clears up after each; one that cannot serve
 again is replaced by a fresh one on the same scratch folder. The checker
 sandboxes (checkers.py) make and remove their folders with the same two
@@ -23,9 +23,11 @@ import asyncio
 import logging
 import os
 import tempfile
+from typing import Any
 
 from ..files.walk import remove_tree
-from .admission import Place
+from ..config import Config
+from .admission import Notify, Place
 from .cgroups import tag_alive, worker_tag
 from .starts import Sandboxed, Starts, discard, ready
 
@@ -33,15 +35,15 @@ log = logging.getLogger(__name__)
 
 
 class ScratchSandbox:
-    """One check's sandbox (see the module docstring)."""
+    """One attempt's sandbox (see the module docstring)."""
 
     holds_home = False  # its programs never see the student's home: no quota, no change to announce
 
     def __init__(self, starts: Starts, uid: int | None):
         self.starts, self.cfg, self.uid = starts, starts.cfg, uid
         self.folder: str | None = None  # the scratch home, once made
-        self.idle: Sandboxed | None = None  # ready for the check's next run
-        self.starting: asyncio.Future | None = None
+        self.idle: Sandboxed | None = None  # ready for the attempt's next run
+        self.starting: asyncio.Future[Sandboxed | None] | None = None
         self.place: Place | None = None  # the starting sandbox's place in the starts' line
         self.closed = False
 
@@ -52,7 +54,7 @@ class ScratchSandbox:
             self.place = Place(ahead=ahead)
             self.starting = asyncio.ensure_future(self._new(self.place))
 
-    async def take(self, user: dict, notify) -> Sandboxed | None:
+    async def take(self, user: dict[str, Any], notify: Notify) -> Sandboxed | None:
         """The ready sandbox (started if need be); None if none could start.
         `notify(position)` hears where its start is in line, if it waits."""
         if self.closed:
@@ -67,11 +69,11 @@ class ScratchSandbox:
             self.starts.hurry(self.place, notify)
         return await starting
 
-    def used(self, user: dict, sandboxed: Sandboxed) -> None:
+    def used(self, user: dict[str, Any], sandboxed: Sandboxed) -> None:
         sandboxed.runs_left -= 1
 
-    async def give_back(self, user: dict, sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
-        """Kept for the check's next run if its launcher cleared up after
+    async def give_back(self, user: dict[str, Any], sandboxed: Sandboxed, ran: bool, reusable: bool) -> None:
+        """Kept for the attempt's next run if its launcher cleared up after
         this one (the scratch folder stays, with what the runs wrote)."""
         keep = not ran or (reusable and sandboxed.runs_left > 0)
         if keep and not self.closed and self.idle is None:
@@ -81,7 +83,7 @@ class ScratchSandbox:
         await discard(sandboxed.sandbox)
 
     async def close(self) -> None:
-        """The check is over: the sandbox goes, and its folder with all it holds."""
+        """The attempt is over: the sandbox goes, and its folder with all it holds."""
         self.closed = True
         idle, self.idle = self.idle, None
         starting, self.starting = self.starting, None
@@ -92,17 +94,18 @@ class ScratchSandbox:
         if self.folder is not None:
             await asyncio.get_running_loop().run_in_executor(None, remove_folder, self.folder)
 
-    async def _new(self, place) -> Sandboxed | None:
+    async def _new(self, place: Place) -> Sandboxed | None:
         loop = asyncio.get_running_loop()
-        if self.folder is None:
+        folder = self.folder
+        if folder is None:
             try:
                 # Named after its worker, for remove_leftovers.
-                self.folder = await loop.run_in_executor(None, make_folder, scratch_folder(self.cfg),
+                self.folder = folder = await loop.run_in_executor(None, make_folder, scratch_folder(self.cfg),
                                                          worker_tag() + ".", self.uid)
             except OSError:
                 log.exception("could not make a check's scratch folder")
                 return None
-        return await self.starts.start(self.folder, self.uid, "check ", place)
+        return await self.starts.start(folder, self.uid, "check ", place)
 
 
 
@@ -125,13 +128,13 @@ def remove_folder(folder: str) -> None:
         log.exception("could not remove the sandbox folder %s", folder)
 
 
-def scratch_folder(cfg) -> str:
+def scratch_folder(cfg: Config) -> str:
     return os.path.join(cfg.DATA_DIR, "sandbox", "scratch")
 
 
-def remove_leftovers(cfg) -> int:
+def remove_leftovers(cfg: Config) -> int:
     """Remove the scratch folders of workers that are gone (a crash, kill -9
-    in the middle of a check): how many. Blocking: call it in a thread."""
+    in the middle of an attempt): how many. Blocking: call it in a thread."""
     removed = 0
     try:
         names = os.listdir(scratch_folder(cfg))

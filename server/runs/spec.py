@@ -4,7 +4,7 @@ asker's message and handed whole to the job, the run and the launcher.
 It says who runs (the user), what program (the file, a course folder's
 copy or a snapshot's), with which `Limits`, input, arguments and
 terminal, and in which `Mode`: a program run from the IDE, under the
-debugger, serving a check's calls, or the checker's tests. It holds only
+debugger, serving the calls of an attempt's tests, or the checker's tests. It holds only
 plain values, so it crosses to another host as JSON (`to_dict`,
 `from_dict`); what only this worker may hold (the session, the run lock,
 the sandbox it takes, the socket) travels beside it (job.RunRequest).
@@ -21,21 +21,42 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from .protocol import frame
-from .sandbox.launch import CHECKING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE
+from .sandbox.launch import TESTING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE
 
 
 class Settings(Protocol):
-    """The worker's settings a run's limits are read from (config.Config)."""
-    RUN_WALL_SECONDS: int
-    RUN_IDLE_SECONDS: int
-    RUN_DEBUG_IDLE_SECONDS: int
-    RUN_CPU_SECONDS: int
-    RUN_MEMORY_MB: int
-    RUN_OUTPUT_KB: int
-    RUN_FILE_MB: int
-    RUN_PROCESSES: int
-    RUN_OPEN_FILES: int
-    QUOTA_BYTES: int
+    """The worker's settings a run's limits are read from (config.Config,
+    frozen: so each is a read-only property here)."""
+
+    @property
+    def RUN_WALL_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_IDLE_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_DEBUG_IDLE_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_CPU_SECONDS(self) -> int: ...
+
+    @property
+    def RUN_MEMORY_MB(self) -> int: ...
+
+    @property
+    def RUN_OUTPUT_KB(self) -> int: ...
+
+    @property
+    def RUN_FILE_MB(self) -> int: ...
+
+    @property
+    def RUN_PROCESSES(self) -> int: ...
+
+    @property
+    def RUN_OPEN_FILES(self) -> int: ...
+
+    @property
+    def QUOTA_BYTES(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -66,20 +87,20 @@ class Limits:
                    processes=cfg.RUN_PROCESSES, open_files=cfg.RUN_OPEN_FILES, quota_bytes=cfg.QUOTA_BYTES)
 
     def lasting(self, seconds: int) -> Limits:
-        """These limits, with `seconds` of wall time and of idle time (a check's runs)."""
+        """These limits, with `seconds` of wall time and of idle time (an attempt's runs)."""
         return dataclasses.replace(self, wall_seconds=seconds, idle_seconds=seconds)
 
 
 class Mode(enum.Enum):
-    RUN = "run"  # the program, as the IDE's Run (or a check's output run) starts it
+    RUN = "run"  # the program, as the IDE's Run (or an attempt's output-check run) starts it
     DEBUG = "debug"  # the program under the debugger (debugging.py), which talks on the channel
-    SERVE = "serve"  # the student's module serves a check's calls on the channel (child/checking.py)
-    TEST = "test"  # the teacher's tests of a check, in a checker sandbox (child/checking.py)
+    SERVE = "serve"  # the student's module serves the calls of an attempt's tests on the channel (child/testing.py)
+    TEST = "test"  # an attempt's checks (the teacher's tests among them), in a checker sandbox (child/testing.py)
 
 
 @dataclass(frozen=True)
 class DebugOptions:
-    """The debugger's breakpoints ({path: lines}, as pairs) and watches, as the IDE set them (checked)."""
+    """The debugger's breakpoints ({path: lines}, as pairs) and watches, as the IDE set them (validated)."""
     breakpoints: tuple[tuple[str, tuple[int, ...]], ...] = ()
     watches: tuple[str, ...] = ()
 
@@ -106,11 +127,11 @@ class RunSpec:
     cols: int = 80
     rows: int = 24
     etag: str | None = None  # the version the asker saw: nothing else may run
-    echo: bool = True  # False: the terminal does not echo what is typed (a check compares the output)
-    nice: int = 0  # 0..10 more: a check's runs go below interactive ones
+    echo: bool = True  # False: the terminal does not echo what is typed (an output check compares the output)
+    nice: int = 0  # 0..10 more: an attempt's runs go below interactive ones
     forbid: tuple[str, ...] = ()  # modules the program may not import: importing one ends it (import_guard.py)
     debug: DebugOptions | None = None  # Mode.DEBUG's breakpoints and watches
-    tests: Mapping[str, Any] | None = field(default=None, hash=False)  # Mode.TEST's options (JSON), for checking.py
+    tests: Mapping[str, Any] | None = field(default=None, hash=False)  # Mode.TEST's options (JSON), for testing.py
 
     @property
     def path(self) -> str:
@@ -131,11 +152,11 @@ class RunSpec:
         go: dict[str, Any]
         if self.mode in (Mode.SERVE, Mode.TEST):
             options = {"file": self.parts[-1]} if self.mode is Mode.SERVE else dict(self.tests or {})
-            go = {"mode": self.mode.value, "code": CHECKING_SOURCE, "options": options, "cols": self.cols,
+            go = {"mode": self.mode.value, "code": TESTING_SOURCE, "options": options, "cols": self.cols,
                   "rows": self.rows}
             if copy is not None:
                 go.update(copy=_encoded(copy), path=self.parts[-1], writable=True)
-            typed = frame(b"e")  # nobody types in a check: input() ends
+            typed = frame(b"e")  # nobody types in an attempt: input() ends
         else:
             go = {"path": self.path, "args": list(self.args), "cols": self.cols, "rows": self.rows}
             if self.mode is Mode.DEBUG:

@@ -8,7 +8,7 @@ was broken. So a worker starts at most `at_once` sandboxes at a time
 (SANDBOX_STARTS_AT_ONCE, by default its share of the host's CPUs) and the
 others wait in line (admission.Admission): those somebody waits for (Run
 or Check pressed) before those started ahead of need (a student's ready
-sandbox, a check's prepared one), which are `hurry`-ed to the front of
+sandbox, an attempt's prepared one), which are `hurry`-ed to the front of
 those when their student presses Run. A student waiting is told their
 place and an estimate from the latest starts. The deadline to be ready
 counts from the start, not from the line, and the launcher starts at
@@ -26,7 +26,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from .. import metrics
-from .admission import Admission, Place, QueueFull
+from ..config import Config
+from .admission import Admission, Notify, Place, QueueFull
 from .protocol import BadFrame, read_frame
 from .sandbox import SandboxKind, StartedSandbox
 from .sandbox.launch import ProgramLimits
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT = 20.0  # from the start (not the line) to the launcher's ready
 ATTEMPTS = 2  # a failed start is tried once more before anyone is told
 FIRST_GUESS = 0.3  # seconds a start takes, until this worker has seen one (a seed of 1 s told 8 s for 2)
-WAITING_MAX = 4096  # starts in line on a worker: one per open IDE and check, far below this
+WAITING_MAX = 4096  # starts in line on a worker: one per open IDE and attempt, far below this
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Sandboxed:
 class Starts:
     """Every sandbox start of this worker (see the module docstring)."""
 
-    def __init__(self, kind: SandboxKind, cfg, processes: int = 1):
+    def __init__(self, kind: SandboxKind, cfg: Config, processes: int = 1) -> None:
         self.kind, self.cfg = kind, cfg
         self.at_once = at_once(cfg, processes)
         self.line = Admission(self.at_once, WAITING_MAX)
@@ -65,7 +66,8 @@ class Starts:
         try:
             await self.line.enter(None, place)
         except QueueFull:
-            return self._failed("line_full", what, "too many sandboxes wait to start")
+            self._failed("line_full", what, "too many sandboxes wait to start")
+            return None
         metrics.SANDBOX_STARTING.set(len(self.line.waiting))
         try:
             for attempt in range(1, ATTEMPTS + 1):
@@ -80,11 +82,12 @@ class Starts:
                     metrics.SANDBOX_START_RETRIES.inc()
                     log.warning("a %s %ssandbox did not start (%s: %s); trying once more",
                                 self.kind.name, what, why, said)
-            return self._failed(why, what, said)
+            self._failed(why, what, said)
+            return None
         finally:
             self.line.leave()
 
-    def hurry(self, place: Place, notify) -> None:
+    def hurry(self, place: Place, notify: Notify) -> None:
         """Somebody now waits for the start at `place`: it goes first among
         those started ahead of need, and `notify(position)` hears where it is."""
         self.line.hurry(place, notify)
@@ -94,7 +97,7 @@ class Starts:
         each = sum(self.took) / len(self.took) if self.took else FIRST_GUESS
         return round(each * (1 + position / self.at_once), 1)
 
-    async def _start_once(self, home, uid):
+    async def _start_once(self, home: str, uid: int | None) -> tuple[Sandboxed, None, None] | tuple[None, str, str]:
         """(Sandboxed, None, None), or (None, the reason's code, what was said)."""
         runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
         settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
@@ -109,13 +112,12 @@ class Starts:
             return None, why, sandbox.diagnostics() or "(it said nothing)"
         return Sandboxed(sandbox, runs), None, None
 
-    def _failed(self, why, what, said):
+    def _failed(self, why: str | None, what: str, said: str | None) -> None:
         metrics.SANDBOX_START_FAILURES.labels(why).inc()
         log.error("a %s %ssandbox could not start (%s): %s", self.kind.name, what, why, said)
-        return None
 
 
-def at_once(cfg, processes: int) -> int:
+def at_once(cfg: Config, processes: int) -> int:
     """How many sandboxes one worker starts at a time: the setting, or its
     share of the host's CPUs (a start keeps about one CPU busy)."""
     if cfg.SANDBOX_STARTS_AT_ONCE:

@@ -14,7 +14,7 @@ import asyncpg
 
 from ..accounts import rules
 from ..accounts.audit import audit
-from ..accounts.memberships import checked_name
+from ..accounts.memberships import valid_name
 from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
@@ -201,7 +201,7 @@ class Classes:
     # -- administration ----------------------------------------------------------
 
     async def create(self, actor: str, name: str) -> dict:
-        name = checked_name(name)
+        name = valid_name(name)
         async with self.pool.transaction() as conn:
             row = await conn.fetchrow(
                 "INSERT INTO classes (name) VALUES ($1) ON CONFLICT (lower(name)) DO NOTHING RETURNING id, name, is_default",
@@ -212,7 +212,7 @@ class Classes:
         return {"id": row["id"], "name": row["name"], "default": False, "area": spec_of(row["id"], False)}
 
     async def rename(self, actor: str, class_id: int, name: str) -> None:
-        name = checked_name(name)
+        name = valid_name(name)
         async with self.pool.transaction() as conn:
             try:
                 old = await conn.fetchval("SELECT name FROM classes WHERE id = $1 FOR UPDATE", class_id)

@@ -141,7 +141,7 @@ class LiveView:
     # -- sockets --------------------------------------------------------------
 
     async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close) -> Watcher:
-        """A teacher's socket on a class (its rights checked by the caller):
+        """A teacher's socket on a class (its rights verified by the caller):
         sent the whole class at once, then every change."""
         mine = sorted((w for w in self.watchers.everything() if w.user["id"] == user["id"]),
                       key=lambda w: w.opened)

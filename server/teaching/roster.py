@@ -1,6 +1,6 @@
 """The roster as teachers see it, live: each student of a class, online or
 not, running or not, how their last run ended, when they last saved,
-their last check of an exercise and whether their home is over its quota. One statement, for the roster API
+their last attempt at an exercise and whether their home is over its quota. One statement, for the roster API
 and the live view alike. (`viewing`: the file open in their IDE, viewing.py.)"""
 from datetime import datetime
 

@@ -28,7 +28,7 @@ class Op(enum.Enum):
     RESTORE = enum.auto()
     TRASH_LIST = enum.auto()
     TRASH_RESTORE = enum.auto()
-    CHECK_RUNNABLE = enum.auto()
+    RUNNABLE_SIZE = enum.auto()
     QUOTA_PROBLEM = enum.auto()
     MEASURE = enum.auto()
     COURSE_COPY = enum.auto()
@@ -51,7 +51,7 @@ OPERATIONS = {
     Op.RESTORE: Store.restore,
     Op.TRASH_LIST: Store.trash_list,
     Op.TRASH_RESTORE: Store.trash_restore,
-    Op.CHECK_RUNNABLE: Store.check_runnable,
+    Op.RUNNABLE_SIZE: Store.runnable_size,
     Op.QUOTA_PROBLEM: Store.quota_problem,
     Op.MEASURE: Store.measure,
     Op.COURSE_COPY: Store.course_copy,

@@ -64,7 +64,7 @@ LOOKING_BEHIND = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_refere
 CODE_ATTRIBUTES = frozenset(("__code__", "__defaults__", "__kwdefaults__"))
 
 
-def exit_code(index):
+def exit_code(index: int) -> int:
     """The exit code that says modules[index] was imported."""
     return EXIT_FIRST + min(index, EXIT_LAST - EXIT_FIRST)
 

@@ -41,9 +41,9 @@ one the student's editor shows); else nothing runs and the exit says
 a socket at fd 3 (PYCLASSROOM_CHANNEL=3) carrying lines of JSON both ways
 (see Channel). "echo": false turns the terminal's echo off; "nice": N
 (0..10) lowers the program's priority. With "mode" ("serve" or "test"),
-no file is run: the check's code (checking.py, sent as "code") runs in its
+no file is run: the attempts' code (testing.py, sent as "code") runs in its
 place as main(mode, options, channel fd). With "copy" ({name: base64}: a
-course folder's file and those beside it, or a check's snapshot), the
+course folder's file and those beside it, or an attempt's snapshot), the
 launcher writes them read-only into a folder of the sandbox's /tmp, runs
 "path" there (or serves it, in "serve" mode), and removes the folder after
 the run (make_copy); with "writable": true the folder takes new files. With "debug" ({"code":
@@ -346,10 +346,10 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
     try:
         if go.get("mode"):
             sys.argv = [""]  # not the launcher's settings
-            if go.get("cwd"):  # a check's copy of the student's files: their module is served from it
+            if go.get("cwd"):  # an attempt's copy of the student's files: their module is served from it
                 os.chdir(go["cwd"])
                 go["options"]["file"] = go["path"]
-            code = run_checking(go, CHANNEL_FD if channel is not None else None) or 0
+            code = run_testing(go, CHANNEL_FD if channel is not None else None) or 0
         else:
             path = go["path"]
             script = os.path.abspath(path)
@@ -388,27 +388,27 @@ def run_program(go, source, slave, err_w, limits, own_session, channel=None):
     os._exit(code)
 
 
-def run_checking(go, channel_fd):
-    """A check's code (checking.py, sent by the server) in the program's
+def run_testing(go, channel_fd):
+    """The attempts' code (testing.py, sent by the server) in the program's
     place: its main() serves the student's functions or runs the tests.
     Its exit code."""
-    module = types.ModuleType("pyclassroom_checking")
+    module = types.ModuleType("pyclassroom_testing")
     sys.modules[module.__name__] = module
-    exec(go.get("compiled") or compile(go["code"], "<checking>", "exec"), module.__dict__)
-    guard_imports(go)  # after the check's own imports, before the student's module
+    exec(go.get("compiled") or compile(go["code"], "<testing>", "exec"), module.__dict__)
+    guard_imports(go)  # after testing.py's own imports, before the student's module
     return module.main(go["mode"], go.get("options") or {}, channel_fd)
 
 
-CHECKING_COMPILED = {}  # the check's code (the server's, not the student's), compiled once a sandbox
+TESTING_COMPILED = {}  # testing.py's code (the server's, not the student's), compiled once a sandbox
 
 
-def compiled_checking(code):
-    """checking.py's code object, compiled here before the run's fork (12 ms
+def compiled_testing(code):
+    """testing.py's code object, compiled here before the run's fork (12 ms
     of CPU a time): every run of this sandbox inherits it."""
-    if code not in CHECKING_COMPILED:
-        CHECKING_COMPILED.clear()
-        CHECKING_COMPILED[code] = compile(code, "<checking>", "exec")
-    return CHECKING_COMPILED[code]
+    if code not in TESTING_COMPILED:
+        TESTING_COMPILED.clear()
+        TESTING_COMPILED[code] = compile(code, "<testing>", "exec")
+    return TESTING_COMPILED[code]
 
 
 def guard_imports(go):
@@ -580,10 +580,10 @@ def main():
         if go is None:
             os._exit(0)  # the server went away before the run started
         if go.get("mode") and isinstance(go.get("code"), str):
-            go["compiled"] = compiled_checking(go["code"])
+            go["compiled"] = compiled_testing(go["code"])
         copy = make_copy(go) if go.get("copy") else None
         try:
-            result = run_checked(go, frames, wake_r, limits)
+            result = run_if_current(go, frames, wake_r, limits)
         finally:
             if copy:
                 discard_copy(copy)
@@ -591,10 +591,10 @@ def main():
     os._exit(0)
 
 
-def run_checked(go, frames, wake_r, limits):
+def run_if_current(go, frames, wake_r, limits):
     """One run, if its file is the version the student's editor shows (its
     etag, when given): the exit to report."""
-    source = None if go.get("mode") else read_program(go["path"])  # a check runs no file
+    source = None if go.get("mode") else read_program(go["path"])  # an attempt's run runs no file
     etag = go.get("etag")
     if etag and not go.get("mode") and (source is None or hashlib.sha256(source).hexdigest()[:20] != etag):
         return {"code": None, "signal": None, "changed": True}  # nothing runs

@@ -35,7 +35,7 @@ SENTENCES = {
 }
 
 
-def _last_error(text):
+def _last_error(text: str) -> tuple[str, str] | None:
     """(kind, message) of the traceback's last line, or None."""
     for line in reversed(text.strip().split("\n")[-40:]):  # Python ends lines with \n only
         if not line.strip():
@@ -47,8 +47,8 @@ def _last_error(text):
     return None
 
 
-def _sentence(kind, message, hint, source):
-    """What to say, starting in lower case, or ""."""
+def _sentence(kind: str, message: str, hint: str | None, source: str) -> str | None:
+    """What to say, starting in lower case, or "" (or None)."""
     if kind == "NameError":
         m = re.search(r"name '(\w{1,80})' is not defined", message)
         return name_error(m.group(1), hint, source) if m else ""
@@ -81,17 +81,17 @@ def _sentence(kind, message, hint, source):
     return SENTENCES.get(kind, "")
 
 
-def explain_error(kind, message, where="", source=""):
+def explain_error(kind: str, message: str, where: str = "", source: str = "") -> str:
     """The sentence for the error `kind: message` raised by the line `source`, or ""."""
-    hint = HINT.search(message)
-    hint = hint.group(1) if hint else None
+    hinted = HINT.search(message)
+    hint = hinted.group(1) if hinted else None
     if hint:
         message = message[:-len(f". Did you mean: '{hint}'?")]
     sentence = _sentence(kind, message, hint, source)
     return _join(where, sentence) if sentence else ""
 
 
-def _join(where, sentence):
+def _join(where: str, sentence: str) -> str:
     """After "Line 3 of main.py: " a sentence goes on in lower case; alone
     it starts with a capital, unless it starts with code (`int()`)."""
     if where or "(" in sentence.split(" ", 1)[0]:
@@ -99,7 +99,7 @@ def _join(where, sentence):
     return sentence[:1].upper() + sentence[1:]
 
 
-def explain(stderr):
+def explain(stderr: str) -> str:
     """The sentence for the traceback at the end of `stderr` (untrusted), or ""."""
     text = stderr[-8192:].replace("\r\n", "\n")  # a terminal's line ends
     found = _last_error(text)

@@ -5,6 +5,7 @@ functions Python has and the names the traceback's source line shows (the
 server does not hold the program, only the end of its stderr); any other
 name may be a word the student meant as text. Names are only compared as
 strings: nothing of the program is imported or evaluated."""
+from typing import Iterable
 import builtins
 import difflib
 import keyword
@@ -27,7 +28,7 @@ METHODS = {"push": "append", "add": "append", "length": "len", "size": "len", "l
 WORD = re.compile(r"[A-Za-z_]\w{0,79}")
 
 
-def _use(name, source):
+def _use(name: str, source: str) -> str:
     """How the line uses `name`: "called", "module" (name.x), "assigned"
     (it is changed from its own value), "text" (it stands alone, where a
     word in quotes could), or "value"."""
@@ -44,16 +45,16 @@ def _use(name, source):
     return "value"
 
 
-def _close(name, candidates):
+def _close(name: str, candidates: Iterable[str]) -> str | None:
     found = difflib.get_close_matches(name, sorted(c for c in candidates if c != name), 1)
     return found[0] if found else None
 
 
-def _names_in(source):
+def _names_in(source: str) -> set[str]:
     return {w for w in WORD.findall(source) if not keyword.iskeyword(w)}
 
 
-def name_error(name, hint, source):
+def name_error(name: str, hint: str | None, source: str) -> str:
     """`name` is not defined; `hint` is Python's own suggestion, if any."""
     use = _use(name, source)
     if name in STAND_INS and (use == "called") == (STAND_INS[name] in FUNCTIONS):
@@ -86,7 +87,7 @@ def name_error(name, hint, source):
     return said
 
 
-def attribute_error(message, hint, source):
+def attribute_error(message: str, hint: str | None, source: str) -> str:
     m = re.match(r"(?:partially initialized )?module '([\w.]{1,60})' has no attribute '(\w{1,80})'", message)
     if m and message.startswith("partially"):
         return (f"your own file is probably named {m.group(1)}.py, like the module {m.group(1)}, so Python "
@@ -105,7 +106,7 @@ def attribute_error(message, hint, source):
     return said + " Check the spelling of the name after the dot."
 
 
-def _method(of, name, hint, source):
+def _method(of: str, name: str, hint: str | None, source: str) -> str:
     """`of` (a type) has no attribute `name`."""
     if of == "NoneType":
         return f"a value is None (nothing), so it has no {quote(name)}. {NONE}"
@@ -122,7 +123,7 @@ def _method(of, name, hint, source):
     return said + " Check the spelling of the name after the dot."
 
 
-def module_error(message):
+def module_error(message: str) -> str:
     m = re.search(r"No module named '([\w.]{1,80})'", message)
     if not m:
         return "there is no such module here. Check the spelling of the name after import."
@@ -134,7 +135,7 @@ def module_error(message):
             "and matplotlib are installed, and your own files can be imported by their name.")
 
 
-def import_error(message):
+def import_error(message: str) -> str:
     m = re.match(r"cannot import name '(\w{1,80})' from '([\w.]{1,60})'", message)
     if m:
         return (f"the module {m.group(2)} has no {quote(m.group(1))}. Check the spelling of the name after "

@@ -8,7 +8,7 @@ import re
 from .words import first, quote
 
 
-def syntax_error(message, source):
+def syntax_error(message: str, source: str) -> str | None:
     line = source.strip()
     if message.startswith("expected ':'"):
         if re.match(r"else\s+if\b", line):
@@ -35,7 +35,7 @@ def syntax_error(message, source):
     return first(OTHERS, message)
 
 
-def _invalid(message, line):
+def _invalid(message: str, line: str) -> str | None:
     """Python said only "invalid syntax": the line may say more."""
     if message.startswith("invalid syntax. Maybe you meant '==' or ':='"):
         return "to compare two values use == (a single = gives a name a value)."
@@ -72,7 +72,7 @@ OTHERS = [
 ]
 
 
-def indentation_error(message):
+def indentation_error(message: str) -> str:
     m = re.match(r"expected an indented block after '?(.{1,40}?)'? (?:statement |definition |clause )?"
                  r"on line (\d+)", message)
     if m:

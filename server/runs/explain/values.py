@@ -9,7 +9,7 @@ from .words import NONE, first, kind, quote
 FROM_INPUT = "If the text holds a number (as input() gives), turn it into one with {} first."
 
 
-def type_error(message, source):
+def type_error(message: str, source: str) -> str:
     for explain in (_operands, _calls, _items):
         said = explain(message, source)
         if said:
@@ -17,7 +17,7 @@ def type_error(message, source):
     return f"a value of the wrong kind was used: {quote(message)}."
 
 
-def _operands(message, source):
+def _operands(message: str, source: str) -> str | None:
     """+, -, *, <, ... between values that do not go together."""
     if "'NoneType'" in message and message.startswith(("unsupported operand", "can only concatenate")):
         return f"a value is None (nothing). {NONE}"
@@ -47,7 +47,7 @@ def _operands(message, source):
     return None
 
 
-def _calls(message, source):
+def _calls(message: str, source: str) -> str | None:
     """A value called like a function, or a function given the wrong values."""
     m = re.match(r"'(\w{1,40})' object is not callable", message)
     if m and m.group(1) in ("int", "float") and re.search(r"(?<![\w.])\d+(?:\.\d+)?\s*\(", source):
@@ -77,7 +77,7 @@ def _calls(message, source):
     return None
 
 
-def _items(message, source):
+def _items(message: str, source: str) -> str | None:
     """[...], item assignment and loops over a value that has no items."""
     m = re.match(r"'(\w{1,40})' object is not (subscriptable|iterable)", message)
     if m and m.group(1) == "NoneType":
@@ -140,14 +140,14 @@ POSITIONS = [
 ]
 
 
-def value_error(message):
+def value_error(message: str) -> str:
     return first(VALUES, message) or f"a value was not right for what it was used for: {quote(message)}."
 
 
-def index_error(message):
+def index_error(message: str) -> str | None:
     return first(POSITIONS, message)
 
 
-def key_error(message):
+def key_error(message: str) -> str:
     return (f"the dictionary has no key {quote(message)}. Check the spelling, or check with "
             f"`if {quote(message)} in ...` first.")

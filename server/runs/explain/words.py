@@ -1,6 +1,7 @@
 """Small pieces every part of the sentence uses: quoting untrusted text back,
 naming a kind of value in plain words, and what to say about None."""
 import re
+from typing import Iterable
 
 QUOTED = 40  # characters of a name or value quoted back
 
@@ -11,17 +12,17 @@ NONE = ("A function without return gives None, and so does a method that changes
         "sort(): use the list itself, or return what you use.")
 
 
-def quote(text):
+def quote(text: object) -> str:
     text = str(text)
     return text if len(text) <= QUOTED else text[:QUOTED - 1] + "…"
 
 
-def kind(name):
+def kind(name: str) -> str:
     """'a list', 'a text (str)', or the class's own name."""
     return "a " + KINDS.get(name, quote(name))
 
 
-def first(rules, text):
+def first(rules: Iterable[tuple[str, str]], text: str) -> str | None:
     """The sentence of the first (pattern, sentence) rule whose pattern
     matches the start of `text`, with {1}, {2}... its groups quoted short;
     or None."""

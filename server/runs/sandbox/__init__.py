@@ -16,8 +16,9 @@ later, is one more pair of classes implementing these two protocols.
 """
 import asyncio
 import logging
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from ...config import Config
 from ..disk_guard import GroupWrites
 from .launch import Exit, SandboxError
 from .local import LocalKind, ProcessKind, build_mpl_cache
@@ -33,7 +34,7 @@ class StartedSandbox(Protocol):
     protocol.py), as run.py and the job drive it."""
 
     stdout: asyncio.StreamReader  # the launcher's frames
-    counts: tuple | None  # (OOM kills, CPU seconds) as its last run ended; set by run.py
+    counts: tuple[int, float | None] | None  # (OOM kills, CPU seconds) as its last run ended; set by run.py
     writes: GroupWrites | None  # its cgroup's write count and freezer (disk_guard.py), if it has one
 
     def send(self, frame: bytes) -> None:
@@ -70,12 +71,12 @@ class SandboxKind(Protocol):
     name: str  # local, process, docker
     reusable: bool  # a sandbox serves several runs (its launcher clears up after each)
 
-    async def prepare(self, home: str, uid: int | None, settings: dict) -> StartedSandbox:
+    async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> StartedSandbox:
         """Start a sandbox for `home` whose programs run as `uid`;
         `settings` are the launcher's (limits, nice, runs). Raises
         SandboxError (or OSError) when it cannot start."""
 
-    def defences(self) -> dict:
+    def defences(self) -> dict[str, Any]:
         """What holds student code here, for the start-up log and /api/status."""
 
     async def cleanup_leftovers(self) -> int:
@@ -85,11 +86,11 @@ class SandboxKind(Protocol):
         """The worker stops: no more sandboxes."""
 
 
-def resolve(cfg):
+def resolve(cfg: Config) -> str:
     """The sandbox kind to use: SANDBOX, or for `auto` the best that works
     here. Called once, before the workers are forked."""
     if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalKind.works(cfg)):
-        LocalKind.check_storage(cfg)
+        LocalKind.probe_storage(cfg)
         kind = "local"
     elif cfg.SANDBOX != "auto":
         kind = cfg.SANDBOX
@@ -101,7 +102,7 @@ def resolve(cfg):
     return kind
 
 
-def create(cfg):
+def create(cfg: Config) -> SandboxKind:
     if cfg.SANDBOX == "local":
         return LocalKind(cfg)
     if cfg.SANDBOX == "docker":
@@ -110,7 +111,7 @@ def create(cfg):
     return ProcessKind(cfg)
 
 
-def announce(cfg):
+def announce(cfg: Config) -> str:
     """One line for the start-up log: where student code runs, what holds it
     and what is missing here (and why). Made before the workers are forked,
     which also gives a cgroup v2 host's server its leaf group."""
@@ -121,7 +122,7 @@ def announce(cfg):
         sandbox.close()
 
 
-def describe(name, defences):
+def describe(name: str, defences: dict[str, Any]) -> str:
     parts = [f"student programs run in the {name} sandbox"]
     if name == "process":
         parts.append("student code is NOT isolated from the server: use it for development only; "

@@ -37,7 +37,9 @@ import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, cast
 
+from ...config import Config
 from ..disk_guard import GroupWrites
 from .launch import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
                       group_limits, launcher_argv, seccomp_program)
@@ -66,7 +68,7 @@ class DockerKind:
     name = "docker"
     reusable = True
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.image = cfg.SANDBOX_IMAGE
         # Built by the host's libseccomp for the host's kernel; the launcher
@@ -75,17 +77,17 @@ class DockerKind:
         self.hides_host_paths = landlock_works()  # the containers share this kernel
         self.owner = _owner_id(os.getpid())
         self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="docker")
-        self._client = None  # made on first use, in the pool: it talks to the daemon
+        self._client: Any = None  # (docker.APIClient) made on first use, in the pool: it talks to the daemon
         self._client_lock = threading.Lock()
 
     # -- the daemon, from the thread pool ---------------------------------
 
-    async def _call(self, fn, *args):
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """fn(client, *args) in the pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(self._api(), *args))
 
-    def _api(self):
+    def _api(self) -> Any:
         with self._client_lock:
             if self._client is None:
                 self._client = _connect(API_TIMEOUT)
@@ -93,15 +95,14 @@ class DockerKind:
 
     # -- SandboxKind (__init__.py) -------------------------------------------
 
-    async def prepare(self, home, uid, settings):
+    async def prepare(self, home: str, uid: int | None, settings: dict[str, Any] | str | bytes) -> "LauncherContainer":
         """Create a container for a run, attach to it, start it: its launcher
         will say `ready` on stdout and wait for its `go` frame. `settings`
         are the launcher's (limits, nice), as a dict or JSON text."""
-        if isinstance(settings, (str, bytes)):
-            settings = json.loads(settings)
+        given: dict[str, Any] = json.loads(settings) if isinstance(settings, (str, bytes)) else settings
         # lower_group: autogroups do not apply inside a container's cgroup,
         # whose weight (cpu_shares) ranks it instead.
-        settings_json = json.dumps(dict(settings, mpl_cache=MPL_CACHE, lower_group=False, seccomp=self.seccomp,
+        settings_json = json.dumps(dict(given, mpl_cache=MPL_CACHE, lower_group=False, seccomp=self.seccomp,
                                         hide_proc=self.hides_host_paths))
         user = f"{uid}:{uid}" if uid is not None else f"{os.getuid()}:{os.getgid()}"
         starting = asyncio.ensure_future(self._call(self._create_and_start, home, user, settings_json))
@@ -119,13 +120,13 @@ class DockerKind:
             raise
         return LauncherContainer(self, container, reader, writer, cgroup_dirs)
 
-    def _discard_started(self, starting):
+    def _discard_started(self, starting: asyncio.Future[tuple[str, socket.socket, dict[str, str]]]) -> None:
         if not starting.cancelled() and starting.exception() is None:
             container, raw, _ = starting.result()
             raw.close()
             self._pool.submit(lambda: _remove(self._api(), container))
 
-    def defences(self):
+    def defences(self) -> dict[str, Any]:
         """What holds student code here, for the start-up log and /api/status."""
         return {"seccomp": self.seccomp is not None,
                 "cgroup": "the container's: memory, processes, cpu per run, removed as a whole",
@@ -133,7 +134,7 @@ class DockerKind:
                 "host_paths_hidden": self.hides_host_paths}
 
     @staticmethod
-    def works(cfg):
+    def works(cfg: Config) -> bool:
         """Does a Docker daemon answer here, with SANDBOX_IMAGE? (quick: a few
         seconds at most, also when nothing listens)"""
         try:
@@ -148,14 +149,15 @@ class DockerKind:
             return False
         return True
 
-    async def cleanup_leftovers(self):
+    async def cleanup_leftovers(self) -> int:
         """Remove the sandbox containers whose worker is gone (crashed or
         killed before it could remove them); those of live workers, on this
         host or on another one sharing the daemon, are left alone.
         Returns how many were removed."""
-        return await self._call(self._cleanup)
+        removed: int = await self._call(self._cleanup)
+        return removed
 
-    def close(self):
+    def close(self) -> None:
         """Let the threads and the daemon connection go (a worker's sandbox
         lives as long as the worker; tests make several)."""
         self._pool.shutdown(wait=False)
@@ -164,7 +166,8 @@ class DockerKind:
 
     # -- blocking parts (in the pool) -------------------------------------
 
-    def _create_and_start(self, api, home, user, settings_json):
+    def _create_and_start(self, api: Any, home: str, user: str,
+                          settings_json: str) -> tuple[str, socket.socket, dict[str, str]]:
         import docker
         cfg = self.cfg
         limits = group_limits(cfg)
@@ -223,14 +226,14 @@ class DockerKind:
             raise
         return container, raw, cgroup_dirs
 
-    def _finish(self, api, container):
+    def _finish(self, api: Any, container: str) -> dict[str, Any] | None:
         """After the output ended: the container's final state (None if it
         is already gone), and the container removed."""
         import docker
         import requests
         try:
             api.wait(container, timeout=EXIT_GRACE)
-            state = api.inspect_container(container)["State"]
+            state: dict[str, Any] | None = api.inspect_container(container)["State"]
         except docker.errors.NotFound:
             return None
         except requests.exceptions.RequestException:
@@ -240,7 +243,7 @@ class DockerKind:
         _remove(api, container)
         return state
 
-    def _cleanup(self, api):
+    def _cleanup(self, api: Any) -> int:
         removed = 0
         for c in api.containers(all=True, filters={"label": LABEL}):
             owner = (c.get("Labels") or {}).get(OWNER_LABEL, "")
@@ -252,7 +255,7 @@ class DockerKind:
         return removed
 
 
-    def _orphaned(self, owner):
+    def _orphaned(self, owner: str) -> bool:
         """Is the worker named by a container's owner label gone?"""
         if owner == self.owner:
             return False
@@ -264,7 +267,8 @@ class DockerKind:
 class LauncherContainer:
     """A started container whose launcher waits for `go`: a StartedSandbox."""
 
-    def __init__(self, kind, container, conn_reader, conn_writer, cgroup_dirs):
+    def __init__(self, kind: DockerKind, container: str, conn_reader: asyncio.StreamReader,
+                 conn_writer: asyncio.StreamWriter, cgroup_dirs: dict[str, str]) -> None:
         self.kind = kind  # the DockerKind that started it
         self.container = container
         self._conn = conn_reader
@@ -273,19 +277,19 @@ class LauncherContainer:
         self.writes = _group_writes(cgroup_dirs)  # what the run wrote to files, for its disk guard
         self._gate = _Gate()
         self.stdout = self._gate.reader()
-        self._stderr = collections.deque(maxlen=STDERR_TAIL)
+        self._stderr: collections.deque[int] = collections.deque(maxlen=STDERR_TAIL)
         self._pump_task = asyncio.ensure_future(self._pump())
-        self._kill_task = None
-        self._exit = None
-        self.counts = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
+        self._kill_task: asyncio.Future[None] | None = None
+        self._exit: Exit | None = None
+        self.counts: tuple[int, float | None] | None = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
 
-    async def on_ready(self):
+    async def on_ready(self) -> None:
         """Nothing to do: the container's cgroup sets its CPU weight."""
 
-    def diagnostics(self):
+    def diagnostics(self) -> str:
         return bytes(self._stderr).decode(errors="replace").strip()
 
-    async def _pump(self):
+    async def _pump(self) -> None:
         """Split Docker's frames: stdout (the launcher's frames) to the reader,
         stderr (what the launcher says of itself) into a bounded tail."""
         try:
@@ -303,16 +307,16 @@ class LauncherContainer:
         finally:
             self.stdout.feed_eof()
 
-    def send(self, frame):
+    def send(self, frame: bytes) -> None:
         """Queue `frame` for the launcher's stdin (never blocks)."""
         if not self._writer.is_closing():
             self._writer.write(frame)
 
-    def oom_kills(self):
+    def oom_kills(self) -> int:
         return _cgroup_counter(self._cgroup.get("memory"), "memory.oom_control", "oom_kill") \
             or _cgroup_counter(self._cgroup.get(""), "memory.events", "oom_kill")
 
-    def cpu_seconds(self):
+    def cpu_seconds(self) -> float | None:
         try:
             if "cpuacct" in self._cgroup:
                 with open(os.path.join(self._cgroup["cpuacct"], "cpuacct.usage")) as f:
@@ -323,7 +327,7 @@ class LauncherContainer:
             pass
         return None
 
-    async def wait(self):
+    async def wait(self) -> Exit:
         """The launcher's exit, once its output has ended; the container is
         then removed."""
         if self._exit is None:
@@ -341,7 +345,7 @@ class LauncherContainer:
             self._exit = _exit_from(state)
         return self._exit
 
-    async def kill(self):
+    async def kill(self) -> None:
         """Remove the container by force (the engine kills its whole cgroup
         and answers once it is gone); safe to call again and while wait()
         is pending (which then reports SIGKILL)."""
@@ -351,10 +355,10 @@ class LauncherContainer:
             self._kill_task = asyncio.ensure_future(self._remove())
         await asyncio.shield(self._kill_task)
 
-    async def release(self):
+    async def release(self) -> None:
         """Nothing left to do: removing the container removed its cgroup."""
 
-    async def _remove(self):
+    async def _remove(self) -> None:
         try:
             await self.kind._call(_remove, self.container)
         except Exception:
@@ -367,7 +371,7 @@ class LauncherContainer:
             pass
         self._close()
 
-    def _close(self):
+    def _close(self) -> None:
         if not self._writer.is_closing():
             self._writer.close()
 
@@ -378,32 +382,32 @@ class _Gate:
     holds more than twice its limit and resume_reading() once it is down to
     the limit; the pump reads the socket only while the gate is open."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.open = asyncio.Event()
         self.open.set()
-        self.paused = set()
+        self.paused: set[_Valve] = set()
 
-    def reader(self):
+    def reader(self) -> asyncio.StreamReader:
         reader = asyncio.StreamReader(limit=STREAM_LIMIT // 2)  # pauses above STREAM_LIMIT
-        reader.set_transport(_Valve(self))
+        reader.set_transport(cast(asyncio.ReadTransport, _Valve(self)))  # (it calls only these two)
         return reader
 
 
 class _Valve:
-    def __init__(self, gate):
+    def __init__(self, gate: _Gate) -> None:
         self.gate = gate
 
-    def pause_reading(self):
+    def pause_reading(self) -> None:
         self.gate.paused.add(self)
         self.gate.open.clear()
 
-    def resume_reading(self):
+    def resume_reading(self) -> None:
         self.gate.paused.discard(self)
         if not self.gate.paused:
             self.gate.open.set()
 
 
-def _exit_from(state):
+def _exit_from(state: dict[str, Any] | None) -> Exit:
     """Exit from a container's State; SIGKILL when it was removed first."""
     if state is None:
         return Exit(signal=signal.SIGKILL)
@@ -416,17 +420,17 @@ def _exit_from(state):
     return Exit(code=code, oom_killed=oom)
 
 
-def landlock_works():
+def landlock_works() -> bool:
     """Has this kernel Landlock (which the launcher hides /proc with)?"""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): its ABI version, or -1
-    return libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)) >= 1
+    return bool(libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)) >= 1)
 
 
-def _cgroup_dirs(pid):
+def _cgroup_dirs(pid: int) -> dict[str, str]:
     """{controller ("" on v2): folder} of the cgroups of a host pid."""
-    dirs = {}
+    dirs: dict[str, str] = {}
     try:
         with open(f"/proc/{pid}/cgroup") as f:
             for line in f:
@@ -441,7 +445,7 @@ def _cgroup_dirs(pid):
     return {k: v for k, v in dirs.items() if os.path.isdir(v)}
 
 
-def _group_writes(dirs):
+def _group_writes(dirs: dict[str, str]) -> GroupWrites | None:
     """The container's write count and freezer, where its cgroup was found
     (the server reads and freezes it as root, beside the engine)."""
     if "" in dirs:
@@ -451,7 +455,7 @@ def _group_writes(dirs):
     return None
 
 
-def _cgroup_counter(folder, name, key):
+def _cgroup_counter(folder: str | None, name: str, key: str) -> int:
     """The value of `key` in a flat-keyed cgroup file, 0 if unknown."""
     if not folder:
         return 0
@@ -466,7 +470,7 @@ def _cgroup_counter(folder, name, key):
     return 0
 
 
-def _connect(timeout):
+def _connect(timeout: float) -> Any:
     """A low-level client for the daemon the environment names (DOCKER_HOST,
     else the local socket), with `timeout` on every call."""
     import docker
@@ -479,7 +483,7 @@ def _connect(timeout):
     return api
 
 
-def _take_socket(sdk_socket):
+def _take_socket(sdk_socket: Any) -> socket.socket:
     """Our own non-blocking socket for the SDK's attach stream, which is
     closed on its side (it must not go back to a connection pool)."""
     inner = getattr(sdk_socket, "_sock", sdk_socket)  # socket.SocketIO wraps the socket
@@ -495,7 +499,7 @@ def _take_socket(sdk_socket):
     return raw
 
 
-def _remove(api, container):
+def _remove(api: Any, container: str) -> None:
     """Remove a container by force; one that is already gone is fine."""
     import docker
     try:
@@ -507,23 +511,23 @@ def _remove(api, container):
             raise
 
 
-def _owner_id(pid):
+def _owner_id(pid: int) -> str:
     """host/boot id/pid/start time: names one process for good, even across
     reboots and pid reuse."""
     return "/".join([socket.gethostname(), _boot_id(), str(pid), _start_time(pid) or "?"])
 
 
-def _owner_alive(owner):
+def _owner_alive(owner: str) -> bool:
     """Is the worker `owner` (from _owner_id, on this host) still running?"""
     try:
-        _host, boot, pid, started = owner.split("/")
-        pid = int(pid)
+        _host, boot, pid_text, started = owner.split("/")
+        pid = int(pid_text)
     except ValueError:
         return False  # not one of ours: a leftover of unknown origin
     return boot == _boot_id() and _start_time(pid) == started
 
 
-def _boot_id():
+def _boot_id() -> str:
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             return f.read().strip()
@@ -531,7 +535,7 @@ def _boot_id():
         return "?"
 
 
-def _start_time(pid):
+def _start_time(pid: int) -> str | None:
     """The process's start time (clock ticks since boot), or None if it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:

@@ -12,8 +12,10 @@ import logging
 import os
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ...config import Config
 from .. import cgroups
 from ..disk_guard import GroupWrites
 
@@ -22,12 +24,12 @@ log = logging.getLogger(__name__)
 CHILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "child")  # runs/child/: code run in the sandbox
 with open(os.path.join(CHILD, "launcher.py"), encoding="utf-8") as _f:
     LAUNCHER_SOURCE = _f.read()
-with open(os.path.join(CHILD, "checking.py"), encoding="utf-8") as _f:
-    CHECKING_SOURCE = _f.read()  # the checks' code, sent in a check's `go` (spec.py: RunSpec.to_frame)
+with open(os.path.join(CHILD, "testing.py"), encoding="utf-8") as _f:
+    TESTING_SOURCE = _f.read()  # the attempts' code, sent in the `go` of an attempt's run (spec.py: RunSpec.to_frame)
 with open(os.path.join(CHILD, "debugging.py"), encoding="utf-8") as _f:
     DEBUGGING_SOURCE = _f.read()  # the debugger, sent in a debug run's `go` (run.py: Run.execute)
 with open(os.path.join(CHILD, "import_guard.py"), encoding="utf-8") as _f:
-    IMPORT_GUARD_SOURCE = _f.read()  # a check's no_import rules, enforced as its program runs (Run's `forbid`)
+    IMPORT_GUARD_SOURCE = _f.read()  # a code check's no_import rules, enforced as its program runs (Run's `forbid`)
 SECCOMP_BUILDER = os.path.join(CHILD, "seccomp_filter.py")
 SANDBOX_HOME = "/home/student"
 MPL_CACHE_IN_SANDBOX = "/opt/pyclassroom/matplotlib"
@@ -57,12 +59,12 @@ class ProgramLimits:
     open_files: int
 
     @classmethod
-    def from_config(cls, cfg):
+    def from_config(cls, cfg: Config) -> "ProgramLimits":
         return cls(cfg.RUN_CPU_SECONDS, cfg.RUN_MEMORY_MB << 20, cfg.RUN_PROCESSES,
                    cfg.RUN_FILE_MB << 20, cfg.RUN_OPEN_FILES)
 
 
-def group_limits(cfg):
+def group_limits(cfg: Config) -> cgroups.GroupLimits:
     """What the run's cgroup holds everything it starts to."""
     return cgroups.GroupLimits(memory_bytes=(cfg.RUN_MEMORY_MB + MEMORY_HEADROOM_MB) << 20,
                           processes=cfg.RUN_PROCESSES + LAUNCHER_PROCESSES, cpus=1.0)
@@ -76,19 +78,19 @@ class Exit:
     oom_killed: bool = False
 
 
-def environment(home):
+def environment(home: str) -> dict[str, str]:
     """The whole environment of student code: nothing of the server's."""
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8",
             "TERM": "xterm-256color", "MPLCONFIGDIR": "/tmp/matplotlib", "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def launcher_argv(python, settings_json):
+def launcher_argv(python: str, settings_json: str) -> list[str]:
     return [python, "-I", "-B", "-c", LAUNCHER_SOURCE, settings_json]
 
 
 @functools.lru_cache(maxsize=None)
-def seccomp_program(python):
+def seccomp_program(python: str) -> str | None:
     """The seccomp filter for student code as base64 BPF, built by libseccomp
     (Debian's python3-seccomp, in `python`); None where it cannot be built."""
     try:
@@ -107,32 +109,35 @@ class LauncherProcess:
     """A launcher started as a child process of the server (plain or inside
     bubblewrap), in its own cgroup when the host has them."""
 
-    def __init__(self, proc, group, pool, lower_at_ready=None):
+    def __init__(self, proc: asyncio.subprocess.Process, group: cgroups.RunGroup | None, pool: ThreadPoolExecutor,
+                 lower_at_ready: int | None = None) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # spawned with pipes
         self.proc = proc
         self.stdout = proc.stdout
+        self._stdin, self._stderr_pipe = proc.stdin, proc.stderr
         self.group = group
         self._pool = pool  # the sandbox's threads: cgroup writes may wait for the kernel
         self.writes = GroupWrites.of(group)  # what the run wrote to files, for its disk guard
         self._lower_at_ready = lower_at_ready  # the launcher's pid, if its autogroup is lowered
         self._settled = False  # its processes are in the run's idle group for the CPU (on_ready)
-        self._stderr = collections.deque(maxlen=STDERR_TAIL)
+        self._stderr: collections.deque[int] = collections.deque(maxlen=STDERR_TAIL)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-        self._killed = None
-        self.counts = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
+        self._killed: asyncio.Future[None] | None = None
+        self.counts: tuple[int, float | None] | None = None  # (OOM kills, CPU seconds) when its last run ended (run.py)
 
-    async def _drain_stderr(self):
+    async def _drain_stderr(self) -> None:
         """Keep what the launcher or bubblewrap say (the tail of it): read
         all the time, so that they never block on a full pipe."""
         while True:
-            chunk = await self.proc.stderr.read(4096)
+            chunk = await self._stderr_pipe.read(4096)
             if not chunk:
                 return
             self._stderr.extend(chunk)
 
-    def diagnostics(self):
+    def diagnostics(self) -> str:
         return bytes(self._stderr).decode(errors="replace").strip()
 
-    async def on_ready(self):
+    async def on_ready(self) -> None:
         """The launcher said ready: its session exists now, and no student
         code runs before `go`. It started at normal CPU priority; from now
         on it is the student's: the lowest."""
@@ -142,31 +147,31 @@ class LauncherProcess:
             self._settled = True
             await asyncio.get_running_loop().run_in_executor(self._pool, self.group.settle)
 
-    def send(self, frame):
+    def send(self, frame: bytes) -> None:
         try:
-            self.proc.stdin.write(frame)
+            self._stdin.write(frame)
         except (ConnectionResetError, BrokenPipeError, RuntimeError):
             pass  # the launcher is gone; its end is reported by wait()
 
-    async def wait(self):
+    async def wait(self) -> Exit:
         status = await self.proc.wait()
         oom = self.group is not None and self.group.oom_kills() > 0
         return Exit(signal=-status, oom_killed=oom) if status < 0 else Exit(code=status, oom_killed=oom)
 
-    def oom_kills(self):
+    def oom_kills(self) -> int:
         return self.group.oom_kills() if self.group else 0
 
-    def cpu_seconds(self):
+    def cpu_seconds(self) -> float | None:
         return self.group.cpu_seconds() if self.group else None
 
-    async def kill(self):
+    async def kill(self) -> None:
         """Kill the launcher and everything the sandbox started; return once
         they are gone (the cgroup is empty), whatever holds the pipes."""
         if self._killed is None:
             self._killed = asyncio.ensure_future(self._kill())
         await asyncio.shield(self._killed)
 
-    async def _kill(self):
+    async def _kill(self) -> None:
         loop = asyncio.get_running_loop()
         if self.group is not None:
             await loop.run_in_executor(self._pool, self.group.kill)
@@ -183,20 +188,20 @@ class LauncherProcess:
             log.error("a killed sandbox (pid %d) was not reaped within %.0f s", self.proc.pid, KILL_WAIT)
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """The sandbox is over: no more frames to it. (Its output pipes end by
         themselves: once the group is empty, no process holds them.)"""
-        if not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
+        if not self._stdin.is_closing():
+            self._stdin.close()
         self._stderr_task.cancel()
 
-    async def release(self):
+    async def release(self) -> None:
         """After the end: remove the cgroup."""
         if self.group is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, self.group.remove)
 
 
-def lower_group(pid, nice):
+def lower_group(pid: int, nice: int) -> None:
     """As root, set the nice of `pid`'s autogroup (its session's CPU share),
     where there is no idle cgroup for sandboxes. The launcher could do it
     itself, but the kernel lets unprivileged processes do that once per

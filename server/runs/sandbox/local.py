@@ -20,7 +20,9 @@ import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
 
+from ...config import Config
 from ...traverse import blocked_parent
 from .. import cgroups
 from .launch import (MPL_CACHE_IN_SANDBOX, SANDBOX_HOME, SHM_BYTES, STREAM_LIMIT, TMP_BYTES, LauncherProcess,
@@ -39,16 +41,16 @@ class ProcessKind:
     reusable = False  # the launcher is not PID 1 of a namespace: it cannot clear up after a run
     hides_host_paths = False
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.groups = cgroups.Groups.detect(**cgroups.priority(cfg.SANDBOX_CPU))
         self.seccomp = seccomp_program(cfg.SANDBOX_PYTHON)
         self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="sandbox")
 
-    def close(self):
+    def close(self) -> None:
         self._pool.shutdown(wait=False)
 
-    def defences(self):
+    def defences(self) -> dict[str, Any]:
         """What holds student code here, for the start-up log and /api/status."""
         return {"seccomp": self.seccomp is not None,
                 "cgroup": self.groups.describe() if self.groups else None,
@@ -57,12 +59,12 @@ class ProcessKind:
                 "user_namespaces": "disabled" if self.name == "local" or self.seccomp else "allowed",
                 "host_paths_hidden": self.hides_host_paths}
 
-    def launcher_settings(self, settings, mpl_cache):
+    def launcher_settings(self, settings: dict[str, Any], mpl_cache: str) -> dict[str, Any]:
         # As root the server ranks the sandbox itself (idle cgroup, or the
         # autogroup lowered at `ready`): the launcher need not try.
         return dict(settings, seccomp=self.seccomp, mpl_cache=mpl_cache, lower_group=os.geteuid() != 0)
 
-    async def prepare(self, home, uid, settings):
+    async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> LauncherProcess:
         """Start the launcher for `home` as `uid`, in a new cgroup when the
         host has them; `settings` are the launcher's (limits, runs)."""
         loop = asyncio.get_running_loop()
@@ -89,24 +91,26 @@ class ProcessKind:
             raise SandboxError(f"could not put the sandbox in its cgroup: {e}") from None
         return sandbox
 
-    async def start(self, home, uid, settings):
+    async def start(self, home: str, uid: int | None,
+                    settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
         """(process, pid of the launcher, which forks nothing before `go`)."""
         argv = launcher_argv(self.cfg.SANDBOX_PYTHON,
                              json.dumps(self.launcher_settings(settings, mpl_cache(self.cfg))))
         proc = await self.spawn(argv, home, uid)
         return proc, proc.pid
 
-    async def spawn(self, argv, home, uid, pass_fds=()):
+    async def spawn(self, argv: Sequence[str], home: str, uid: int | None,
+                    pass_fds: Sequence[int] = ()) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=home, env=environment(self.env_home(home)),
             start_new_session=True, limit=STREAM_LIMIT, close_fds=True, pass_fds=pass_fds,
             **_as_user(uid))
 
-    def env_home(self, home):
+    def env_home(self, home: str) -> str:
         return home
 
-    async def cleanup_leftovers(self):
+    async def cleanup_leftovers(self) -> int:
         """Kill and remove the cgroups of sandboxes whose worker is gone."""
         if self.groups is None:
             return 0
@@ -123,14 +127,15 @@ class LocalKind(ProcessKind):
     ETC = ("alternatives", "fonts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
            "mime.types", "matplotlibrc", "python3", "python3.11")
 
-    def __init__(self, cfg):
+    def __init__(self, cfg: Config) -> None:
         self.bwrap = shutil.which("bwrap")
         super().__init__(cfg)
 
-    def env_home(self, home):
+    def env_home(self, home: str) -> str:
         return SANDBOX_HOME
 
-    async def start(self, home, uid, settings):
+    async def start(self, home: str, uid: int | None,
+                    settings: dict[str, Any]) -> tuple[asyncio.subprocess.Process, int | None]:
         """As ProcessKind.start; bubblewrap tells the launcher's pid (the
         sandbox's first process) on an --info-fd pipe."""
         info_r, info_w = os.pipe()
@@ -144,9 +149,10 @@ class LocalKind(ProcessKind):
         except (ValueError, KeyError, TypeError, OSError, asyncio.TimeoutError):
             return proc, None  # bubblewrap failed: reported as a sandbox that did not start
 
-    def argv(self, home, settings, info_fd=None):
+    def argv(self, home: str, settings: dict[str, Any], info_fd: int | None = None) -> list[str]:
         # --as-pid-1: the launcher is the sandbox's first process and session
         # leader. No /proc: its mountinfo would name the home's host path.
+        assert self.bwrap is not None  # (this kind is chosen only where `works` found bubblewrap)
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
                 "--new-session", "--as-pid-1", "--cap-drop", "ALL", "--hostname", "sandbox",
                 "--ro-bind", "/usr", "/usr"]
@@ -168,11 +174,11 @@ class LocalKind(ProcessKind):
             args += ["--info-fd", str(info_fd)]
         for key, value in environment(SANDBOX_HOME).items():
             args += ["--setenv", key, value]
-        settings = json.dumps(self.launcher_settings(settings, MPL_CACHE_IN_SANDBOX))
-        return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings)
+        settings_json = json.dumps(self.launcher_settings(settings, MPL_CACHE_IN_SANDBOX))
+        return args + ["--"] + launcher_argv(self.cfg.SANDBOX_PYTHON, settings_json)
 
     @staticmethod
-    def check_storage(cfg):
+    def probe_storage(cfg: Config) -> None:
         """bubblewrap mounts a home as the student's uid, which must be able
         to walk down to it: refuse to start rather than fail every run."""
         if os.geteuid() == 0:
@@ -183,7 +189,7 @@ class LocalKind(ProcessKind):
                                    "STORAGE_ROOT)")
 
     @staticmethod
-    def works(cfg):
+    def works(cfg: Config) -> bool:
         """Can bubblewrap start a Python here? (False inside many containers.)"""
         bwrap = shutil.which("bwrap")
         if not bwrap or not os.path.exists(cfg.SANDBOX_PYTHON):
@@ -196,16 +202,16 @@ class LocalKind(ProcessKind):
             done = subprocess.run(probe, capture_output=True, timeout=20, **kwargs)
         except (OSError, subprocess.TimeoutExpired):
             return False
-        return done.stdout.strip() == b"42"
+        return bool(done.stdout.strip() == b"42")
 
 
-def _enter(group, pids):
+def _enter(group: cgroups.RunGroup, pids: set[int]) -> None:
     for pid in sorted(pids):
         group.add(pid)
     group.starting()  # at normal CPU priority until ready (LauncherProcess.on_ready settles it)
 
 
-async def read_to_end(fd, limit):
+async def read_to_end(fd: int, limit: int) -> bytes:
     """All of a pipe's bytes (at most `limit`), without blocking the loop."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
@@ -223,18 +229,18 @@ async def read_to_end(fd, limit):
     return data
 
 
-def _as_user(uid):
+def _as_user(uid: int | None) -> dict[str, Any]:
     """subprocess arguments that drop to `uid` (its own group, no others)."""
     if uid is None:
         return {}
     return {"user": uid, "group": uid, "extra_groups": []}
 
 
-def mpl_cache(cfg):
+def mpl_cache(cfg: Config) -> str:
     return os.path.join(cfg.DATA_DIR, "sandbox", "matplotlib")
 
 
-def build_mpl_cache(cfg):
+def build_mpl_cache(cfg: Config) -> None:
     """Build matplotlib's font list once for all runs (the launcher copies it
     into each sandbox). Nothing secret is in this folder: sandboxes see it."""
     folder = mpl_cache(cfg)

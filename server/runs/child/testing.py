@@ -1,5 +1,5 @@
-"""The checks' code, run inside sandboxes: the server sends this file's
-source in a check's `go` frame and the launcher calls main(mode, options,
+"""The attempts' code, run inside sandboxes: the server sends this file's
+source in the `go` frame of an attempt's run and the launcher calls main(mode, options,
 channel_fd) in the program's place, with the run's limits, terminal and
 control channel (lines of JSON on fd 3). Two modes, in two sandboxes that
 never see each other; the server relays between them:
@@ -361,7 +361,7 @@ def describe_error(e, home):
     """An exception as the student should see it: type, message, and the
     line and file in their own files (their folder: `home`) where it
     happened; frames outside it (ours, the standard library's) left out."""
-    def mine(filename):  # ours are "<checking>", "<frozen importlib._bootstrap>"...: not paths
+    def mine(filename):  # ours are "<testing>", "<frozen importlib._bootstrap>"...: not paths
         return bool(filename) and os.path.isabs(filename) and filename.startswith(home.rstrip(os.sep) + os.sep)
     frames = [f for f in traceback.extract_tb(e.__traceback__) if mine(f.filename)]
     line, file = None, None
