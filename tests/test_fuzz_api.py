@@ -134,18 +134,21 @@ class World:
 
 
 @contextlib.contextmanager
-def fuzzed_server(postgres_url, world_class=World):
+def fuzzed_server(postgres_url, world_class=World, editing_help=True):
     """A server of its own with sam and vic (students) and tess (teacher),
-    and a `world_class` on it."""
+    and a `world_class` on it (with editing help, whose endpoints are
+    fuzzed here, unless `editing_help` is False)."""
     data_dir = tempfile.mkdtemp(prefix="pyclassroom-test-fuzz-")
     os.chmod(data_dir, 0o755)
     with new_database(postgres_url) as dsn:
         # No new name is refused for the address before the fuzzing ends; the
         # generated X-Forwarded-For values are believed, so they reach the database.
         server = ServerProcess(processes=1, database_url=dsn, data_dir=data_dir,
-                               env={"LOGIN_FAILURES_PER_ADDRESS": "100000", "TRUST_PROXY": "1", **EDITING_HELP}).start()
+                               env={"LOGIN_FAILURES_PER_ADDRESS": "100000", "TRUST_PROXY": "1",
+                                    **(EDITING_HELP if editing_help else {})}).start()
         try:
-            wait_for_editing_help(server)
+            if editing_help:
+                wait_for_editing_help(server)
             for username, role in (("sam", "student"), ("vic", "student"), ("tess", "teacher")):
                 create_user(dsn, username, f"{username}-password", role=role)
             w = world_class(server, dsn, os.path.join(data_dir, "storage"))

@@ -28,7 +28,7 @@ class ClassWorld(World):
 
 @pytest.fixture(scope="module")
 def world(postgres_url):
-    with fuzzed_server(postgres_url, ClassWorld) as w:
+    with fuzzed_server(postgres_url, ClassWorld, editing_help=False) as w:
         w.number = a_class(w.server, "vic", "tess", name="7A")
         # Each course folder written once (so its lock file exists, as test_fuzz_api's course/).
         for who, area in (("teacher", f"class/{w.number}"), ("admin", "course")):
