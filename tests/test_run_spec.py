@@ -1,11 +1,13 @@
 """A RunSpec crosses to another host as JSON and comes back the same, and
 the launcher's frame it makes says what the spec says (no server, no sandbox)."""
+import dataclasses
 import json
 import struct
 
 from hypothesis import given, strategies as st
 
 from server.config import load
+from server.runs.child.launcher import tightened
 from server.runs.spec import DebugOptions, Limits, Mode, RunSpec
 
 text = st.text(max_size=20)
@@ -59,6 +61,10 @@ def test_the_frame_starts_the_program_the_spec_names():
     debugged = RunSpec(1, "ada", ("a.py",), limits, mode=Mode.DEBUG, debug=DebugOptions.of({"a.py": [3]}, ["x"]))
     go = json.loads(_frames(debugged.to_frame(channel=True))[0][1])
     assert go["debug"]["breakpoints"] == {"a.py": [3]} and go["debug"]["watches"] == ["x"] and go["debug"]["code"]
+    # The kernel's limits travel in the frame: the launcher lowers its own to them (launcher.tightened).
+    assert go["limits"] == {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_mb << 20,
+                            "processes": limits.processes, "file_bytes": limits.file_mb << 20,
+                            "open_files": limits.open_files}
 
 
 def test_limits_come_from_the_settings_and_a_check_shortens_its_own():
@@ -67,3 +73,11 @@ def test_limits_come_from_the_settings_and_a_check_shortens_its_own():
     assert limits.wall_seconds == 30 and limits.output_kb == 7 and limits.quota_bytes == cfg.QUOTA_BYTES
     short = limits.lasting(4)
     assert (short.wall_seconds, short.idle_seconds, short.output_kb) == (4, 4, 7)
+
+
+def test_a_run_only_lowers_the_sandboxes_limits():
+    own = dataclasses.asdict(Limits.of(load({})).program())
+    assert tightened(own, {"open_files": 10, "processes": 10 ** 9, "memory_bytes": 0, "file_bytes": -1,
+                           "cpu_seconds": True, "nonsense": 1}) == dict(own, open_files=10)
+    assert tightened(own, None) == own and tightened(own, "not a dict") == own
+    assert tightened({}, {"open_files": 10}) == {"open_files": 10}  # a sandbox without one takes the run's

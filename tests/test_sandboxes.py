@@ -7,6 +7,7 @@ start dockerd and build the image offline (scripts/start-docker,
 scripts/build-sandbox-image; minutes the first time, then cached).
 """
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -22,8 +23,9 @@ from server.runs.protocol import INPUT, OSC, PROMPT
 from server.runs.starts import ready
 from server.runs.protocol import ImageParser, frame, read_frame
 from server.runs.sandbox import SandboxKind, StartedSandbox
-from server.runs.sandbox.launch import LAUNCHER_PROCESSES, ProgramLimits
+from server.runs.sandbox.launch import LAUNCHER_PROCESSES
 from server.runs.sandbox.local import LocalKind, build_mpl_cache
+from server.runs.spec import Limits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGE = "pyclassroom-sandbox:latest"
@@ -79,7 +81,7 @@ def write(home, name, source):
 
 def settings(sandbox, **limits):
     """The launcher's settings as the run manager makes them, with `limits` changed."""
-    return {"limits": dict(ProgramLimits.from_config(sandbox.cfg).__dict__, **limits), "nice": 10, "runs": 1}
+    return {"limits": dict(dataclasses.asdict(Limits.of(sandbox.cfg).program()), **limits), "nice": 10, "runs": 1}
 
 
 async def start(sandbox, home, **limits):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from .protocol import frame
-from .sandbox.launch import TESTING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE
+from .sandbox.launch import TESTING_SOURCE, DEBUGGING_SOURCE, IMPORT_GUARD_SOURCE, ProgramLimits
 
 
 class Settings(Protocol):
@@ -64,9 +64,9 @@ class Limits:
     """Every limit a run has. The server enforces wall, idle, debug idle,
     CPU (the whole run's) and output itself (run.py) and file_mb as the
     write budget of a scratch home (job.py); memory, processes, open files
-    and the per-process CPU and file size are the kernel's, set when the
-    sandbox starts (sandbox/launch.py, from the settings), so here they
-    only say what the run had (the words of its exit message)."""
+    and the per-process CPU and file size are the kernel's: the launcher
+    sets them on the program at `go` (`program`), never above those its
+    sandbox started with (whose cgroup was sized for them)."""
     wall_seconds: int
     idle_seconds: int
     debug_idle_seconds: int
@@ -85,6 +85,11 @@ class Limits:
                    debug_idle_seconds=cfg.RUN_DEBUG_IDLE_SECONDS, cpu_seconds=cfg.RUN_CPU_SECONDS,
                    memory_mb=cfg.RUN_MEMORY_MB, output_kb=cfg.RUN_OUTPUT_KB, file_mb=cfg.RUN_FILE_MB,
                    processes=cfg.RUN_PROCESSES, open_files=cfg.RUN_OPEN_FILES, quota_bytes=cfg.QUOTA_BYTES)
+
+    def program(self) -> ProgramLimits:
+        """The kernel's limits of each of the program's processes."""
+        return ProgramLimits(self.cpu_seconds, self.memory_mb << 20, self.processes, self.file_mb << 20,
+                             self.open_files)
 
     def lasting(self, seconds: int) -> Limits:
         """These limits, with `seconds` of wall time and of idle time (an attempt's runs)."""
@@ -167,6 +172,7 @@ class RunSpec:
                 go["etag"] = self.etag
             typed = b"" if self.stdin is None else \
                 frame(b"d", self.stdin.encode("utf-8", "replace")) + frame(b"e")
+        go["limits"] = dataclasses.asdict(self.limits.program())
         if channel:
             go["channel"] = True
         if self.forbid:

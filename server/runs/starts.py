@@ -18,6 +18,7 @@ anyone; only a second failure reaches the student, and then its reason
 goes to the log and /api/status (pyclassroom_sandbox_start_failures_total).
 """
 import asyncio
+import dataclasses
 import logging
 import os
 import random
@@ -30,7 +31,7 @@ from ..config import Config
 from .admission import Admission, Notify, Place, QueueFull
 from .protocol import BadFrame, read_frame
 from .sandbox import SandboxKind, StartedSandbox
-from .sandbox.launch import ProgramLimits
+from .spec import Limits
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Starts:
     async def _start_once(self, home: str, uid: int | None) -> tuple[Sandboxed, None, None] | tuple[None, str, str]:
         """(Sandboxed, None, None), or (None, the reason's code, what was said)."""
         runs = runs_per_sandbox(self.cfg.RUN_SANDBOX_RUNS) if self.kind.reusable else 1
-        settings = {"limits": ProgramLimits.from_config(self.cfg).__dict__, "nice": 10, "runs": runs}
+        settings = {"limits": dataclasses.asdict(Limits.of(self.cfg).program()), "nice": 10, "runs": runs}
         try:
             sandbox = await self.kind.prepare(home, uid, settings)
         except Exception as e:

@@ -260,14 +260,27 @@ def landlock_unreadable(libc, hidden, handled):
         os.close(ruleset)
 
 
+LIMITS = {"cpu_seconds": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS,
+          "processes": resource.RLIMIT_NPROC, "file_bytes": resource.RLIMIT_FSIZE,
+          "open_files": resource.RLIMIT_NOFILE}
+
+
+def tightened(limits, asked):
+    """The sandbox's limits, each lowered to the run's (`go`'s) where the run
+    asks for less; never raised: the sandbox started, and its cgroup was
+    sized, for its own."""
+    kept = dict(limits)
+    for key, value in (asked if isinstance(asked, dict) else {}).items():
+        if key in LIMITS and type(value) is int and value > 0:
+            kept[key] = min(value, kept[key]) if kept.get(key) else value
+    return kept
+
+
 def apply_limits(limits):
     """The run's limits, set in the program's process (each run starts its
     CPU time at zero; the launcher itself is held by the run's cgroup)."""
-    names = {"cpu_seconds": resource.RLIMIT_CPU, "memory_bytes": resource.RLIMIT_AS,
-             "processes": resource.RLIMIT_NPROC, "file_bytes": resource.RLIMIT_FSIZE,
-             "open_files": resource.RLIMIT_NOFILE}
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for key, which in names.items():
+    for key, which in LIMITS.items():
         value = limits.get(key)
         if value:
             # CPU: SIGXCPU at the soft limit, SIGKILL one second later.
@@ -583,7 +596,7 @@ def main():
             go["compiled"] = compiled_testing(go["code"])
         copy = make_copy(go) if go.get("copy") else None
         try:
-            result = run_if_current(go, frames, wake_r, limits)
+            result = run_if_current(go, frames, wake_r, tightened(limits, go.get("limits")))
         finally:
             if copy:
                 discard_copy(copy)

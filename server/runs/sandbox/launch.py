@@ -51,17 +51,14 @@ class SandboxError(RuntimeError):
 
 @dataclass
 class ProgramLimits:
-    """What the launcher sets on each program (per process)."""
+    """What the launcher sets on each program (per process): a sandbox's
+    own (its settings, from RUN_*) and a run's (spec.py: Limits.program),
+    of which it keeps the lower."""
     cpu_seconds: int
     memory_bytes: int
     processes: int
     file_bytes: int
     open_files: int
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> "ProgramLimits":
-        return cls(cfg.RUN_CPU_SECONDS, cfg.RUN_MEMORY_MB << 20, cfg.RUN_PROCESSES,
-                   cfg.RUN_FILE_MB << 20, cfg.RUN_OPEN_FILES)
 
 
 def group_limits(cfg: Config) -> cgroups.GroupLimits:
