@@ -31,6 +31,7 @@ from server.embedded_postgres import EmbeddedPostgres
 from server.runs.sandbox.local import build_mpl_cache, mpl_cache
 from loadtest.harness import ServerProcess
 
+from tests import inprocess
 from tests.helpers import wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
@@ -150,6 +151,20 @@ def start_server(fresh_db, data_dir, font_cache):
         server.stop()
         # pytest shows this only for a failing test: the server's side of the story.
         print(f"--- server {server.url} ({server.processes} processes) output ---\n{server.output()}")
+
+
+@pytest.fixture
+def start_inprocess(fresh_db, data_dir):
+    """start_inprocess(**settings) -> the application in this process over
+    scripted sandboxes (tests/inprocess.py), on the test's fresh database."""
+    with inprocess.started(fresh_db, data_dir) as start:
+        yield start
+
+
+@pytest.fixture
+def inprocess_server(start_inprocess):
+    """The application in this process with the default settings."""
+    return start_inprocess()
 
 
 @contextlib.contextmanager
