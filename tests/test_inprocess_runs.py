@@ -12,7 +12,7 @@ import aiohttp
 
 from loadtest.run_client import RunClient
 from server.files.store import etag_of
-from tests.runs_support import lock_of, run, save, student, wait_for
+from tests.runs_support import lock_of, run, save, student, user_id, wait_for
 
 TIMEOUT = 30  # a hang guard
 
@@ -246,6 +246,36 @@ def test_closing_the_socket_stops_the_program_and_gives_back_the_lock(inprocess_
 
 async def _live_jobs(ctx):
     return list(ctx.jobs.live)
+
+
+async def _held(ctx, user_id):
+    """What the worker holds for runs, and the state of the user's latest job."""
+    conns = ctx.runs.students[user_id].connections if user_id in ctx.runs.students else []
+    return {"live jobs": len(ctx.jobs.live), "run locks": len(ctx.jobs.claims()), "places": ctx.admission.running,
+            "ready sandbox": user_id in ctx.jobs.warm.ready,
+            "job": conns[0].job.state.name if conns and conns[0].job else None}
+
+
+def test_a_run_holds_its_lock_and_place_while_it_runs_and_gives_them_back(inprocess_server):
+    ada = student(inprocess_server, "ada")
+    save(ada, "wait.py", "ask ? \n")
+    uid = user_id(inprocess_server, ada.username)
+
+    def held():
+        return inprocess_server.call(_held(inprocess_server.ctx, uid))
+
+    async def go():
+        async with socket_of(inprocess_server, ada) as rc:
+            await rc.send(type="run", path="wait.py")
+            await rc.until("input")
+            during = await asyncio.to_thread(held)
+            await rc.send(type="stdin", data="\r")
+            await rc.until("exit")
+            assert await asyncio.to_thread(wait_for, lambda: held()["ready sandbox"])  # made again after the run
+            return during, await asyncio.to_thread(held)
+    during, after = in_loop(go())
+    assert during == {"live jobs": 1, "run locks": 1, "places": 1, "ready sandbox": False, "job": "RUNNING"}
+    assert after == {"live jobs": 0, "run locks": 0, "places": 0, "ready sandbox": True, "job": "ENDED"}
 
 
 def test_beyond_the_limit_runs_queue_with_positions_and_all_finish(start_inprocess):
