@@ -31,7 +31,6 @@ from server.embedded_postgres import EmbeddedPostgres
 from server.runs.sandbox.local import build_mpl_cache, mpl_cache
 from loadtest.harness import ServerProcess
 
-from tests import inprocess
 from tests.helpers import wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
@@ -157,6 +156,7 @@ def start_server(fresh_db, data_dir, font_cache):
 def start_inprocess(fresh_db, data_dir):
     """start_inprocess(**settings) -> the application in this process over
     scripted sandboxes (tests/inprocess.py), on the test's fresh database."""
+    from tests import inprocess  # the whole server: imported by the tests that use it
     with inprocess.started(fresh_db, data_dir) as start:
         yield start
 

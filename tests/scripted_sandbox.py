@@ -35,11 +35,11 @@ import os
 import signal
 import socket
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.runs.disk_guard import GroupWrites
 from server.runs.protocol import frame
-from server.runs.sandbox import Exit, StartedSandbox
+from server.runs.sandbox import Exit, SandboxKind, StartedSandbox
 
 PROMPT_MARK = b"\x1b]7011;prompt\x07"
 INPUT_MARK = b"\x1b]7011;input\x07"
@@ -282,3 +282,7 @@ class ScriptedSandbox:
     async def _write(self, kind: bytes, payload: bytes = b"") -> None:
         self._out.write(frame(kind, payload))
         await self._out.drain()  # a reader that does not read stops the program here, as a pipe would
+
+
+if TYPE_CHECKING:  # mypy holds both classes to the protocols (prepare's answer holds the sandbox)
+    _kind: SandboxKind = ScriptedKind()
