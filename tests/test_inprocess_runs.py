@@ -346,6 +346,56 @@ def test_a_sandbox_serves_its_runs_then_is_replaced_and_a_stopped_one_never_serv
     assert in_loop(go()) == ["run 1", "run 2", "run 1", "run 1"]
 
 
+def test_a_logout_stops_the_program_and_closes_every_socket_in_words(inprocess_server):
+    ada = student(inprocess_server, "ada")
+    save(ada, "wait.py", "print waiting\nhang\n")
+
+    async def go():
+        async with socket_of(inprocess_server, ada) as tab1, socket_of(inprocess_server, ada) as tab2:
+            await tab1.send(type="run", path="wait.py")
+            await tab1.until("output")
+            r = await asyncio.to_thread(ada.post, "/api/logout")
+            assert r.status_code == 200, r.text
+            exit_ = await tab1.until("exit")
+            codes = []
+            for tab in (tab1, tab2):
+                msg = await tab.ws.receive(timeout=TIMEOUT)
+                while msg.type == aiohttp.WSMsgType.TEXT:
+                    msg = await tab.ws.receive(timeout=TIMEOUT)
+                codes.append(tab.ws.close_code)
+            return exit_, codes
+    exit_, codes = in_loop(go())
+    assert exit_["reason"] == "logged_out" and "Sign in again" in exit_["message"]
+    assert codes == [4401, 4401]
+    assert lock_of(inprocess_server, ada.username) is None
+
+
+def test_beyond_the_tabs_allowed_the_oldest_idle_one_gives_way_never_a_running_one(start_inprocess):
+    server = start_inprocess(RUN_SOCKETS_PER_USER=2)
+    ada = student(server, "ada")
+    save(ada, "wait.py", "ask waiting \n")
+
+    async def closing(tab):
+        msg = await tab.ws.receive(timeout=TIMEOUT)
+        return msg.type, tab.ws.close_code
+
+    async def go():
+        cookies = ada.http.cookies.get_dict()
+        async with RunClient(server.url, cookies) as busy, RunClient(server.url, cookies) as idle:
+            await busy.send(type="run", path="wait.py")
+            await busy.until("input")
+            async with RunClient(server.url, cookies) as third:
+                first_closed = await closing(idle)
+                async with RunClient(server.url, cookies) as fourth:
+                    second_closed = await closing(third)
+                    await busy.send(type="stdin", data="\r")
+                    finished = await busy.until("exit")
+                    return first_closed, second_closed, finished, fourth.ws.closed
+    first_closed, second_closed, finished, fourth_closed = in_loop(go())
+    assert first_closed == second_closed == (aiohttp.WSMsgType.CLOSE, 4002)
+    assert finished["reason"] == "ok" and not fourth_closed
+
+
 def test_a_worker_that_drains_ends_every_run_in_words_and_gives_back_the_lock(inprocess_server):
     ada = student(inprocess_server, "ada")
     save(ada, "forever.py", "print started\nhang\n")
