@@ -120,7 +120,10 @@ class ScriptedSandbox:
             kind, payload = self._incoming[:1], self._incoming[5:5 + size]
             self._incoming = self._incoming[5 + size:]
             if kind == b"g":
-                self._go = json.loads(payload)
+                try:
+                    self._go = json.loads(payload)
+                except ValueError:
+                    continue  # not a run: nothing starts (send never raises)
                 self._typed = b""  # typed before this run: the launcher drops it too
             elif kind == b"d":
                 self._typed += payload[:max(0, INPUT_BUFFER - len(self._typed))]
