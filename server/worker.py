@@ -75,7 +75,7 @@ class Context:
     # From serve, once the files service is there:
     assist: Assist
 
-    def __init__(self, cfg: Config, instance: Instance, processes: int):
+    def __init__(self, cfg: Config, instance: Instance, processes: int, sandbox_kind: SandboxKind | None = None):
         self.cfg = cfg
         self.instance = instance
         self.pid = os.getpid()
@@ -91,7 +91,8 @@ class Context:
             max_file_bytes=cfg.MAX_FILE_BYTES, history_versions=cfg.HISTORY_VERSIONS,
             delay_ms=cfg.FS_DELAY_MS))
         self.file_processes = FileProcesses(self.store, cfg.FILE_PROCESSES, max_pending=4096)
-        self.sandbox_kind: SandboxKind = sandbox.create(cfg)
+        # (A test's in-process worker passes a kind of its own: tests/inprocess.py.)
+        self.sandbox_kind: SandboxKind = sandbox_kind or sandbox.create(cfg)
         self.admission = Admission.share(cfg, processes)
         self.draining = False
         self.inflight = 0  # requests being served (drain waits for them)

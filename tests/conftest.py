@@ -152,6 +152,21 @@ def start_server(fresh_db, data_dir, font_cache):
         print(f"--- server {server.url} ({server.processes} processes) output ---\n{server.output()}")
 
 
+@pytest.fixture
+def start_inprocess(fresh_db, data_dir):
+    """start_inprocess(**settings) -> the application in this process over
+    scripted sandboxes (tests/inprocess.py), on the test's fresh database."""
+    from tests import inprocess  # the whole server: imported by the tests that use it
+    with inprocess.started(fresh_db, data_dir) as start:
+        yield start
+
+
+@pytest.fixture
+def inprocess_server(start_inprocess):
+    """The application in this process with the default settings."""
+    return start_inprocess()
+
+
 @contextlib.contextmanager
 def running_server(postgres_url, processes=1, **env):
     """A server of its own (a new database and DATA_DIR), stopped on leaving."""

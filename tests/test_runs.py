@@ -14,7 +14,7 @@ import pytest
 
 from server.runs import cgroups
 from loadtest.run_client import RunClient
-from tests.runs_support import (LIMITS, REUSE_PROBE, metric, no_processes_of, pids_of_uid, probe, run,
+from tests.runs_support import (LIMITS, REUSE_PROBE, no_processes_of, pids_of_uid, probe, run,
                                 sandbox_uid, save, student)
 
 # -- what a student does ------------------------------------------------------
@@ -528,46 +528,6 @@ def test_a_run_waiting_for_its_turn_at_sigterm_is_refused_not_started(start_serv
     assert no_processes_of(server, second.username)
 
 
-def test_socket_needs_a_session_and_the_same_origin(local_server):
-    import aiohttp
-    ada = student(local_server, "ada")
-    ws_url = local_server.url.replace("http://", "ws://") + "/ws/run"
-
-    async def status(headers):
-        async with aiohttp.ClientSession() as http:
-            try:
-                async with http.ws_connect(ws_url, headers=headers):
-                    return 101
-            except aiohttp.WSServerHandshakeError as e:
-                return e.status
-    cookie = "; ".join(f"{k}={v}" for k, v in ada.http.cookies.get_dict().items())
-    assert asyncio.run(status({"Origin": local_server.url})) == 401
-    assert asyncio.run(status({"Origin": "http://evil.example", "Cookie": cookie})) == 403
-    assert asyncio.run(status({"Origin": local_server.url, "Cookie": cookie})) == 101
-
-
-def test_bad_messages_get_clear_errors(local_server):
-    """Each answer names the message it answers (`re`), once it had an id."""
-    ada = student(local_server, "ada")
-
-    async def go():
-        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
-            out = []
-            for raw in ("not json", "[1]", '{"type": "stdin", "data": "x"}', '{"type": "fly", "id": "a"}',
-                        '{"type": "stdin", "data": "x", "id": "b"}',
-                        '{"type": "run", "path": "../bob/x.py", "id": "c"}', '{"type": "run", "path": "nope.py", "id": "d"}',
-                        '{"type": "run", "path": "hello.py", "args": "x", "id": "e"}',
-                        '{"type": "run", "path": "hello.py", "cols": true, "id": "f"}',
-                        '{"type": "run", "path": "hello.py", "colour": 1, "id": "g"}'):
-                await rc.ws.send_str(raw)
-                answer = await rc.receive()
-                out.append((answer["error"], answer.get("re")))
-            return out
-    assert asyncio.run(go()) == [("bad_message", None), ("bad_message", None), ("bad_message", None),
-                                 ("unknown_type", "a"), ("not_running", "b"), ("path_segment", "c"),
-                                 ("not_found", "d"), ("bad_args", "e"), ("bad_field", "f"), ("bad_field", "g")]
-
-
 # Where a root server puts student code: an idle CPU group (each sandbox's
 # cgroup under one marked idle) where the machine has one, else an autogroup
 # at the lowest nice; with SANDBOX_CPU=low, a group of the sandboxes' own
@@ -727,32 +687,3 @@ def test_a_sandbox_is_replaced_after_its_runs(start_server):
         async with RunClient(server.url, ada.http.cookies.get_dict()) as rc:
             return [(await probe(rc))[1].split(" interpreter")[0] for _ in range(5)]
     assert asyncio.run(go()) == ["run 1", "run 2", "run 1", "run 2", "run 1"]
-
-
-def _sandboxes_started(server):
-    return int(metric(server, "pyclassroom_sandbox_start_seconds_count"))
-
-
-def test_beyond_the_queue_the_server_says_it_is_busy_and_keeps_the_sandbox(start_server):
-    server = start_server(SANDBOX="local", RUN_MAX_CONCURRENT=1, RUN_QUEUE_MAX=0, **LIMITS)
-    ada, bob = student(server, "ada"), student(server, "bob")
-    save(ada, "wait.py", "input('waiting')\n")
-    save(bob, "hello.py", "print('hello')\n")
-
-    async def go():
-        async with RunClient(server.url, ada.http.cookies.get_dict()) as a, \
-                RunClient(server.url, bob.http.cookies.get_dict()) as b:
-            await a.send(type="run", path="wait.py")
-            await a.until("output")  # ada's program holds the only place
-            await b.send(type="run", path="hello.py")
-            busy = await b.until("error")
-            started = await asyncio.to_thread(_sandboxes_started, server)
-            await a.send(type="stdin", data="\r")
-            await a.until("exit")
-            retry = await b.run("hello.py")
-            return busy, started, retry, b.output("stdout")
-    busy, started, retry, out = asyncio.run(go())
-    assert busy["error"] == "server_busy" and "busy" in busy["message"]
-    assert retry["reason"] == "ok" and out == "hello\r\n"
-    # bob's retry ran in the sandbox that was ready when he was turned away
-    assert _sandboxes_started(server) == started
