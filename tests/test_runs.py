@@ -400,9 +400,9 @@ def test_a_class_opening_at_once_runs_every_program_in_a_lowered_cpu_group(start
             inspected.set()
     async def everyone():
         return await asyncio.gather(*(one(n) for n in names), asyncio.wait_for(inspect(), 120))
-    *exits, ranks = asyncio.run(everyone())
+    *exits, ranked = asyncio.run(everyone())
     assert [e["reason"] for e in exits] == ["ok"] * len(names)
-    assert ranks == {n: {EXPECTED_RANK} for n in names}
+    assert ranked == {n: {EXPECTED_RANK} for n in names}
 
 
 @pytest.mark.parametrize("processes", [1, 2])
