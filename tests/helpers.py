@@ -1,31 +1,72 @@
 """Small helpers the server tests share."""
-from concurrent.futures import ThreadPoolExecutor
-
+import collections
+import functools
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg2
 import requests
 
 from server.accounts.passwords import hash_password
 
+# A test's accounts reuse a few passwords: argon2 once for each (25-30 ms of CPU a hash).
+password_hash = functools.lru_cache(maxsize=256)(hash_password)
+
 
 def create_user(dsn, username, password, role="student", display_name=None, active=True):
-    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
-        cur.execute("INSERT INTO users (username, display_name, role, password_hash, active) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    (username, display_name or username.title(), role, hash_password(password), active))
-    conn.close()
+    sql(dsn, "INSERT INTO users (username, display_name, role, password_hash, active) VALUES (%s, %s, %s, %s, %s)",
+        username, display_name or username.title(), role, password_hash(password), active)
+
+
+class _Connections:
+    """One open connection per database, for the last few databases used:
+    tests poll with `sql` many times a second, and a new connection is a
+    new PostgreSQL process each time. A connection the database dropped
+    (a test's database is dropped WITH (FORCE)) is made again."""
+
+    KEPT = 8
+
+    def __init__(self):
+        self.open = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def run(self, dsn, query, args):
+        with self.lock:  # one statement at a time: tests call `sql` from threads too
+            for attempt in (1, 2):
+                conn = self._get(dsn)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(query, args)
+                        return cur.fetchall() if cur.description else []
+                except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                    broken = conn.closed != 0  # psycopg2 marks a connection it found broken
+                    self._drop(dsn)
+                    if attempt == 2 or not broken:
+                        raise  # the statement failed, not the connection
+
+    def _get(self, dsn):
+        conn = self.open.pop(dsn, None)
+        if conn is None or conn.closed:
+            conn = psycopg2.connect(dsn)
+            conn.autocommit = True  # each statement commits, as a connection of its own did
+        self.open[dsn] = conn
+        while len(self.open) > self.KEPT:
+            self._drop(next(iter(self.open)))
+        return conn
+
+    def _drop(self, dsn):
+        conn = self.open.pop(dsn, None)
+        if conn is not None:
+            conn.close()
+
+
+_connections = _Connections()
 
 
 def sql(dsn, query, *args):
     """Run one statement; return all rows (or [] when it returns none)."""
-    conn = psycopg2.connect(dsn)
-    try:
-        with conn, conn.cursor() as cur:
-            cur.execute(query, args)
-            return cur.fetchall() if cur.description else []
-    finally:
-        conn.close()
+    return _connections.run(dsn, query, args)
 
 
 def fresh_connection_get(url, path, cookies=None, headers=None):
