@@ -26,12 +26,11 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg2
 import pytest
 
-from server.accounts.passwords import hash_password
 from server.embedded_postgres import EmbeddedPostgres
 from server.runs.sandbox.local import build_mpl_cache, mpl_cache
 from loadtest.harness import ServerProcess
 
-from tests.helpers import wait_for_editing_help
+from tests.helpers import password_hash, sql, wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -254,7 +253,6 @@ def server2(shared_servers):
 
 
 PASSWORD = "a-test-password"
-_PASSWORD_HASH = None
 
 
 class People:
@@ -267,15 +265,9 @@ class People:
         self.server = server
 
     def make(self, name, role="student", display_name=None, log_in=True, active=True):
-        global _PASSWORD_HASH
-        if _PASSWORD_HASH is None:
-            _PASSWORD_HASH = hash_password(PASSWORD)  # argon2 once per run, not per user
         username = f"{name}-{uuid.uuid4().hex[:6]}"
-        with psycopg2.connect(self.server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
-            cur.execute("INSERT INTO users (username, display_name, role, password_hash, active) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        (username, display_name or name.title(), role, _PASSWORD_HASH, active))
-        conn.close()
+        sql(self.server.env["DATABASE_URL"], "INSERT INTO users (username, display_name, role, password_hash, active) "
+            "VALUES (%s, %s, %s, %s, %s)", username, display_name or name.title(), role, password_hash(PASSWORD), active)
         client = self.server.client()
         client.username = username
         if log_in:

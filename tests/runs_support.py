@@ -6,10 +6,10 @@ import asyncio
 import os
 import re
 
-import psycopg2
 import requests
 
 from loadtest.run_client import RunClient
+from tests.helpers import sql
 
 LIMITS = dict(RUN_CPU_SECONDS=2, RUN_MEMORY_MB=300, RUN_PROCESSES=40, RUN_OUTPUT_KB=512,
               RUN_IDLE_SECONDS=60, RUN_WALL_SECONDS=60)
@@ -43,10 +43,7 @@ def run(server, client, code, inputs=(), path="main.py", timeout=30, on=None, **
 # -- the host's view ----------------------------------------------------------------
 
 def user_id(server, username):
-    with psycopg2.connect(server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
-        cur.execute("SELECT id FROM users WHERE username = %s", (username,))
-        found = cur.fetchone()[0]
-    conn.close()
+    [(found,)] = sql(server.env["DATABASE_URL"], "SELECT id FROM users WHERE username = %s", username)
     return found
 
 
@@ -130,11 +127,8 @@ def metric(server, name):
 
 
 def lock_of(server, username):
-    with psycopg2.connect(server.env["DATABASE_URL"]) as conn, conn.cursor() as cur:
-        cur.execute("SELECT run_id FROM active_runs WHERE username = %s", (username,))
-        row = cur.fetchone()
-    conn.close()
-    return row[0] if row else None
+    rows = sql(server.env["DATABASE_URL"], "SELECT run_id FROM active_runs WHERE username = %s", username)
+    return rows[0][0] if rows else None
 
 
 def assert_all_released(server, client):
