@@ -342,6 +342,12 @@ def local_server(request, shared_servers):
     yield from _sandbox_server(request, shared_servers, "local")
 
 
+@pytest.fixture
+def two_workers_server(shared_servers):
+    """A shared server with two workers and local sandboxes: a student's tabs land on both."""
+    yield from _shared(shared_servers, processes=2, SANDBOX="local")
+
+
 # -- markers, to run a part: `pytest -m "not browser and not docker"` ------------------
 
 KIND_OF_MODULE = {"test_loadtest": "tools", "test_benchmarks": "tools", "test_bench_runs": "tools",

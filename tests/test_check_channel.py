@@ -2,7 +2,8 @@
 a student's program, or the checks' code, holds one end at fd 3; the
 server (run.py: Run's `channel`, `tell`, `check`) the other. Driven as
 tests/test_sandboxes.py drives sandboxes (no HTTP server), in `local`
-(bubblewrap) and `docker`; the grader is played by a small relay here.
+(bubblewrap), and in `docker` where the kind decides (floods, escapes,
+exits, timeouts); the grader is played by a small relay here.
 
 Needs root, as tests/test_sandboxes.py does.
 """
@@ -325,6 +326,7 @@ async def one_run(kind, home, path, channel=None, meanwhile=None, **options):
         await closed(prepared)
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher's channel; docker's in the hostile flood
 def test_the_channel_carries_lines_of_json_both_ways(sandbox, home):
     source = """
 import os, stat
@@ -351,6 +353,7 @@ print(open_fds, os.environ.get("PYCLASSROOM_CHANNEL"), stat.S_ISSOCK(os.fstat(3)
         run.tell({"big": "x" * (300 << 10)})
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher's fds, the same in every kind
 def test_a_run_without_a_channel_has_no_fd_3(sandbox, home):
     write(home, "prog.py", "import os\ntry:\n    os.write(3, b'{}\\n')\nexcept OSError as e:\n    print('no', e.errno)\n"
                            "print(os.environ.get('PYCLASSROOM_CHANNEL'))\n")
@@ -361,6 +364,7 @@ def test_a_run_without_a_channel_has_no_fd_3(sandbox, home):
     assert exit_["reason"] == "ok" and "no 9" in text and "None" in text
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher's echo and nice, the same in every kind
 def test_echo_off_and_nice(sandbox, home):
     write(home, "prog.py", "import os\nname = input()\nprint('nice', os.nice(0), 'hi', name)\n")
     typed = lambda run, _: run.stdin("Ada\r")  # noqa: E731
@@ -411,7 +415,17 @@ os.write(3, b'{"type": "after"}\\n')
 }
 
 
-@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def hostile_channels():
+    """Every attack on local; on docker too the flood (through the container's
+    stdio, at the server's pace) and the keeper (a setsid escape the kind
+    must end). What the launcher reads of a line is the same in every kind."""
+    for attack in sorted(HOSTILE):
+        yield pytest.param("local", attack, id=f"local-{attack}")
+        if attack in ("flood", "keeper"):
+            yield pytest.param("docker", attack, id=f"docker-{attack}")
+
+
+@pytest.mark.parametrize(("sandbox", "attack"), hostile_channels(), indirect=["sandbox"])
 def test_a_hostile_channel_does_not_disturb_the_launcher_or_the_server(sandbox, home, attack):
     """Each attack ends as the kernel says, the server's side stays
     bounded, and the next run in the same sandbox talks as it should."""
@@ -592,6 +606,7 @@ def checked_in_sandboxes(sandbox, data_dir, student_source, call_timeout=5.0):
     return {r["id"]: r for r in grader.results if r["type"] == "result"}, grader, exits
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the grader and the launcher, as in every kind
 def test_a_correct_module_passes(sandbox, data_dir):
     results, grader, (test_exit, serve_exit) = checked_in_sandboxes(sandbox, data_dir, CORRECT)
     assert grader.imported == {"type": "ready"}
@@ -600,6 +615,7 @@ def test_a_correct_module_passes(sandbox, data_dir):
     assert test_exit["reason"] == "ok" and serve_exit["reason"] == "ok"  # the channel's end ends serve
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the grader's outcome, the same in every kind
 def test_a_wrong_module_fails_with_what_it_returned(sandbox, data_dir):
     results, *_ = checked_in_sandboxes(sandbox, data_dir, CORRECT.replace("sum(xs) / len(xs)", "sum(xs) // len(xs)"))
     pair = results["test_pair"]
@@ -609,6 +625,7 @@ def test_a_wrong_module_fails_with_what_it_returned(sandbox, data_dir):
     assert results["test_three"]["passed"]
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher's checking, the same in every kind
 def test_an_exception_in_the_students_function_names_its_line(sandbox, data_dir):
     results, *_ = checked_in_sandboxes(sandbox, data_dir, CORRECT.replace("return sum(xs) / len(xs)",
                                                                          "return xs[10]"))
@@ -632,6 +649,7 @@ def test_an_endless_loop_is_stopped(sandbox, data_dir):
     assert serve_exit["reason"] == "timeout"
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher's checking, the same in every kind
 def test_a_fake_result_and_patched_builtins_change_nothing(sandbox, data_dir):
     """The student prints results, writes them on the channel, patches
     builtins and assert's exception: the checks are elsewhere."""
@@ -653,6 +671,7 @@ def average(xs):
     assert results["test_pair"]["message"] == "assert average([1, 2]) == 1.5 failed: average([1, 2]) returned 0."
 
 
+@pytest.mark.parametrize("sandbox", ["local"], indirect=True)  # the launcher refuses input, as in every kind
 def test_input_at_import_fails_with_a_sentence(sandbox, data_dir):
     source = "name = input('Name? ')\n" + CORRECT
     results, grader, _ = checked_in_sandboxes(sandbox, data_dir, source)

@@ -1,9 +1,10 @@
 """The debugger for beginners over the real WebSocket, against the real
 server: `debug` a saved program, step over, into and out, breakpoints,
-input(), plots and Ctrl-C while debugging, stop while paused (every sandbox
-kind); a paused program's place among the running programs, given back
-and taken again; and the attacks of a program that is debugged (where
-isolation is promised: local and docker)."""
+input(), plots and Ctrl-C while debugging (on local: the debugger is the
+launcher's, the same in every kind), stop while paused and two runs in a
+row (every sandbox kind); a paused program's place among the running
+programs, given back and taken again; and the attacks of a program that is
+debugged (on docker too where the kind decides: floods, CPU while paused)."""
 import asyncio
 import base64
 import contextlib
@@ -59,8 +60,9 @@ def variable(pause, name, scope="variables"):
 LOOP = "total = 0\nfor i in range(3):\n    total += i\nprint('total', total)\n"
 
 
-def test_stepping_over_a_loop_shows_i_change(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: stepping is the launcher's debugger, the same in every kind.
+def test_stepping_over_a_loop_shows_i_change(local_server):
+    ada = student(local_server, "ada")
 
     async def steps(rc, pause):
         seen = []
@@ -70,7 +72,7 @@ def test_stepping_over_a_loop_shows_i_change(sandbox_server):
             seen.append((pause["line"], i and i["value"], bool(i and i.get("changed"))))
             pause = await command(rc, "step")
         return seen, pause
-    (seen, exit_), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps)
+    (seen, exit_), rc = debugging(local_server, ada, {"main.py": LOOP}, steps)
     assert seen[0] == (1, None, False)  # paused at the first line, before anything ran
     # i is marked as changed on the step that changes it, and only then.
     assert [(v, changed) for line, v, changed in seen if line == 3] == [("0", True), ("1", True), ("2", True)]
@@ -78,8 +80,9 @@ def test_stepping_over_a_loop_shows_i_change(sandbox_server):
     assert exit_["reason"] == "ok" and rc.output("stdout") == "total 3\r\n"
 
 
-def test_stepping_into_a_function_of_another_file_and_out(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: stepping is the launcher's debugger, the same in every kind.
+def test_stepping_into_a_function_of_another_file_and_out(local_server):
+    ada = student(local_server, "ada")
     files = {"helper.py": "def double(x):\n    y = x * 2\n    return y\n",
              "main.py": "from helper import double\nn = double(21)\nprint(n)\n"}
 
@@ -91,7 +94,7 @@ def test_stepping_into_a_function_of_another_file_and_out(sandbox_server):
         out = await command(rc, "step_out")
         end = await command(rc, "continue")
         return inside, picked, out, end
-    (inside, picked, out, end), rc = debugging(sandbox_server, ada, files, steps)
+    (inside, picked, out, end), rc = debugging(local_server, ada, files, steps)
     assert (inside["file"], inside["line"]) == ("helper.py", 2)
     assert [(f["function"], f["file"], f["line"]) for f in inside["stack"]] == [
         ("<module>", "main.py", 2), ("double", "helper.py", 2)]
@@ -103,8 +106,9 @@ def test_stepping_into_a_function_of_another_file_and_out(sandbox_server):
     assert end["reason"] == "ok" and rc.output("stdout") == "42\r\n"
 
 
-def test_a_breakpoint_in_a_loop_stops_at_each_iteration(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: breakpoints are the launcher's debugger, the same in every kind.
+def test_a_breakpoint_in_a_loop_stops_at_each_iteration(local_server):
+    ada = student(local_server, "ada")
 
     async def steps(rc, pause):
         stops = []
@@ -113,23 +117,25 @@ def test_a_breakpoint_in_a_loop_stops_at_each_iteration(sandbox_server):
             stops.append((pause["line"], variable(pause, "i")["value"]))
             pause = await command(rc, "continue")
         return stops, pause
-    (stops, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
+    (stops, end), rc = debugging(local_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
     assert stops == [(3, "0"), (3, "1"), (3, "2")] and end["reason"] == "ok"
 
 
-def test_breakpoints_change_while_paused(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: breakpoints are the launcher's debugger, the same in every kind.
+def test_breakpoints_change_while_paused(local_server):
+    ada = student(local_server, "ada")
 
     async def steps(rc, pause):
         await rc.send(type="breakpoints", breakpoints={"main.py": [4]})  # taken with the next command
         at = await command(rc, "continue")
         return at, await command(rc, "continue")
-    (at, end), rc = debugging(sandbox_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
+    (at, end), rc = debugging(local_server, ada, {"main.py": LOOP}, steps, breakpoints={"main.py": [3]})
     assert at["line"] == 4 and variable(at, "total")["value"] == "3" and end["reason"] == "ok"
 
 
-def test_a_breakpoint_set_while_it_runs_stops_it(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: breakpoints are the launcher's debugger, the same in every kind.
+def test_a_breakpoint_set_while_it_runs_stops_it(local_server):
+    ada = student(local_server, "ada")
     code = "import time\nn = 0\nwhile n < 1000:\n    n += 1\n    time.sleep(0.01)\nprint('n', n)\n"
 
     async def steps(rc, pause):
@@ -139,18 +145,19 @@ def test_a_breakpoint_set_while_it_runs_stops_it(sandbox_server):
         at = await next_stop(rc)
         await rc.send(type="breakpoints", breakpoints={})
         return at, await command(rc, "continue")
-    (at, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    (at, end), rc = debugging(local_server, ada, {"main.py": code}, steps)
     assert at["type"] == "paused" and at["line"] == 4 and 0 < int(variable(at, "n")["value"]) < 1000
     assert end["reason"] == "ok" and rc.output("stdout") == "n 1000\r\n"
 
 
-def test_watch_expressions(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: watches are the launcher's debugger, the same in every kind.
+def test_watch_expressions(local_server):
+    ada = student(local_server, "ada")
     for name, code in {"main.py": LOOP}.items():
         save(ada, name, code)
 
     async def go():
-        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
             await rc.send(type="debug", path="main.py", watches=["total * 10", "nope", "exit()"])
             pause = await next_stop(rc)
             for _ in range(2):
@@ -166,8 +173,9 @@ def test_watch_expressions(sandbox_server):
     assert end["reason"] == "ok" and rc.output("stdout") == "total 3\r\n"
 
 
-def test_values_show_as_a_beginner_reads_them(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: values are shown by the launcher's debugger, the same in every kind.
+def test_values_show_as_a_beginner_reads_them(local_server):
+    ada = student(local_server, "ada")
     code = ("class Dog:\n    def __init__(self, name):\n        self.name = name\n\n"
             "pets = [Dog('Rex'), Dog('<img src=x onerror=alert(1)>')]\nages = {'Rex': 3}\n"
             "big = list(range(10000))\ntext = 'x' * 100000\nprint('ok')\n")
@@ -176,7 +184,7 @@ def test_values_show_as_a_beginner_reads_them(sandbox_server):
         for _ in range(5):
             pause = await command(rc, "step")
         return pause
-    pause, rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    pause, rc = debugging(local_server, ada, {"main.py": code}, steps)
     assert pause["line"] == 9
     pets = variable(pause, "pets")
     assert pets["type"] == "list" and [p["type"] for p in pets["items"]] == ["Dog", "Dog"]
@@ -187,8 +195,9 @@ def test_values_show_as_a_beginner_reads_them(sandbox_server):
     assert len(variable(pause, "text")["value"]) <= 300
 
 
-def test_input_works_while_debugging(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: input crosses in the launcher's frames, the same in every kind.
+def test_input_works_while_debugging(local_server):
+    ada = student(local_server, "ada")
     code = "name = input('Name? ')\nprint('Hello', name)\n"
 
     async def steps(rc, pause):
@@ -197,7 +206,7 @@ def test_input_works_while_debugging(sandbox_server):
         await rc.send(type="stdin", data="Ada\r")
         after = await next_stop(rc)
         return after, await command(rc, "continue")
-    (after, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    (after, end), rc = debugging(local_server, ada, {"main.py": code}, steps)
     assert after["line"] == 2 and variable(after, "name") == {"name": "name", "type": "str", "value": "'Ada'",
                                                               "changed": True}
     assert end["reason"] == "ok" and rc.output("stdout") == "Name? Ada\r\nHello Ada\r\n"
@@ -219,20 +228,22 @@ def test_stop_and_ctrl_c_while_paused(sandbox_server):
     assert interrupted["reason"] == "interrupted" and "KeyboardInterrupt" in rc.output("stderr")
 
 
-def test_an_error_shows_as_in_a_run(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the traceback is the launcher's, the same in every kind.
+def test_an_error_shows_as_in_a_run(local_server):
+    ada = student(local_server, "ada")
 
     async def steps(rc, pause):
         return await command(rc, "continue")
-    end, rc = debugging(sandbox_server, ada, {"main.py": "x = 0\ny = 1 / x\n"}, steps)
+    end, rc = debugging(local_server, ada, {"main.py": "x = 0\ny = 1 / x\n"}, steps)
     err = rc.output("stderr")
     assert end["reason"] == "error" and "ZeroDivisionError" in err and 'main.py", line 2' in err
     assert "debugging" not in err and "bdb" not in err and "launcher" not in err
     assert "Line 2 of main.py" in end["explanation"]
 
 
-def test_never_steps_into_the_standard_library(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: stepping is the launcher's debugger, the same in every kind.
+def test_never_steps_into_the_standard_library(local_server):
+    ada = student(local_server, "ada")
     code = ("import random, json, collections\nrandom.seed(3)\nx = random.randint(1, 6)\n"
             "y = json.dumps(sorted([3, 1, 2], key=lambda v: -v))\nz = collections.Counter('hello')\nprint(y)\n")
 
@@ -242,18 +253,19 @@ def test_never_steps_into_the_standard_library(sandbox_server):
             places.append((pause["file"], pause["line"], [f["file"] for f in pause["stack"]]))
             pause = await command(rc, "step_in")
         return places, pause
-    (places, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    (places, end), rc = debugging(local_server, ada, {"main.py": code}, steps)
     assert all(file == "main.py" and set(stack) == {"main.py"} for file, _, stack in places), places
     assert [line for _, line, _ in places if line != 4] == [1, 2, 3, 5, 6]  # the lambda's line is 4
     assert end["reason"] == "ok"
 
 
-def test_commands_need_a_paused_program(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the server refuses them before any sandbox.
+def test_commands_need_a_paused_program(local_server):
+    ada = student(local_server, "ada")
     save(ada, "main.py", "print(1)\n")
 
     async def go():
-        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
             await rc.send(type="step")
             refused = await rc.until("error")
             await rc.send(type="debug", path="main.py", breakpoints={"../x.py": [1]})
@@ -278,16 +290,17 @@ FAKE = ('{"type": "paused", "file": "evil.py", "line": 666, "stack": [{"function
         '"line": 666}], "frame": 0, "variables": []}\\n')
 
 
-def test_fake_debugger_messages_on_every_descriptor_reach_nobody(isolated_server):
-    ada, bob = student(isolated_server, "ada"), student(isolated_server, "bob")
+# Local only: the launcher leaves the program fds 0-3 only, in every kind.
+def test_fake_debugger_messages_on_every_descriptor_reach_nobody(local_server):
+    ada, bob = student(local_server, "ada"), student(local_server, "bob")
     code = ("import os\nfor fd in range(64):\n    try:\n        os.write(fd, b'" + FAKE + "')\n"
             "    except OSError:\n        pass\nprint('done')\n")
     save(ada, "main.py", code)
     save(bob, "main.py", LOOP)
 
     async def go():
-        async with RunClient(isolated_server.url, ada.http.cookies.get_dict()) as a, \
-                RunClient(isolated_server.url, bob.http.cookies.get_dict()) as b:
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as a, \
+                RunClient(local_server.url, bob.http.cookies.get_dict()) as b:
             await b.send(type="debug", path="main.py")
             bob_first = await next_stop(b)
             await a.send(type="debug", path="main.py")
@@ -326,19 +339,21 @@ async def stepping_to_the_end(rc, pause):
     return lines, pause
 
 
-def test_huge_and_malformed_lines_are_dropped(isolated_server):
-    ada = student(isolated_server, "ada")
+# Local only: the debug channel's lines cross the launcher, the same in every kind.
+def test_huge_and_malformed_lines_are_dropped(local_server):
+    ada = student(local_server, "ada")
     code = ("import os\nos.write(3, b'x' * 300000 + b'\\n')\nos.write(3, b'{not json\\n')\n"
             "os.write(3, b'{\"type\": \"paused\", \"stack\": \"no\"}\\n')\nos.write(3, b'[1, 2]\\n' + b'[' * 100000"
             " + b'\\n')\nos.write(3, b'\\xff\\xfe\\n')\nz = 1\n")
-    (lines, end), rc = debugging(isolated_server, ada, {"main.py": code}, stepping_to_the_end)
+    (lines, end), rc = debugging(local_server, ada, {"main.py": code}, stepping_to_the_end)
     assert lines == [1, 2, 3, 4, 5, 6, 7] and end["reason"] == "ok"
 
 
-def test_a_program_that_replaces_settrace_just_runs_on(isolated_server):
-    ada = student(isolated_server, "ada")
+# Local only: tracing is the launcher's debugger, the same in every kind.
+def test_a_program_that_replaces_settrace_just_runs_on(local_server):
+    ada = student(local_server, "ada")
     code = "import sys\nsys.settrace(None)\nsys.settrace = None\nfor i in range(3):\n    pass\nprint('ran', i)\n"
-    (lines, end), rc = debugging(isolated_server, ada, {"main.py": code}, stepping_to_the_end)
+    (lines, end), rc = debugging(local_server, ada, {"main.py": code}, stepping_to_the_end)
     assert lines == [1, 2] and end["reason"] == "ok" and rc.output("stdout") == "ran 2\r\n"
 
 
@@ -374,12 +389,15 @@ def test_two_debug_runs_in_a_row(sandbox_server):
 
 # -- its place among the host's running programs ------------------------------------------
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture
 def one_place_server(request, shared_servers):
-    """One program may run at once (per worker), so who waits for whom shows."""
-    if request.param == "docker":
+    """One program may run at once (per worker), so who waits for whom shows;
+    local unless a test asks for another kind. Who waits is the server's
+    admission, the same in every kind."""
+    kind = getattr(request, "param", "local")
+    if kind == "docker":
         request.getfixturevalue("docker_image")
-    yield from _shared(shared_servers, SANDBOX=request.param, RUN_MAX_CONCURRENT=1, **LIMITS)
+    yield from _shared(shared_servers, SANDBOX=kind, RUN_MAX_CONCURRENT=1, **LIMITS)
 
 
 async def ended_without_a_place_in_line(rc, path="main.py"):
@@ -466,7 +484,15 @@ BURNS_WHILE_PAUSED = {
 }
 
 
-@pytest.mark.parametrize("how", BURNS_WHILE_PAUSED)
+def burns_while_paused():
+    """Each on local; the thread on docker too, where the CPU it burns is
+    read from the container's cgroup (the forged pause is the launcher's)."""
+    for how in BURNS_WHILE_PAUSED:
+        yield pytest.param("local", how, id=f"local-{how}")
+    yield pytest.param("docker", "a thread", id="docker-a thread")
+
+
+@pytest.mark.parametrize(("one_place_server", "how"), burns_while_paused(), indirect=["one_place_server"])
 def test_a_program_that_works_while_paused_is_stopped(one_place_server, how):
     """A pause is the program's word: one that keeps the CPU busy without a
     place (a thread, or a pause it made up) is stopped, and the place is free."""
@@ -509,8 +535,9 @@ def test_a_step_with_the_line_full_stays_paused_and_says_so(shared_servers):
     assert stepped["type"] == "paused" and stepped["line"] == 2
 
 
-def test_a_plot_shows_while_debugging(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the launcher sends the image; each kind's matplotlib is in test_sandboxes.
+def test_a_plot_shows_while_debugging(local_server):
+    ada = student(local_server, "ada")
     code = "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()\nprint('after the plot')\n"
 
     async def steps(rc, pause):
@@ -521,7 +548,7 @@ def test_a_plot_shows_while_debugging(sandbox_server):
         # The figure comes while the program waits at the next line (perhaps just after its pause).
         image = next((m for m in rc.messages if m["type"] == "image"), None) or await rc.until("image", TIMEOUT)
         return lines, pause, image, await command(rc, "continue")
-    (lines, after_show, image, end), rc = debugging(sandbox_server, ada, {"main.py": code}, steps)
+    (lines, after_show, image, end), rc = debugging(local_server, ada, {"main.py": code}, steps)
     assert lines == [1, 2, 3] and (after_show["type"], after_show["line"]) == ("paused", 4)
     assert image["mime"] == "image/png" and base64.b64decode(image["data"]).startswith(b"\x89PNG\r\n\x1a\n")
     assert [m["type"] for m in rc.messages].count("image") == 1
@@ -557,12 +584,13 @@ print('ran to the end')
 """
 
 
-def test_values_that_raise_or_print_at_a_pause_show_as_their_error(isolated_server):
+# Local only: values and watches are the launcher's debugger, the same in every kind.
+def test_values_that_raise_or_print_at_a_pause_show_as_their_error(local_server):
     """A value whose __len__, __repr__, __iter__ or __class__ raises (even
     SystemExit or KeyboardInterrupt), a __repr__ that prints, a watch that
     calls os._exit, input() or exit(): each shows as what it did, and the
     program runs on as it does under Run."""
-    ada = student(isolated_server, "ada")
+    ada = student(local_server, "ada")
     watches = ["__import__('os')._exit(3)", "input()", "exit(4)", "len(a)"]
 
     async def steps(rc, pause):
@@ -572,7 +600,7 @@ def test_values_that_raise_or_print_at_a_pause_show_as_their_error(isolated_serv
             return pause, pause  # (it ended at a pause: under Run it does not)
         last = await command(rc, "watches", watches=watches)
         return last, await command(rc, "continue")
-    (last, end), rc = debugging(isolated_server, ada, {"main.py": HOSTILE_VALUES}, steps)
+    (last, end), rc = debugging(local_server, ada, {"main.py": HOSTILE_VALUES}, steps)
     assert end["reason"] == "ok", (end, rc.output("stderr"))
     assert rc.output("stdout") == "ran to the end\r\n"  # the __repr__'s print wrote nowhere, at every pause
     assert last["type"] == "paused" and last["line"] == 23
@@ -692,10 +720,11 @@ print('parent done')
 """
 
 
-def test_after_fork_only_the_first_process_is_debugged(isolated_server):
+# Local only: the launcher's debugger leaves the fork untraced, the same in every kind.
+def test_after_fork_only_the_first_process_is_debugged(local_server):
     """The copy fork() makes runs on untraced: it never pauses, so it
     neither takes the first process's steps nor stalls it."""
-    ada = student(isolated_server, "ada")
-    (lines, end), rc = debugging(isolated_server, ada, {"main.py": FORKS}, stepping_to_the_end)
+    ada = student(local_server, "ada")
+    (lines, end), rc = debugging(local_server, ada, {"main.py": FORKS}, stepping_to_the_end)
     assert lines == [1, 2, 3, 6, 7] and end["reason"] == "ok", (lines, end)
     assert rc.output("stdout") == "parent done\r\n"

@@ -3,7 +3,8 @@ isolation: what one run writes past its home's quota is bounded (about one
 RUN_FILE_MB, disk_guard.py), the student is told in plain words, and the
 log says it once.
 
-Each test starts a server with a small quota, so the writer is quick; the
+The tests share a server per kind with a small quota, so the writer is
+quick (each test's students are its own, each with its own quota); the
 overshoot of each run is printed (`pytest -s`) for the release notes.
 """
 import os
@@ -11,6 +12,7 @@ import re
 
 import pytest
 
+from tests.conftest import _shared
 from tests.runs_support import LIMITS, assert_all_released, run, student
 
 QUOTA_MB = 32
@@ -58,11 +60,11 @@ print("rewrote it", n + 1, "times", flush=True)
 
 
 @pytest.fixture(params=["local", "docker"])
-def disk_server(request, start_server):
-    """A server of the test's own with a small quota, per sandbox kind."""
+def disk_server(request, shared_servers):
+    """A shared server with a small quota, per sandbox kind."""
     if request.param == "docker":
         request.getfixturevalue("docker_image")
-    return start_server(SANDBOX=request.param, **SETTINGS)
+    yield from _shared(shared_servers, SANDBOX=request.param, **SETTINGS)
 
 
 def used_bytes(server, username):
@@ -79,6 +81,7 @@ def used_bytes(server, username):
 def test_a_program_writing_many_files_stops_about_one_file_past_the_quota(disk_server):
     server = disk_server
     ada = student(server, "ada")
+    logged = len(server.lines)  # the server is shared: what it logs from here on
     overshoots = []
     for _ in range(3):
         exit_, rc = run(server, ada, MANY_FILES, path="fill.py", args=[str(FILE_MB)], timeout=120)
@@ -97,9 +100,9 @@ def test_a_program_writing_many_files_stops_about_one_file_past_the_quota(disk_s
         delete_what_it_wrote(ada)
     print(f"{server.env['SANDBOX']}: bytes past the {QUOTA_MB} MB quota after each run: {overshoots}")
     # One line in the log per run stopped, at INFO; no error.
-    stopped = [line for line in server.lines if re.search(r"run \w+ stopped: (it wrote|its home went over)", line)]
+    stopped = [line for line in server.lines[logged:] if re.search(r"run \w+ stopped: (it wrote|its home went over)", line)]
     assert len(stopped) == 3, stopped
-    assert not [line for line in server.lines if " ERROR " in line and ("507" in line or "quota" in line)]
+    assert not [line for line in server.lines[logged:] if " ERROR " in line and ("507" in line or "quota" in line)]
     assert_all_released(server, ada)
 
 

@@ -1,6 +1,7 @@
 """Running programs over a real WebSocket against the real server, in the
 `local` (bubblewrap), `docker` and `process` sandboxes (the attacks only
-where isolation is promised: local and docker)."""
+where isolation is promised: local and docker). What the launcher or the
+server decides, the same in every kind, runs on local only."""
 import asyncio
 import base64
 import os
@@ -28,25 +29,27 @@ def test_hello_world(sandbox_server):
     assert {m.get("re") for m in rc.messages} == {"1"}  # each answer names the `run` (the client's first message)
 
 
-def test_two_inputs_with_prompts(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: prompts, input and echo are the launcher's, the same in every kind.
+def test_two_inputs_with_prompts(local_server):
+    ada = student(local_server, "ada")
     code = 'a = int(input("First number: "))\nb = int(input("Second number: "))\nprint("Sum:", a + b)\n'
-    exit_, rc = run(sandbox_server, ada, code, inputs=["2", "40"])
+    exit_, rc = run(local_server, ada, code, inputs=["2", "40"])
     assert exit_["reason"] == "ok"
     # Prompts, the echo of what was typed, then the answer: as in a terminal.
     assert rc.output("stdout") == "First number: 2\r\nSecond number: 40\r\nSum: 42\r\n"
     assert rc.output("stderr") == ""
 
 
-def test_input_says_it_waits_after_its_prompt_with_or_without_one(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the input mark is the launcher's, the same in every kind.
+def test_input_says_it_waits_after_its_prompt_with_or_without_one(local_server):
+    ada = student(local_server, "ada")
     code = 'a = input("First: ")\nprint("then")\nb = input()\nprint(a + b)\n'
     answers = ["x", "y"]
 
     async def on(rc, message):  # answer each `input` message, and only those
         if message["type"] == "input":
             await rc.send(type="stdin", data=answers.pop(0) + "\r")
-    exit_, rc = run(sandbox_server, ada, code, on=on)
+    exit_, rc = run(local_server, ada, code, on=on)
     assert exit_["reason"] == "ok", rc.messages
     kinds = [m["type"] for m in rc.messages]
     prompt = next(i for i, m in enumerate(rc.messages) if m["type"] == "output" and "First: " in m["data"])
@@ -56,9 +59,10 @@ def test_input_says_it_waits_after_its_prompt_with_or_without_one(sandbox_server
     assert rc.output("stdout") == "First: x\r\nthen\r\ny\r\nxy\r\n"  # the mark is not shown
 
 
-def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
-    ada = student(sandbox_server, "ada")
-    exit_, rc = run(sandbox_server, ada, 'print("before")\nx = 1 / 0\n')
+# Local only: the traceback is cleaned by the launcher, the same in every kind.
+def test_errors_go_to_stderr_with_a_clean_traceback(local_server):
+    ada = student(local_server, "ada")
+    exit_, rc = run(local_server, ada, 'print("before")\nx = 1 / 0\n')
     assert exit_["reason"] == "error" and exit_["code"] == 1
     err = rc.output("stderr")
     assert "ZeroDivisionError: division by zero" in err and 'main.py", line 2' in err
@@ -66,13 +70,14 @@ def test_errors_go_to_stderr_with_a_clean_traceback(sandbox_server):
     assert rc.output("stdout") == "before\r\n"
 
 
-def test_an_error_ends_in_words_with_advice_that_fits_it(sandbox_server):
-    ada = student(sandbox_server, "ada")
-    exit_, _ = run(sandbox_server, ada, "items = [3, 1, 2]\nprint(lenght(items))\n")
+# Local only: the exit code comes from the launcher, the advice from the server.
+def test_an_error_ends_in_words_with_advice_that_fits_it(local_server):
+    ada = student(local_server, "ada")
+    exit_, _ = run(local_server, ada, "items = [3, 1, 2]\nprint(lenght(items))\n")
     assert exit_["reason"] == "error" and exit_["code"] == 1
     assert exit_["message"] == "stopped with an error"  # the traceback and the sentence say which
     assert "Did you mean len?" in exit_["explanation"] and "quotes" not in exit_["explanation"]
-    exit_, _ = run(sandbox_server, ada, "import sys\nsys.exit(3)\n")
+    exit_, _ = run(local_server, ada, "import sys\nsys.exit(3)\n")
     assert exit_["reason"] == "error" and exit_["code"] == 3 and "explanation" not in exit_
     assert exit_["message"] == "stopped with an error: it ended itself with the number 3, as sys.exit(3) does"
 
@@ -96,8 +101,9 @@ def test_tracebacks_are_what_python3_prints_suggestions_included(sandbox_server)
         [re.sub(r'File ".*main.py"', "main.py", line) for line in python3.strip().splitlines()], (err, python3)
 
 
-def test_run_runs_the_version_the_editor_shows_or_nothing(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: which version runs is decided by the server before any sandbox.
+def test_run_runs_the_version_the_editor_shows_or_nothing(local_server):
+    ada = student(local_server, "ada")
     seen = ada.request("PUT", "/api/files/home/shown.py", data=b'print("version A")\n').json()["etag"]
     # Saved from another computer after the editor showed version A.
     other = ada.request("PUT", "/api/files/home/shown.py", data=b'print("version B from the other computer")\n',
@@ -105,7 +111,7 @@ def test_run_runs_the_version_the_editor_shows_or_nothing(sandbox_server):
     assert other.status_code == 200
 
     async def go(etag):
-        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
             return await rc.run("shown.py", etag=etag), rc
 
     exit_, rc = asyncio.run(go(seen))
@@ -117,7 +123,7 @@ def test_run_runs_the_version_the_editor_shows_or_nothing(sandbox_server):
     assert exit_["reason"] == "changed"
 
     async def refused(etag):
-        async with RunClient(sandbox_server.url, ada.http.cookies.get_dict()) as rc:
+        async with RunClient(local_server.url, ada.http.cookies.get_dict()) as rc:
             await rc.send(type="run", path="shown.py", etag=etag)
             return await rc.until("error", 30)
 
@@ -125,34 +131,36 @@ def test_run_runs_the_version_the_editor_shows_or_nothing(sandbox_server):
         assert asyncio.run(refused(bad))["error"] == "bad_field"
 
 
-def test_the_program_is_the_module_main_as_under_python3(sandbox_server):
+# Local only: __main__ is set up by the launcher, the same in every kind.
+def test_the_program_is_the_module_main_as_under_python3(local_server):
     """What `python3 main.py` gives a script: __name__, __file__, the module
     in sys.modules (pickle and dataclasses look classes up there), its
     coding cookie, a SyntaxError shown without the launcher's frames."""
-    ada = student(sandbox_server, "ada")
+    ada = student(local_server, "ada")
     code = ("# -*- coding: latin-1 -*-\nimport dataclasses, pickle, sys, __main__\n"
             "@dataclasses.dataclass\nclass P:\n    x: int\n"
             "print(__name__, __file__, sys.argv[0], __main__.P is P, pickle.loads(pickle.dumps(P(3))))\n"
             "print('caf\xe9')\n").encode("latin-1")
-    exit_, rc = run(sandbox_server, ada, code)
+    exit_, rc = run(local_server, ada, code)
     assert exit_["reason"] == "ok", rc.messages
     first, second = rc.output("stdout").split("\r\n")[:2]
     name, file, argv0, same, obj = first.split(" ", 4)
     assert (name, argv0, same, obj, second) == ("__main__", "main.py", "True", "P(x=3)", "caf\u00e9"), first
     assert file.startswith("/") and file.endswith("/main.py"), file
-    exit_, rc = run(sandbox_server, ada, "print('a'\n")
+    exit_, rc = run(local_server, ada, "print('a'\n")
     assert exit_["reason"] == "error"
     err = rc.output("stderr")
     assert 'main.py", line 1' in err and "SyntaxError" in err and "launcher" not in err, err
 
 
-def test_ctrl_c_raises_keyboard_interrupt(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: Ctrl-C is a frame the launcher turns into SIGINT, the same in every kind.
+def test_ctrl_c_raises_keyboard_interrupt(local_server):
+    ada = student(local_server, "ada")
 
     async def on(rc, m):
         if m["type"] == "output" and "waiting" in m["data"]:
             await rc.send(type="interrupt")
-    exit_, rc = run(sandbox_server, ada, 'import time\nprint("waiting")\ntime.sleep(30)\n', on=on)
+    exit_, rc = run(local_server, ada, 'import time\nprint("waiting")\ntime.sleep(30)\n', on=on)
     assert exit_["reason"] == "interrupted"
     assert "KeyboardInterrupt" in rc.output("stderr")
 
@@ -167,11 +175,12 @@ def test_kill_stops_a_program_waiting_for_input(sandbox_server):
     assert exit_["reason"] == "killed"
 
 
-def test_a_plot_arrives_as_an_image(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the launcher sends the image; each kind's matplotlib is in test_sandboxes.
+def test_a_plot_arrives_as_an_image(local_server):
+    ada = student(local_server, "ada")
     code = ("import matplotlib.pyplot as plt\nprint('plotting')\nplt.plot([1, 4, 9])\nplt.title('squares')\n"
             "plt.show()\nprint('done')\n")
-    exit_, rc = run(sandbox_server, ada, code, timeout=60)
+    exit_, rc = run(local_server, ada, code, timeout=60)
     assert exit_["reason"] == "ok", rc.messages
     kinds = [m["type"] for m in rc.messages]
     image = next(m for m in rc.messages if m["type"] == "image")
@@ -182,10 +191,11 @@ def test_a_plot_arrives_as_an_image(sandbox_server):
     assert rc.output("stdout").endswith("done\r\n")
 
 
-def test_savefig_also_shows_the_figure_and_writes_the_file(sandbox_server):
-    ada = student(sandbox_server, "ada")
+# Local only: the launcher's savefig hook; each kind writing the home is in test_programs_read_and_write_*.
+def test_savefig_also_shows_the_figure_and_writes_the_file(local_server):
+    ada = student(local_server, "ada")
     code = "import matplotlib.pyplot as plt\nplt.bar([1, 2], [3, 4])\nplt.savefig('chart.png')\n"
-    exit_, rc = run(sandbox_server, ada, code, timeout=60)
+    exit_, rc = run(local_server, ada, code, timeout=60)
     assert exit_["reason"] == "ok", rc.messages
     assert any(m["type"] == "image" for m in rc.messages)
     assert ada.get("/api/files/home/chart.png?download=1").content.startswith(b"\x89PNG")
@@ -337,8 +347,8 @@ def test_a_program_cannot_signal_anything_outside_its_sandbox(isolated_server):
         victim.kill()
 
 
-def test_process_sandbox_warns_loudly_that_it_isolates_nothing(start_server):
-    server = start_server(SANDBOX="process")
+def test_process_sandbox_warns_loudly_that_it_isolates_nothing(shared_servers):
+    server = shared_servers.get(SANDBOX="process", **LIMITS)  # sandbox_server's: it says so as it starts
     assert "student code is NOT isolated" in server.output()
 
 
@@ -431,8 +441,8 @@ def test_beyond_the_limit_runs_queue_with_positions_and_all_finish(start_server,
             assert mine == sorted(mine, reverse=True), line
 
 
-def test_one_run_per_student_across_tabs_and_workers(start_server):
-    server = start_server(processes=2, SANDBOX="local")
+def test_one_run_per_student_across_tabs_and_workers(two_workers_server):
+    server = two_workers_server
     ada = student(server, "ada")
     save(ada, "wait.py", "input('waiting ')\n")
     save(ada, "other.py", "print('second')\n")

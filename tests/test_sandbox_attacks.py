@@ -282,8 +282,8 @@ async def _closed_soon(tab):
 
 
 @pytest.mark.parametrize("how", ["deactivate", "logout", "reset_password"])
-def test_an_ended_session_stops_the_program_and_closes_every_socket(start_server, how):
-    server = start_server(processes=2, SANDBOX="local")
+def test_an_ended_session_stops_the_program_and_closes_every_socket(two_workers_server, how):
+    server = two_workers_server
     ada = student(server, "ada")
     save(ada, "wait.py", "print('waiting', flush=True)\ninput()\n")
     admin = server.client()
