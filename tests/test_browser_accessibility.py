@@ -64,7 +64,7 @@ def check(page, state, zoomed=False):
 
 def test_every_state_of_a_students_ide_passes_axe_and_fits(lesson, new_page):
     server, number = lesson
-    page = new_page(server, viewport=SCREEN)
+    page = new_page(server, viewport=SCREEN, motion="no-preference")
     page.goto("/")
     expect(page.get_by_label("Username")).to_be_visible()
     check(page, "the sign-in page", zoomed=True)
@@ -163,7 +163,7 @@ def test_every_state_of_a_students_ide_passes_axe_and_fits(lesson, new_page):
 
 def test_the_teachers_and_the_admins_pages_pass_axe_and_fit(lesson, new_page):
     server, number = lesson
-    teacher = new_page(server, viewport=SCREEN)
+    teacher = new_page(server, viewport=SCREEN, motion="no-preference")
     login(teacher, "grace", "grace-password", lands_on="/teacher")
     expect(teacher.locator('#class-panel .student[data-username="ada"]')).to_be_visible(timeout=WAIT)
     check(teacher, "the teacher's page", zoomed=True)
@@ -192,7 +192,7 @@ def test_the_teachers_and_the_admins_pages_pass_axe_and_fit(lesson, new_page):
     expect(teacher.locator("#class-detail-title")).to_have_text("Ada Lovelace (ada)")
     check(teacher, "the full-screen class with a student's detail open")
 
-    admin = new_page(server, viewport=SCREEN)
+    admin = new_page(server, viewport=SCREEN, motion="no-preference")
     login(admin, "admin", server.env["ADMIN_PASSWORD"], lands_on="/admin")
     expect(admin.locator("button", has_text="Reset password").first).to_be_visible(timeout=WAIT)
     check(admin, "the admin's page", zoomed=True)
@@ -201,7 +201,7 @@ def test_the_teachers_and_the_admins_pages_pass_axe_and_fit(lesson, new_page):
 def test_a_lesson_with_the_keyboard_alone(lesson, new_page):
     """Open a file from the tree, type, run, and read the result: no mouse."""
     server, _ = lesson
-    page = new_page(server, viewport=SCREEN)
+    page = new_page(server, viewport=SCREEN, motion="no-preference")
     page.goto("/")
     expect(page.get_by_label("Username")).to_be_focused()  # autofocus
     page.keyboard.type("ada")

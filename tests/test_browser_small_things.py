@@ -72,6 +72,24 @@ def test_the_header_says_a_program_waits_for_input(ide, program, shown):
     assert page.errors == []
 
 
+def test_the_waiting_pulse_stops_for_a_student_who_asked_for_less_motion(small_server, new_page):
+    """The header pulses while a program waits for input, unless the
+    system or browser asks for reduced motion; it still says so in words."""
+    animations = {}
+    for motion in ("no-preference", "reduce"):
+        user, password = student(small_server, "m" + uuid.uuid4().hex[:10])
+        page = new_page(small_server, motion=motion)
+        login(page, user, password, lands_on="/ide")
+        write_program(page, "ask.py", 'input("Name? ")\n')
+        page.get_by_role("button", name="Run").click()
+        state = page.locator("#run-state")
+        expect(state).to_have_text(WAITING)
+        animations[motion] = state.evaluate("e => getComputedStyle(e).animationName")
+        page.keyboard.press("Enter")
+        expect(state).to_have_attribute("data-state", "done")
+    assert animations == {"no-preference": "pulse", "reduce": "none"}
+
+
 def test_a_second_input_after_output_is_told_too(ide):
     page, _, _ = ide
     write_program(page, "two.py", 'a = input("First? ")\nprint("You said", a)\nprint("Now the second one:")\n'
