@@ -50,11 +50,15 @@ class Collector:
 
 
 @pytest.fixture
-def worker_here(fresh_db, data_dir):
+def worker_here(fresh_db, data_dir, monkeypatch):
     """story(async fn(ctx, student)) runs `fn` in a worker made in this process."""
     cfg = config.load({"DATABASE_URL": fresh_db, "DATA_DIR": data_dir, "SANDBOX": "local", "DEMO": "0",
                        "RUN_CPU_SECONDS": "5", "RUN_WALL_SECONDS": "30"})
     instance = Instance(cfg)
+    # create() points PROMETHEUS_MULTIPROC_DIR at the instance's folder, as a
+    # server's start does: put it back after, or every later subprocess of
+    # this test process (a collection, a tool) would look for metrics there.
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", instance.metrics_dir)
     instance.create()
     instance.prepare_cookie_secret()
     os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
