@@ -7,7 +7,8 @@ a coroutine on its loop to look inside (`server.ctx`: the Context).
 
 No `python -m server`, no bubblewrap, no Docker, no root: what it proves is
 what the job, admission, the run manager, the run and the /ws/run socket
-decide. The stories that need a real program stay on the real server.
+decide. The stories that need a real program stay on the real server, or
+name a real kind (SANDBOX="local": the job tests' every defence, as root).
 """
 import asyncio
 import contextlib
@@ -19,6 +20,7 @@ from tornado.netutil import bind_sockets
 
 from server import config, worker
 from server.app import make_app
+from server.runs import sandbox
 from server.assist.service import Assist
 from server.instance import Instance
 
@@ -36,12 +38,15 @@ class InProcessServer:
     processes = 1
 
     def __init__(self, dsn, data_dir, **settings):
-        self.env = {"DATABASE_URL": dsn, "DATA_DIR": data_dir, "SANDBOX": "scripted"}
+        settings.setdefault("SANDBOX", "scripted")
+        self.env = {"DATABASE_URL": dsn, "DATA_DIR": data_dir, "SANDBOX": settings["SANDBOX"]}
+        scripted = settings["SANDBOX"] == "scripted"
         self.cfg = config.load({"DATABASE_URL": dsn, "DATA_DIR": data_dir, "COOKIE_SECRET": COOKIE_SECRET,
                                 "ADMIN_PASSWORD": ADMIN_PASSWORD, "DEMO": "0", "ASSIST_PROCESSES": "0",
-                                "FILE_PROCESSES": "1", "SANDBOX": "process",
-                                **{k: str(v) for k, v in settings.items()}})
-        self.kind = ScriptedKind()
+                                "FILE_PROCESSES": "1",
+                                **{k: str(v) for k, v in settings.items()},
+                                "SANDBOX": "process" if scripted else settings["SANDBOX"]})
+        self.kind = ScriptedKind() if scripted else None  # None: the worker makes the real one
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="inprocess-server", daemon=True)
         self.url = None
@@ -63,6 +68,8 @@ class InProcessServer:
 
     async def _start(self):
         os.makedirs(self.cfg.STORAGE_ROOT, exist_ok=True)
+        if self.kind is None:  # a real kind, resolved as a server's start does
+            self.cfg = self.cfg.but(SANDBOX=sandbox.resolve(self.cfg))
         instance = Instance(self.cfg)
         instance.prepare_cookie_secret()  # COOKIE_SECRET: nothing written
         ctx = self.ctx = worker.Context(self.cfg, instance, 1, sandbox_kind=self.kind)
@@ -121,4 +128,5 @@ def started(dsn, data_dir):
         for server in servers:
             server.stop()
             assert not server.thread.is_alive(), "the in-process server's thread did not end"
-            assert not server.kind.live, f"sandboxes left alive after the drain: {server.kind.live}"
+            if server.kind is not None:
+                assert not server.kind.live, f"sandboxes left alive after the drain: {server.kind.live}"

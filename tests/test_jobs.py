@@ -1,6 +1,6 @@
 """A run that no IDE socket asked for: a job whose messages go to a
 collector, started through the worker's own wiring (worker.Context and
-open_database, as a worker process makes them) and the same `Jobs.start`
+open_database, as a worker process makes them: tests/inprocess.py) and the same `Jobs.start`
 an IDE socket's `run` calls, in the `local` sandbox with every defence on.
 
 Needs root (programs run as students' own uids, in cgroups).
@@ -11,12 +11,10 @@ import os
 import psutil
 import pytest
 
-from server import config, worker
+from server import config
 from server.accounts import sessions
 from server.accounts.passwords import hash_password
 from server.files.area import Area
-from server.instance import Instance
-from server.runs import sandbox
 from server.runs.job import Job, RunRequest, State, WrongState
 from server.runs.spec import Limits, RunSpec
 
@@ -50,42 +48,22 @@ class Collector:
 
 
 @pytest.fixture
-def worker_here(fresh_db, data_dir, monkeypatch):
-    """story(async fn(ctx, student)) runs `fn` in a worker made in this process."""
-    cfg = config.load({"DATABASE_URL": fresh_db, "DATA_DIR": data_dir, "SANDBOX": "local", "DEMO": "0",
-                       "RUN_CPU_SECONDS": "5", "RUN_WALL_SECONDS": "30"})
-    instance = Instance(cfg)
-    # create() points PROMETHEUS_MULTIPROC_DIR at the instance's folder, as a
-    # server's start does: put it back after, or every later subprocess of
-    # this test process (a collection, a tool) would look for metrics there.
-    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", instance.metrics_dir)
-    instance.create()
-    instance.prepare_cookie_secret()
-    os.makedirs(cfg.STORAGE_ROOT, exist_ok=True)
-    cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
-
+def worker_here(start_inprocess):
+    """story(async fn(ctx, student, session)) runs `fn` on the loop of a
+    worker made in this process (tests/inprocess.py) over the real `local`
+    sandbox, for a student who has logged in."""
     def story(fn):
-        async def go():
-            ctx = worker.Context(cfg, instance, 1)
-            await ctx.file_processes.start()
-            try:
-                await worker.open_database(ctx, fresh_db)
-                await ctx.pool.execute("INSERT INTO users (username, display_name, role, password_hash) "
-                                       "VALUES ('ada', 'Ada', 'student', $1)", hash_password("a-password"))
-                user, token, _, _ = await ctx.accounts.login("ada", "a-password", "127.0.0.1")
-                await fn(ctx, user, sessions.token_hash(token))
-            finally:
-                if hasattr(ctx, "runs"):  # open_database got that far
-                    await ctx.runs.shutdown()
-                    await ctx.teaching.close()
-                    await ctx.notify.close()
-                    await ctx.pool.close()
-                await ctx.file_processes.close()
-                ctx.sandbox_kind.close()
-        asyncio.run(asyncio.wait_for(go(), TIMEOUT * 2))
+        server = start_inprocess(SANDBOX="local", RUN_CPU_SECONDS=5, RUN_WALL_SECONDS=30)
 
-    yield story
-    instance.remove()
+        async def go():
+            ctx = server.ctx
+            await ctx.pool.execute("INSERT INTO users (username, display_name, role, password_hash) "
+                                   "VALUES ('ada', 'Ada', 'student', $1)", hash_password("a-password"))
+            user, token, _, _ = await ctx.accounts.login("ada", "a-password", "127.0.0.1")
+            await fn(ctx, user, sessions.token_hash(token))
+        server.call(asyncio.wait_for(go(), TIMEOUT * 2), TIMEOUT * 3)
+
+    return story
 
 
 async def save(ctx, user, name, source):
