@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Mapping, TypeVar
+from urllib.parse import urlsplit
 
 from . import public_url
 
@@ -135,6 +136,32 @@ def _secret(text: str) -> str:
     return text
 
 
+@_allowing("32+ characters, or empty")
+def _key(text: str) -> str:
+    if text and len(text) < 32:
+        raise ValueError("expected at least 32 characters")
+    return text
+
+
+RUNNER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # a runner's name: in logs, tickets, its key
+
+
+@_allowing("id=ws://host:port ..., or empty")
+def _runners(text: str) -> tuple[tuple[str, str], ...]:
+    runners: list[tuple[str, str]] = []
+    for item in text.split():
+        runner, _, url = item.partition("=")
+        parts = urlsplit(url)
+        if not RUNNER_ID.match(runner) or parts.scheme not in ("ws", "wss") \
+                or not parts.hostname or parts.path not in ("", "/"):
+            raise ValueError("expected id=ws://host:port for each runner (id: a-z, 0-9 and -), "
+                             "separated by spaces")
+        if any(runner == seen for seen, _ in runners):
+            raise ValueError(f"expected each runner named once ({runner} is named twice)")
+        runners.append((runner, f"{parts.scheme}://{parts.netloc}"))
+    return tuple(runners)
+
+
 HOUR = 3600
 SETTINGS = [
     Setting("HOST", _host, "0.0.0.0", "address to listen on"),
@@ -202,9 +229,14 @@ SETTINGS = [
     Setting("FS_DELAY_MS", _int(0, 10000), "0",
             "for rehearsals and tests only: extra milliseconds each file save and read waits, "
             "as on a slow network file system"),
-    Setting("SANDBOX", _choice("auto", "local", "docker", "process"), "auto",
+    Setting("SANDBOX", _choice("auto", "local", "docker", "process", "remote"), "auto",
             "where student code runs: local (bubblewrap), docker, process (no isolation: development "
-            "only); auto picks the best that works"),
+            "only), remote (on the runners of RUNNERS); auto picks the best that works here"),
+    Setting("RUNNERS", _runners, "",
+            "with SANDBOX=remote, the runners (`python -m server.runner`) that run students' programs: "
+            "id=ws://host:port, separated by spaces"),
+    Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
+            "(`python -m server.runner --key ID`); the runners never hold it", secret=True),
     Setting("SANDBOX_PYTHON", _text, "/usr/bin/python3",
             "interpreter for local and process sandboxes (needs numpy and matplotlib for plots)"),
     Setting("SANDBOX_IMAGE", _text, "pyclassroom-sandbox:latest", "Docker image of the docker sandbox"),
@@ -300,6 +332,8 @@ class Config:
     PERF_CHECK: bool
     FS_DELAY_MS: int
     SANDBOX: str
+    RUNNERS: tuple[tuple[str, str], ...]
+    RUNNER_SECRET: str
     SANDBOX_PYTHON: str
     SANDBOX_IMAGE: str
     SANDBOX_UID_BASE: int

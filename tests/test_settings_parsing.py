@@ -39,7 +39,7 @@ def test_the_table_sorts_every_setting_into_a_kind_tested_here():
     kinds = INTEGERS + CHOICES + SWITCHES
     others = {s.name for s in config.SETTINGS if s not in kinds}
     assert others == {"HOST", "PUBLIC_URL", "DATABASE_URL", "DATA_DIR", "STORAGE_ROOT", "COOKIE_SECRET",
-                      "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE"}
+                      "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE", "RUNNERS", "RUNNER_SECRET"}
     assert len(INTEGERS) > 40
 
 
@@ -90,11 +90,22 @@ def test_a_database_url_keeps_all_but_its_password_when_shown():
     assert "hunter2" not in shown["DATABASE_URL"] and shown["COOKIE_SECRET"] == shown["ADMIN_PASSWORD"] == "********"
 
 
-def test_a_short_cookie_secret_is_refused_and_not_printed():
-    said = refusal({"COOKIE_SECRET": "too-short-secret"})
-    assert said.startswith("COOKIE_SECRET='********' is not valid: expected at least 32 characters")
+@pytest.mark.parametrize("name", ["COOKIE_SECRET", "RUNNER_SECRET"])
+def test_a_short_secret_is_refused_and_not_printed(name):
+    said = refusal({name: "too-short-secret"})
+    assert said.startswith(f"{name}='********' is not valid: expected at least 32 characters")
     assert "too-short" not in said
-    assert config.load({"COOKIE_SECRET": "x" * 32}).COOKIE_SECRET == "x" * 32
+    assert getattr(config.load({name: "x" * 32}), name) == "x" * 32
+
+
+def test_runners_are_ids_and_websocket_addresses_each_named_once():
+    assert config.load({}).RUNNERS == ()
+    assert config.load({"RUNNERS": " r1=ws://10.0.0.5:8790  big-2=wss://runner.lan/ \n"}).RUNNERS == (
+        ("r1", "ws://10.0.0.5:8790"), ("big-2", "wss://runner.lan"))
+    for wrong in ("r1", "r1=http://10.0.0.5:8790", "R1=ws://a:1", "r1=ws://a:1/path", "r1=ws://",
+                  "r1=ws://a:1 r1=ws://b:2", "=ws://a:1", "-r=ws://a:1"):
+        said = refusal({"RUNNERS": wrong})
+        assert said.startswith(f"RUNNERS={wrong!r} is not valid: expected ") and "\n" not in said, said
 
 
 @pytest.mark.parametrize("value, kept", [
@@ -154,8 +165,8 @@ def test_any_text_is_taken_or_refused_in_one_line_naming_the_setting(name, text)
     except config.ConfigError as e:
         said = str(e)
         assert said.startswith(f"{name}=") and " is not valid: expected " in said and "\n" not in said
-        if name == "COOKIE_SECRET":
-            assert said.startswith("COOKIE_SECRET='********'")
+        if name in ("COOKIE_SECRET", "RUNNER_SECRET"):
+            assert said.startswith(f"{name}='********'")
 
 
 def test_the_settings_table_has_a_row_per_setting_with_its_allowed_values():

@@ -81,6 +81,7 @@ MESSAGES = {
     "server_restart": "stopped: the server is restarting; run it again in a moment",
     "sandbox_lost": "stopped: the place it ran in ended unexpectedly. Run it again; if it happens again, "
                     "tell your teacher",
+    "runner_lost": "stopped: the computer running your program stopped. Press Run again",
 }
 
 
@@ -438,7 +439,7 @@ class Run:
         elif oom or status.get("memory_error"):
             reason = "memory_limit"
         elif self.status is None:
-            reason = "sandbox_lost"
+            reason = "runner_lost" if exit_.lost else "sandbox_lost"
         elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_used is not None
                                        and cpu_used >= limits.cpu_seconds):
             reason = "cpu_limit"

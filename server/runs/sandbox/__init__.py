@@ -9,10 +9,12 @@ run with the student's home as the only writable folder, waiting for `go`.
     local    bubblewrap (local.py: LocalKind, whose sandboxes are LauncherProcess)
     process  a plain child process, for development (local.py: ProcessKind)
     docker   a container per sandbox (docker.py: DockerKind, LauncherContainer)
+    remote   a sandbox on a runner, another process or host (remote.py: RemoteKind,
+             RemoteSandbox; the runner itself is server/runner)
 
 What they share (the launcher's source and settings, limits, the seccomp
-filter, the kernel's exit) is in launch.py. A sandbox on another host,
-later, is one more pair of classes implementing these two protocols.
+filter, the kernel's exit) is in launch.py. A sandbox on another host
+(remote) is one more pair of classes implementing these two protocols.
 """
 import asyncio
 import logging
@@ -89,6 +91,10 @@ class SandboxKind(Protocol):
 def resolve(cfg: Config) -> str:
     """The sandbox kind to use: SANDBOX, or for `auto` the best that works
     here. Called once, before the workers are forked."""
+    if cfg.SANDBOX == "remote":
+        from .remote import RemoteKind
+        RemoteKind(cfg)  # refuses settings it cannot work with
+        return "remote"
     if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalKind.works(cfg)):
         LocalKind.probe_storage(cfg)
         kind = "local"
@@ -108,6 +114,9 @@ def create(cfg: Config) -> SandboxKind:
     if cfg.SANDBOX == "docker":
         from .docker import DockerKind
         return DockerKind(cfg)
+    if cfg.SANDBOX == "remote":
+        from .remote import RemoteKind
+        return RemoteKind(cfg)
     return ProcessKind(cfg)
 
 
@@ -123,6 +132,9 @@ def announce(cfg: Config) -> str:
 
 
 def describe(name: str, defences: dict[str, Any]) -> str:
+    if name == "remote":
+        return ("student programs run on the runners " + ", ".join(defences["runners"])
+                + " (each says what holds them there when it starts)")
     parts = [f"student programs run in the {name} sandbox"]
     if name == "process":
         parts.append("student code is NOT isolated from the server: use it for development only; "

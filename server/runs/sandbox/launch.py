@@ -69,10 +69,12 @@ def group_limits(cfg: Config) -> cgroups.GroupLimits:
 
 @dataclass
 class Exit:
-    """How the launcher ended, as the kernel (or the container engine) said."""
+    """How the launcher ended, as the kernel (or the container engine) said;
+    `lost`: the runner it ran on stopped answering, so nobody can say."""
     code: int | None = None
     signal: int | None = None
     oom_killed: bool = False
+    lost: bool = False
 
 
 def environment(home: str) -> dict[str, str]:

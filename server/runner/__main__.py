@@ -1,0 +1,101 @@
+"""`python -m server.runner`: a runner, which starts sandboxes for the web
+tier (service.py) and holds nothing else.
+
+Its settings, from the environment:
+
+    RUNNER_ID      its name, as the web tier's RUNNERS gives it (a-z, 0-9, -)
+    RUNNER_KEY     its key: `python -m server.runner --key ID` prints it from RUNNER_SECRET
+    RUNNER_HOST    the address to listen on (127.0.0.1)
+    RUNNER_PORT    the port (0: any free one; the serving line says which)
+
+and the server's own sandbox settings (SANDBOX, SANDBOX_PYTHON, RUN_*,
+SANDBOX_UID_BASE, DATA_DIR for its font cache, STORAGE_ROOT for the homes).
+It refuses to start with COOKIE_SECRET, DATABASE_URL or RUNNER_SECRET in
+its environment: a runner that holds them would hand them to the first
+sandbox escape.
+"""
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from tornado.httpserver import HTTPServer
+from tornado.netutil import bind_sockets
+
+from .. import config
+from ..runs import sandbox
+from ..runs.sandbox import SandboxError
+from ..config import RUNNER_ID
+from ..runs.sandbox.tickets import runner_key
+from .service import Runner
+
+log = logging.getLogger("server.runner")
+FORBIDDEN = ("COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD", "AWS_ACCESS_KEY_ID",
+             "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server.runner", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--key", metavar="ID", help="print runner ID's key (from RUNNER_SECRET) and exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.key:
+        secret = os.environ.get("RUNNER_SECRET", "")
+        if len(secret) < 32:
+            print("Set RUNNER_SECRET (at least 32 characters, the web tier's) to make a runner's key.",
+                  file=sys.stderr)
+            return 2
+        print(runner_key(secret, args.key).hex())
+        return 0
+    held = [name for name in FORBIDDEN if os.environ.get(name)]
+    if held:
+        print(f"A runner must not hold {', '.join(held)}: unset them in its environment. It needs only "
+              "RUNNER_ID, RUNNER_KEY and the sandbox settings.", file=sys.stderr)
+        return 2
+    runner_id, key_hex = os.environ.get("RUNNER_ID", ""), os.environ.get("RUNNER_KEY", "")
+    try:
+        key = bytes.fromhex(key_hex)
+    except ValueError:
+        key = b""
+    if not RUNNER_ID.match(runner_id) or len(key) != 32:
+        print("Set RUNNER_ID (a-z, 0-9 and -) and RUNNER_KEY (64 hex digits, from "
+              "`python -m server.runner --key ID` where RUNNER_SECRET is set).", file=sys.stderr)
+        return 2
+    try:
+        cfg = config.load(os.environ)
+        os.makedirs(cfg.DATA_DIR, exist_ok=True)
+        cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
+    except (config.ConfigError, SandboxError, OSError) as e:
+        print(f"The runner cannot start: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(cfg, runner_id, key))
+
+
+async def serve(cfg: config.Config, runner_id: str, key: bytes) -> int:
+    kind = sandbox.create(cfg)
+    runner = Runner(cfg, kind, runner_id, key)
+    sockets = bind_sockets(int(os.environ.get("RUNNER_PORT", "0")), os.environ.get("RUNNER_HOST", "127.0.0.1"))
+    http = HTTPServer(runner.app())
+    http.add_sockets(sockets)
+    host, port = sockets[0].getsockname()[:2]
+    print(f"runner {runner_id} serving ws://{host}:{port} ({sandbox.describe(kind.name, kind.defences())})",
+          flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    http.stop()
+    for socket in list(runner.sandboxes):
+        socket.close(1001, "the runner stops")
+    await asyncio.sleep(0.1)
+    kind.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

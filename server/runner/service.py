@@ -1,0 +1,217 @@
+"""The runner: a process that starts sandboxes for the web tier and relays
+their launchers' frames, and does nothing else.
+
+One WebSocket (/sandbox) per sandbox. The web tier opens it with a ticket
+(runs/sandbox/tickets.py) in the `Authorization: Ticket ...` header; a ticket that is not
+for this runner, expired, forged or seen before is refused with close code
+4401 and logged. Then, on the socket:
+
+    web -> runner   text   {"home", "uid", "settings"}  start the sandbox (once, first)
+                    binary  bytes for the launcher's stdin (its frames)
+                    text   {"op": "ready" | "kill" | "release"}
+    runner -> web   text   {"type": "prepared", "proof", "defences"} | {"type": "error", "message"}
+                    binary  the launcher's stdout, as it comes (its frames)
+                    text   {"type": "counts", "oom_kills", "cpu_seconds"}, sent before
+                            any output that follows a change of them
+                    text   {"type": "exit", "code", "signal", "oom_killed"}: the kernel's exit,
+                            after the last output
+
+A sandbox lives as long as its socket: a socket that closes, for any
+reason, kills it. The runner holds no secret but its own key: no cookie
+secret, no database address, no cloud credentials (the web tier starts a
+child runner with an environment of its own).
+"""
+import asyncio
+import json
+import logging
+import os
+from typing import Any
+
+from tornado import web, websocket
+
+from ..config import Config
+from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
+from ..runs.sandbox.tickets import Refused, Tickets, proof
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 4 << 20  # a `go` frame carries the program's code and the attempt's checks
+CHUNK = 64 << 10  # launcher output relayed at a time
+REFUSED = 4401
+PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
+
+
+class Runner:
+    """What the runner's sockets share: its kind of sandbox and its tickets."""
+
+    def __init__(self, cfg: Config, kind: SandboxKind, runner_id: str, key: bytes) -> None:
+        self.cfg = cfg
+        self.kind = kind
+        self.id = runner_id
+        self.key = key
+        self.tickets = Tickets(key, runner_id)
+        self.sandboxes: set["SandboxSocket"] = set()  # live, for the count and the drain
+
+    def app(self) -> web.Application:
+        return web.Application([(r"/sandbox", SandboxSocket, {"runner": self}),
+                                (r"/healthz", Health, {"runner": self})],
+                               websocket_max_message_size=MAX_MESSAGE, websocket_ping_interval=2,
+                               websocket_ping_timeout=2)
+
+    def home_of(self, asked: Any) -> str:
+        """The folder a sandbox may write: a home under STORAGE_ROOT, by its
+        path there (no way out of it, no symbolic link on the way)."""
+        root = os.path.realpath(self.cfg.STORAGE_ROOT)
+        if not isinstance(asked, str) or not asked or asked.startswith("/") or "\x00" in asked:
+            raise SandboxError("a home is a path inside the storage")
+        home = os.path.join(root, asked)
+        if os.path.realpath(home) != os.path.normpath(home) or not os.path.normpath(home).startswith(root + os.sep):
+            raise SandboxError("a home is a path inside the storage")
+        if not os.path.isdir(home):
+            raise SandboxError("no such home")
+        return home
+
+
+class Health(web.RequestHandler):
+    def initialize(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def get(self) -> None:
+        self.write({"runner": self.runner.id, "sandboxes": len(self.runner.sandboxes)})
+
+
+class SandboxSocket(websocket.WebSocketHandler):
+    runner: Runner
+    sandbox: StartedSandbox | None
+
+    def initialize(self, runner: Runner) -> None:
+        self.runner = runner
+        self.sandbox = None
+        self.sandbox_id = ""
+        self.preparing: asyncio.Task[None] | None = None
+        self.relay: asyncio.Task[None] | None = None
+        self.ops: asyncio.Queue[str] = asyncio.Queue(maxsize=8)  # ready/kill/release, in order
+        self.worker: asyncio.Task[None] | None = None
+        self.counts: tuple[int, float | None] | None = None
+
+    def check_origin(self, origin: str) -> bool:
+        return False  # no browser has any business here; the web tier sends no Origin
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        header = self.request.headers.get("Authorization", "")
+        try:
+            if not header.startswith("Ticket "):
+                raise Refused("no ticket")
+            self.sandbox_id = self.runner.tickets.accept(header[len("Ticket "):])
+        except Refused as e:
+            log.warning("refused a sandbox socket from %s: %s", self.request.remote_ip, e)
+            self.close(REFUSED, "refused")
+            return
+        self.runner.sandboxes.add(self)
+
+    def on_message(self, message: str | bytes) -> None:
+        if self.sandbox_id == "":
+            return
+        if isinstance(message, bytes):
+            if self.sandbox is not None:
+                self.sandbox.send(message)
+            return
+        try:
+            asked = json.loads(message)
+        except ValueError:
+            asked = None
+        if not isinstance(asked, dict):
+            self.close(1003, "not a message")
+        elif self.preparing is None:
+            self.preparing = asyncio.ensure_future(self.start_sandbox(asked))
+        elif asked.get("op") in ("ready", "kill", "release"):
+            try:
+                self.ops.put_nowait(asked["op"])
+            except asyncio.QueueFull:
+                self.close(1008, "too many requests at once")
+        else:
+            self.close(1003, "not a message")
+
+    async def start_sandbox(self, asked: dict[str, Any]) -> None:
+        try:
+            home = self.runner.home_of(asked.get("home"))
+            uid, settings = asked.get("uid"), asked.get("settings")
+            if not (uid is None or (isinstance(uid, int) and not isinstance(uid, bool) and uid > 0)) \
+                    or not isinstance(settings, dict):
+                raise SandboxError("a sandbox is asked for with a uid and settings")
+            self.sandbox = await asyncio.wait_for(self.runner.kind.prepare(home, uid, settings), PREPARE_TIMEOUT)
+        except (SandboxError, OSError, asyncio.TimeoutError) as e:
+            log.warning("sandbox %s did not start: %s", self.sandbox_id, e)
+            await self._send({"type": "error", "message": str(e) or "the sandbox did not start"})
+            self.close(1011, "no sandbox")
+            return
+        if self.ws_connection is None:  # the web tier left while it started
+            await self._end_sandbox()
+            return
+        await self._send({"type": "prepared", "proof": proof(self.runner.key, self.sandbox_id),
+                          "defences": self.runner.kind.defences()})
+        self.relay = asyncio.ensure_future(self._relay(self.sandbox))
+        self.worker = asyncio.ensure_future(self._ops(self.sandbox))
+
+    async def _send(self, message: dict[str, Any] | bytes) -> None:
+        try:
+            if isinstance(message, bytes):
+                await self.write_message(message, binary=True)
+            else:
+                await self.write_message(json.dumps(message))
+        except websocket.WebSocketClosedError:
+            pass
+
+    async def _relay(self, sandbox: StartedSandbox) -> None:
+        """The launcher's output to the web tier, as it comes (each write
+        awaited: a web tier that reads slowly slows the launcher, never a
+        buffer here), its counts before output that follows their change,
+        then the kernel's exit."""
+        while True:
+            chunk = await sandbox.stdout.read(CHUNK)
+            await self._send_counts(sandbox)
+            if not chunk:
+                break
+            await self._send(chunk)
+        exit_: Exit = await sandbox.wait()
+        await self._send_counts(sandbox)
+        await self._send({"type": "exit", "code": exit_.code, "signal": exit_.signal, "oom_killed": exit_.oom_killed})
+
+    async def _send_counts(self, sandbox: StartedSandbox) -> None:
+        counts = (sandbox.oom_kills(), sandbox.cpu_seconds())
+        if counts != self.counts:
+            self.counts = counts
+            await self._send({"type": "counts", "oom_kills": counts[0], "cpu_seconds": counts[1]})
+
+    async def _ops(self, sandbox: StartedSandbox) -> None:
+        while True:
+            op = await self.ops.get()
+            if op == "ready":
+                await sandbox.on_ready()
+                await self._send_counts(sandbox)
+            elif op == "kill":
+                await sandbox.kill()
+            elif op == "release":
+                await sandbox.release()
+
+    async def _end_sandbox(self) -> None:
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            await sandbox.kill()
+            await sandbox.release()
+
+    def on_close(self) -> None:
+        self.runner.sandboxes.discard(self)
+        for task in (self.worker,):
+            if task is not None:
+                task.cancel()
+        asyncio.ensure_future(self._closed())
+
+    async def _closed(self) -> None:
+        """The socket is gone (the web tier ended the sandbox, or lost us):
+        nothing of the sandbox outlives it."""
+        if self.preparing is not None:
+            await asyncio.gather(self.preparing, return_exceptions=True)
+        await self._end_sandbox()
+        if self.relay is not None:
+            self.relay.cancel()

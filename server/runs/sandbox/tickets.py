@@ -1,0 +1,119 @@
+"""Who may ask a runner (server/runner) for a sandbox, and how a runner proves it is itself.
+
+The web tier holds RUNNER_SECRET; each runner holds only its own key,
+derived from it for its id (`runner_key`). A runner's key opens nothing
+else: not the cookies (COOKIE_SECRET), not another runner (keys are one-way
+from the secret), not the database.
+
+- Web to runner: every sandbox is asked for with a ticket (`issue`) that
+  names the runner, a sandbox id drawn for it and an expiry a few seconds
+  away, signed with that runner's key. A runner takes a ticket only for
+  itself, before it expires, and once (`Tickets.accept`): a ticket seen on
+  the wire cannot be replayed, and one made for another runner is refused.
+- Runner to web: the runner's first answer carries `proof(key, sandbox)`,
+  which only the holder of that runner's key can make for that sandbox, so
+  an address that answers in a runner's place is refused.
+
+HMAC-SHA256 from the standard library: a signature over a few fields, no
+JWT library, no algorithm named by the message.
+"""
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from typing import Any
+
+from ...config import RUNNER_ID
+
+TICKET_SECONDS = 30.0  # a ticket is good for this long after it is made
+SLACK_SECONDS = 5.0  # clocks of the web and runner hosts may differ by this
+MAX_TICKET = 512  # bytes: anything longer is not a ticket
+
+
+class Refused(Exception):
+    """A ticket or proof that does not hold; the message says why, for the log."""
+
+
+def runner_key(secret: str, runner: str) -> bytes:
+    """The key of runner `runner`, made from the web tier's RUNNER_SECRET."""
+    if not RUNNER_ID.match(runner):
+        raise ValueError(f"not a runner id: {runner!r}")
+    return hmac.new(secret.encode(), b"pyclassroom runner key\x00" + runner.encode(), hashlib.sha256).digest()
+
+
+def _sign(key: bytes, purpose: bytes, body: bytes) -> bytes:
+    return hmac.new(key, purpose + b"\x00" + body, hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    """Strictly: a character outside the alphabet is an error, not skipped."""
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+
+
+def issue(key: bytes, runner: str, now: float | None = None) -> tuple[str, str]:
+    """(ticket, sandbox id): the web tier's ask for one sandbox on `runner`."""
+    sandbox = secrets.token_urlsafe(12)
+    expires = (time.time() if now is None else now) + TICKET_SECONDS
+    body = json.dumps({"runner": runner, "sandbox": sandbox, "expires": round(expires, 3)},
+                      separators=(",", ":"), sort_keys=True).encode()
+    return _b64(body) + "." + _b64(_sign(key, b"ticket", body)), sandbox
+
+
+def proof(key: bytes, sandbox: str) -> str:
+    """The runner's answer for `sandbox`: only its key makes it."""
+    return _b64(_sign(key, b"proof", sandbox.encode()))
+
+
+def proof_holds(key: bytes, sandbox: str, answer: Any) -> bool:
+    return isinstance(answer, str) and hmac.compare_digest(proof(key, sandbox).encode(), answer.encode())
+
+
+class Tickets:
+    """A runner's check of the tickets it is shown: its own, signed, in
+    time, and each once. The ids seen are kept until their tickets expire:
+    at most one per ticket made in the last TICKET_SECONDS."""
+
+    def __init__(self, key: bytes, runner: str) -> None:
+        self.key = key
+        self.runner = runner
+        self.seen: dict[str, float] = {}  # sandbox id -> its ticket's expiry
+
+    def accept(self, ticket: Any, now: float | None = None) -> str:
+        """The sandbox id of a good ticket; Refused otherwise."""
+        now = time.time() if now is None else now
+        if not isinstance(ticket, str) or len(ticket) > MAX_TICKET or ticket.count(".") != 1:
+            raise Refused("not a ticket")
+        body_text, signature_text = ticket.split(".")
+        try:
+            body, signature = _unb64(body_text), _unb64(signature_text)
+        except (binascii.Error, ValueError):
+            raise Refused("not a ticket") from None
+        if not hmac.compare_digest(_sign(self.key, b"ticket", body), signature):
+            raise Refused("a ticket not signed with this runner's key")
+        try:
+            fields = json.loads(body)
+            runner, sandbox, expires = fields["runner"], fields["sandbox"], float(fields["expires"])
+        except (ValueError, TypeError, KeyError):
+            raise Refused("a signed ticket without its fields") from None
+        if runner != self.runner:
+            raise Refused(f"a ticket for runner {runner!r}")
+        if not isinstance(sandbox, str) or not sandbox:
+            raise Refused("a ticket without a sandbox id")
+        if expires < now - SLACK_SECONDS:
+            raise Refused("an expired ticket")
+        if expires > now + TICKET_SECONDS + SLACK_SECONDS:
+            raise Refused("a ticket that expires too late")
+        for seen, until in list(self.seen.items()):
+            if until < now - SLACK_SECONDS:
+                del self.seen[seen]
+        if sandbox in self.seen:
+            raise Refused("a ticket already used (a replay)")
+        self.seen[sandbox] = expires
+        return sandbox

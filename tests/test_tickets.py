@@ -1,0 +1,86 @@
+"""The tickets a runner takes and the proof it answers with
+(server/runs/sandbox/tickets.py), attacked in-process: forged, foreign,
+expired, replayed, tampered with, or not a ticket at all."""
+import pytest
+from hypothesis import given, strategies as st
+
+from server.runs.sandbox.tickets import (TICKET_SECONDS, Refused, Tickets, _unb64, issue, proof, proof_holds,
+                                         runner_key)
+
+SECRET = "the-web-tiers-runner-secret-" + "y" * 12
+NOW = 1_800_000_000.0
+
+
+def refused(tickets, ticket, now=NOW):
+    with pytest.raises(Refused) as e:
+        tickets.accept(ticket, now)
+    return str(e.value)
+
+
+def test_a_runners_key_is_its_own_and_one_way():
+    assert runner_key(SECRET, "r1") != runner_key(SECRET, "r2")
+    assert runner_key(SECRET, "r1") != runner_key(SECRET + "!", "r1")
+    assert len(runner_key(SECRET, "r1")) == 32
+    for bad in ("", "R1", "r 1", "../r1", "-r1", "r" * 64):
+        with pytest.raises(ValueError):
+            runner_key(SECRET, bad)
+
+
+def test_a_ticket_is_taken_once_by_its_runner_before_it_expires():
+    key = runner_key(SECRET, "r1")
+    tickets = Tickets(key, "r1")
+    ticket, sandbox = issue(key, "r1", now=NOW)
+    assert tickets.accept(ticket, NOW + 1) == sandbox
+    assert "replay" in refused(tickets, ticket, NOW + 2)
+    assert "expired" in refused(tickets, issue(key, "r1", now=NOW - TICKET_SECONDS - 60)[0])
+    assert "too late" in refused(tickets, issue(key, "r1", now=NOW + 3600)[0])
+    assert "for runner 'r2'" in refused(tickets, issue(key, "r2", now=NOW)[0])
+    assert "not signed with this runner's key" in refused(tickets, issue(runner_key(SECRET, "r2"), "r1", now=NOW)[0])
+    # Each ticket is its own: a second one for the same runner is taken.
+    second, other = issue(key, "r1", now=NOW)
+    assert tickets.accept(second, NOW) == other != sandbox
+
+
+def test_the_ids_seen_are_forgotten_once_their_tickets_could_not_be_taken_anyway():
+    key = runner_key(SECRET, "r1")
+    tickets = Tickets(key, "r1")
+    for i in range(50):
+        tickets.accept(issue(key, "r1", now=NOW + i)[0], NOW + i)
+    tickets.accept(issue(key, "r1", now=NOW + 1000)[0], NOW + 1000)
+    assert len(tickets.seen) == 1
+
+
+def test_only_the_runners_key_proves_it_for_that_sandbox():
+    key = runner_key(SECRET, "r1")
+    answer = proof(key, "sandbox-a")
+    assert proof_holds(key, "sandbox-a", answer)
+    assert not proof_holds(key, "sandbox-b", answer)
+    assert not proof_holds(runner_key(SECRET, "r2"), "sandbox-a", answer)
+    for wrong in (None, 42, "", answer[:-1], answer + "A", ["x"]):
+        assert not proof_holds(key, "sandbox-a", wrong)
+
+
+@given(st.one_of(st.text(max_size=600), st.binary(max_size=100), st.integers(), st.none(),
+                 st.lists(st.text(max_size=5), max_size=3)))
+def test_anything_that_is_not_a_ticket_is_refused_and_nothing_else_is_raised(junk):
+    tickets = Tickets(runner_key(SECRET, "r1"), "r1")
+    with pytest.raises(Refused):
+        tickets.accept(junk, NOW)
+
+
+@given(position=st.integers(min_value=0), replacement=st.characters(codec="ascii"))
+def test_a_ticket_changed_anywhere_is_refused(position, replacement):
+    key = runner_key(SECRET, "r1")
+    ticket, _ = issue(key, "r1", now=NOW)
+    position %= len(ticket)
+    changed = ticket[:position] + replacement + ticket[position + 1:]
+    tickets = Tickets(key, "r1")
+    if changed == ticket:
+        return
+    try:
+        tickets.accept(changed, NOW)
+    except Refused:
+        return
+    # Taken only if it is the same ticket: the last character of a base64 part
+    # has bits no byte uses, and those may differ.
+    assert [_unb64(part) for part in changed.split(".")] == [_unb64(part) for part in ticket.split(".")]
