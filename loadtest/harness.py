@@ -77,7 +77,11 @@ class ServerProcess:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
-        if not self._serving.wait(timeout) or self.proc.poll() is not None:
+        deadline = time.monotonic() + timeout
+        # A server that exits before its serving line is told at once, not at the deadline.
+        while not self._serving.wait(0.2) and self.proc.poll() is None and time.monotonic() < deadline:
+            pass
+        if not self._serving.is_set() or self.proc.poll() is not None:
             self.stop()
             raise Aborted("the server did not start:\n" + self.output())
         return self

@@ -20,6 +20,7 @@ from tornado.netutil import bind_sockets
 from . import config, public_url
 from .embedded_postgres import EmbeddedPostgres, EmbeddedPostgresError
 from .instance import Instance
+from .parent import die_with_parent
 from .runs import sandbox
 from .runs.sandbox import SandboxError
 
@@ -206,7 +207,7 @@ class Supervisor:
                 signal.signal(sig, signal.SIG_DFL)
             os.close(self.ready_r)
             os.close(self.wake_r)
-            _die_with_parent(self.instance.pid)
+            die_with_parent(self.instance.pid)
             from . import worker
             ready_w = self.ready_w
             worker.main(self.cfg, self.instance, self.sockets, self.dsn, self.cfg.process_count,
@@ -284,20 +285,6 @@ def _kill(pid, sig):
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _die_with_parent(parent_pid):
-    """Ask Linux to SIGTERM this worker if the parent dies (even by SIGKILL),
-    so no orphan keeps serving with nobody supervising it."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(0)
 
 
 if __name__ == "__main__":

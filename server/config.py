@@ -234,8 +234,8 @@ SETTINGS = [
             "only), remote (on the runners of RUNNERS); auto picks the best that works here"),
     Setting("RUNNERS", _runners, "",
             "with SANDBOX=remote, the runners (`python -m server.runner`) that run students' programs: "
-            "id=ws://host:port, separated by spaces"),
-    Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
+            "id=ws://host:port, separated by spaces; empty: each worker starts one as its child"),
+    Setting("RUNNER_SECRET", _key, "", "with RUNNERS, the key each runner's own is made from "
             "(`python -m server.runner --key ID`); the runners never hold it", secret=True),
     Setting("SANDBOX_PYTHON", _text, "/usr/bin/python3",
             "interpreter for local and process sandboxes (needs numpy and matplotlib for plots)"),

@@ -331,9 +331,10 @@ def sandbox_server(request, shared_servers):
     yield from _sandbox_server(request, shared_servers, request.param)
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "remote"])
 def isolated_server(request, shared_servers):
-    """A shared server whose sandbox promises isolation."""
+    """A shared server whose sandbox promises isolation (remote: on the
+    worker's child runner, in the local sandbox there)."""
     yield from _sandbox_server(request, shared_servers, request.param)
 
 

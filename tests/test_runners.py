@@ -248,3 +248,36 @@ def test_a_runner_starts_no_sandbox_outside_the_storage_whatever_path_it_is_give
         code, message = asyncio.run(knock(runner.url, issue(key, "r1")[0], home))
         said = json.loads(message)
         assert said["type"] == "error" and said["message"] in ("a home is a path inside the storage", "no such home"), home
+
+
+def test_with_no_runners_named_each_worker_runs_its_programs_on_a_child_runner_it_starts_again(start_server):
+    server = start_server(processes=2, SANDBOX="remote", **LIMITS)
+    client = student(server, "ada")
+    exit_, rc = run(server, client, "import os\nprint('child', 'COOKIE_SECRET' in os.environ)\n")
+    assert exit_["reason"] == "ok" and "child False" in rc.output(), exit_
+    runners = children_runners(server)
+    assert runners, "no child runner"
+    for pid in runners:
+        names = {item.split(b"=", 1)[0].decode()
+                 for item in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if item}
+        assert not names & {"COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD"}, names
+
+    killed = {}
+
+    async def on(rc, message):
+        if message["type"] == "output" and "waiting" in message.get("data", "") and not killed:
+            for pid in children_runners(server):
+                os.kill(pid, signal.SIGKILL)
+            killed["yes"] = True
+    exit_, _ = run(server, client, "print('waiting', flush=True)\nimport time\ntime.sleep(50)\n", on=on)
+    assert exit_["reason"] == "runner_lost", exit_
+    exit_, rc = run(server, client, "print('again')\n")
+    assert exit_["reason"] == "ok" and "again" in rc.output(), exit_
+    assert "the child runner" in server.output() and "stopped" in server.output()
+
+
+def children_runners(server):
+    """The pids of the server's child runners (python -m server.runner under its workers)."""
+    import psutil
+    return [p.pid for p in psutil.Process(server.proc.pid).children(recursive=True)
+            if p.cmdline()[1:3] == ["-m", "server.runner"]]

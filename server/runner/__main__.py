@@ -7,6 +7,7 @@ Its settings, from the environment:
     RUNNER_KEY     its key: `python -m server.runner --key ID` prints it from RUNNER_SECRET
     RUNNER_HOST    the address to listen on (127.0.0.1)
     RUNNER_PORT    the port (0: any free one; the serving line says which)
+    RUNNER_PARENT  (a server's child runner) the pid it stops with
 
 and the server's own sandbox settings (SANDBOX, SANDBOX_PYTHON, RUN_*,
 SANDBOX_UID_BASE, DATA_DIR for its font cache, STORAGE_ROOT for the homes).
@@ -28,6 +29,7 @@ from .. import config
 from ..runs import sandbox
 from ..runs.sandbox import SandboxError
 from ..config import RUNNER_ID
+from ..parent import die_with_parent
 from ..runs.sandbox.tickets import runner_key
 from .service import Runner
 
@@ -51,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(runner_key(secret, args.key).hex())
         return 0
+    if os.environ.get("RUNNER_PARENT", "").isdigit():
+        die_with_parent(int(os.environ["RUNNER_PARENT"]))
     held = [name for name in FORBIDDEN if os.environ.get(name)]
     if held:
         print(f"A runner must not hold {', '.join(held)}: unset them in its environment. It needs only "
@@ -71,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
     except (config.ConfigError, SandboxError, OSError) as e:
         print(f"The runner cannot start: {e}", file=sys.stderr)
+        return 2
+    if cfg.SANDBOX not in ("local", "docker"):
+        print(f"The runner cannot start: its sandboxes must be local (bubblewrap) or docker, not {cfg.SANDBOX} "
+              "(which isolates nothing). Install bubblewrap, or start Docker with the sandbox image.",
+              file=sys.stderr)
         return 2
     return asyncio.run(serve(cfg, runner_id, key))
 

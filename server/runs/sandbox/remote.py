@@ -11,18 +11,24 @@ ends the sandbox as `lost`, which the student is told in those words.
 
 The runners are chosen least busy first (by this worker's own count of its
 sandboxes on each); one that refuses or cannot be reached is skipped for
-DOWN_SECONDS.
+DOWN_SECONDS. With no RUNNERS, each worker starts a runner of its own as a
+child process (ChildRunner: the embedded default, one command), with a key
+that never leaves the two processes, and starts it again if it stops.
 """
 import asyncio
 import json
 import logging
 import os
+import re
+import secrets
 import socket
+import sys
 import time
 from typing import Any
 
 from tornado import httpclient, websocket
 
+from ... import config
 from ...config import Config
 from ..disk_guard import GroupWrites
 from .tickets import issue, proof_holds, runner_key
@@ -40,17 +46,105 @@ MAX_MESSAGE = 4 << 20
 MAX_PENDING = 4 << 20  # bytes sent to a runner and not yet written to its socket
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SERVING = re.compile(r"^runner \S+ serving (ws://\S+)")
+CHILD_START_TIMEOUT = 60.0
+CHILD_LINES = 40  # of what a child runner said before it failed to start, for the error
+
+
+class ChildRunner:
+    """A runner started by this worker (`python -m server.runner`) on
+    127.0.0.1, with a key made here for it alone and the sandbox settings of
+    this server. It dies with the worker, and a runner that stops is
+    started again at the next sandbox asked of it. It shares this host and
+    its user: it keeps students' programs in a process without the
+    server's secrets in its memory, not on another machine."""
+
+    ID = "local"
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.key = secrets.token_bytes(32)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.url: str | None = None
+        self.lock = asyncio.Lock()
+        self.output: asyncio.Task[None] | None = None
+
+    def environment(self) -> dict[str, str]:
+        """The sandbox settings and the runner's own: nothing else of ours."""
+        env = {name: os.environ[name] for name in ("PATH", "LANG", "TZ", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE",
+                                                   "PYTHONPYCACHEPREFIX") if name in os.environ}
+        for setting in config.SETTINGS:
+            if setting.name.startswith(("SANDBOX_", "RUN_")):
+                value = getattr(self.cfg, setting.name)
+                env[setting.name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        return {**env, "SANDBOX": "auto", "STORAGE_ROOT": self.cfg.STORAGE_ROOT, "DATA_DIR": self.cfg.DATA_DIR,
+                "LOG_LEVEL": self.cfg.LOG_LEVEL, "RUNNER_ID": self.ID, "RUNNER_KEY": self.key.hex(),
+                "RUNNER_HOST": "127.0.0.1", "RUNNER_PORT": "0", "RUNNER_PARENT": str(os.getpid())}
+
+    async def address(self) -> str:
+        """The running child's address, started (again) if need be."""
+        async with self.lock:
+            if self.url is None or self.proc is None or self.proc.returncode is not None:
+                self.url = await self._start()
+            return self.url
+
+    async def _start(self) -> str:
+        proc = self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "server.runner", cwd=ROOT, env=self.environment(),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True)
+        assert proc.stdout is not None  # (spawned with a pipe)
+        said: list[str] = []
+        try:
+            async with asyncio.timeout(CHILD_START_TIMEOUT):
+                while line := (await proc.stdout.readline()).decode(errors="replace"):
+                    said = (said + [line.rstrip()])[-CHILD_LINES:]
+                    if m := SERVING.match(line):
+                        log.info("%s", line.strip())
+                        self.output = asyncio.ensure_future(self._log(proc, proc.stdout))
+                        return m.group(1)
+        except TimeoutError:
+            pass
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        raise SandboxError("the runner did not start: " + " | ".join(said[-5:]))
+
+    async def _log(self, proc: asyncio.subprocess.Process, out: asyncio.StreamReader) -> None:
+        """What the runner says goes to our log; its end is told there too."""
+        while True:
+            try:
+                line = await out.readline()
+            except ValueError:  # a line longer than the stream's limit: read on, a piece at a time
+                line = await out.read(STREAM_LIMIT)
+            if not line:
+                break
+            log.info("runner: %s", line.decode(errors="replace").rstrip())
+        code = await proc.wait()
+        log.warning("the child runner (pid %d) stopped with %s; the next run starts another", proc.pid, code)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.terminate()
+
+
 class RemoteKind:
     name = "remote"
     reusable = True  # runners run local or docker sandboxes
     hides_host_paths = True
 
     def __init__(self, cfg: Config) -> None:
-        if not cfg.RUNNERS or not cfg.RUNNER_SECRET:
-            raise SandboxError("SANDBOX=remote needs RUNNERS (id=ws://host:port ...) and RUNNER_SECRET")
         self.cfg = cfg
-        self.runners = dict(cfg.RUNNERS)
-        self.keys = {runner: runner_key(cfg.RUNNER_SECRET, runner) for runner in self.runners}
+        self.child = None if cfg.RUNNERS else ChildRunner(cfg)
+        if self.child is not None:
+            self.runners = {ChildRunner.ID: ""}  # its address once it runs
+            self.keys = {ChildRunner.ID: self.child.key}
+        elif not cfg.RUNNER_SECRET:
+            raise SandboxError("SANDBOX=remote with RUNNERS needs RUNNER_SECRET, from which each runner's key is made")
+        else:
+            self.runners = dict(cfg.RUNNERS)
+            self.keys = {runner: runner_key(cfg.RUNNER_SECRET, runner) for runner in self.runners}
         self.busy = {runner: 0 for runner in self.runners}  # this worker's sandboxes on each
         self.down_until = {runner: 0.0 for runner in self.runners}
         self.seen_defences: dict[str, dict[str, Any]] = {}
@@ -67,7 +161,8 @@ class RemoteKind:
         return 0  # a runner kills the sandbox of every socket that closes
 
     def close(self) -> None:
-        pass
+        if self.child is not None:
+            self.child.close()
 
     def order(self) -> list[str]:
         """The runners to try, least busy first, those refused lately last."""
@@ -78,6 +173,8 @@ class RemoteKind:
         relative = os.path.relpath(home, self.cfg.STORAGE_ROOT)
         if relative.startswith(".."):
             raise SandboxError("a home outside the storage")
+        if self.child is not None:
+            self.runners[ChildRunner.ID] = await self.child.address()
         reasons = []
         for runner in self.order():
             try:
