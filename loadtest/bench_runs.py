@@ -1,11 +1,14 @@
 """Benchmark of running programs over /ws/run, per sandbox kind, and of how
 responsive the server stays while students' programs hog the CPU.
 
-    python -m loadtest.bench_runs [--sandbox local,docker,process]
+    python -m loadtest.bench_runs [--sandbox local,docker,process,remote]
                                   [--students 1,10,60] [--duration 10]
-                                  [--processes 1] [--json OUT]
+                                  [--processes 1] [--runners 0,1,2] [--json OUT]
 
-Per sandbox kind (one that cannot work here is skipped, with the reason),
+Per sandbox kind (one that cannot work here is skipped, with the reason;
+`remote` is measured once per --runners count: 0, a child runner per
+worker as SANDBOX=remote alone starts them, or N runner processes of the
+local kind, `remote/N` in the report, whose CPU counts as the server's),
 one server is started as a subprocess on a fresh database and DATA_DIR,
 with SANDBOX=<kind> and RUN_MAX_CONCURRENT high (--max-concurrent, default
 200) so that admission never queues: what is measured is the sandbox and
@@ -58,7 +61,7 @@ from server import config
 from .cli import bounds, int_list, measured, say, server_root_option, write_json
 from .machine import machine, raise_file_limit
 
-SANDBOXES = ("local", "docker", "process")
+SANDBOXES = ("local", "docker", "process", "remote")
 
 
 def sandbox_list(text):
@@ -69,10 +72,23 @@ def sandbox_list(text):
     return values
 
 
+def runner_counts(text):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 or v > 8 for v in values):
+        raise argparse.ArgumentTypeError(f"expected counts from 0 to 8 separated by commas, not {text!r}")
+    return values
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m loadtest.bench_runs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sandbox", type=sandbox_list, default=list(SANDBOXES),
-                        help="sandbox kinds to measure (default local,docker,process)")
+    parser.add_argument("--sandbox", type=sandbox_list, default=["local", "docker", "process"],
+                        help="sandbox kinds to measure (default local,docker,process; remote: on runners)")
+    parser.add_argument("--runners", type=runner_counts, default=[0],
+                        help="for remote: runner processes, each count measured (default 0: a child runner "
+                             "per worker)")
     parser.add_argument("--students", type=int_list, default=[1, 10, 60],
                         help="students running programs at once (default 1,10,60)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each measurement (default 10)")
@@ -125,8 +141,9 @@ def measure(args, deadline, cfg):
             admin_dsn = pg.start()
             credentials = make_credentials(max(max(args.students), args.hogs) + args.savers)
             for kind in kinds:
-                results.append(measure_sandbox(args, kind, admin_dsn, base, credentials, deadline,
-                                               cfg.SANDBOX_PYTHON))
+                for count in args.runners if kind == "remote" else [0]:
+                    results.append(measure_sandbox(args, kind, admin_dsn, base, credentials, deadline,
+                                                   cfg.SANDBOX_PYTHON, count))
     return bare, results, skipped
 
 
@@ -144,7 +161,8 @@ def main(argv=None):
     info = machine()
     print(report(args, info, bare, cfg.SANDBOX_PYTHON, results, skipped))
     if args.json:
-        settings = {k: getattr(args, k) for k in ("sandbox", "students", "duration", "processes", "think", "settle",
+        settings = {k: getattr(args, k) for k in ("sandbox", "runners", "students", "duration", "processes", "think",
+                                                  "settle",
                                                   "hogs", "savers", "max_concurrent", "cpu_seconds", "timeout",
                                                   "server_root")}
         settings.update({"sandbox_python": cfg.SANDBOX_PYTHON, "echo_program": ECHO_PROGRAM,

@@ -49,7 +49,24 @@ def server_root():
     return os.environ.get(SERVER_ROOT_VARIABLE) or ROOT
 
 
-class ServerProcess:
+class Stoppable:
+    """A subprocess in a session of its own (`proc`), stopped in order."""
+
+    proc = None
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM and wait (then SIGKILL to it and its children); returns the exit code."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+
+class ServerProcess(Stoppable):
     """`python -m server` as a subprocess, on 127.0.0.1 and a free port,
     ready once it prints its serving line. `env` holds settings on top of
     this process's environment and the defaults below; `log` is where its
@@ -119,20 +136,58 @@ class ServerProcess:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
-    def stop(self, timeout=STOP_TIMEOUT):
-        """SIGTERM and wait (then SIGKILL to it and its workers); returns the exit code."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.returncode if self.proc else None
 
     def client(self):
         from .client import Client
         return Client(self.url)
+
+
+RUNNER_SERVING_RE = re.compile(r"runner (\S+) serving (ws://\S+)")
+
+
+class RunnerProcess(Stoppable):
+    """`python -m server.runner` as a subprocess on 127.0.0.1 and a free
+    port, with an environment of its own: its id and key (made from
+    `secret` as the server makes it), the sandbox settings in `env`, its
+    DATA_DIR `folder` and the homes in `storage_root`; nothing of the
+    server's. Ready once it prints its serving line (`url`)."""
+
+    def __init__(self, runner_id, secret, storage_root, folder, env=None, log=None):
+        from server.runs.sandbox.tickets import runner_key
+        self.id = runner_id
+        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNNER_ID": runner_id,
+                    "RUNNER_KEY": runner_key(secret, runner_id).hex(), "RUNNER_HOST": "127.0.0.1",
+                    "RUNNER_PORT": "0", "SANDBOX": "local", "STORAGE_ROOT": storage_root, "DATA_DIR": folder,
+                    **{k: os.environ[k] for k in ("SANDBOX_UID_BASE", "SANDBOX_CPU", "SANDBOX_PYTHON", "PYTHONPATH",
+                                                  "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
+                       if k in os.environ},
+                    **{k: str(v) for k, v in (env or {}).items()}}
+        self.lines = [] if log is None else log
+        self.proc = None
+        self.url = None
+
+    def start(self, timeout=START_TIMEOUT):
+        self.proc = subprocess.Popen([sys.executable, "-m", "server.runner"], cwd=server_root(), env=self.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        serving = threading.Event()
+
+        def read():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                m = RUNNER_SERVING_RE.search(line)
+                if m and not serving.is_set():
+                    self.url = m.group(2)
+                    serving.set()
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not serving.wait(0.2) and self.proc.poll() is None and time.monotonic() < deadline:
+            pass
+        if not serving.is_set():
+            self.stop()
+            raise Aborted(f"runner {self.id} did not start:\n" + "".join(self.lines))
+        return self
+
 
 
 def tail(lines=40):

@@ -8,6 +8,8 @@ import contextlib
 import os
 import random
 import re
+import secrets
+import tempfile
 import time
 from collections import Counter
 
@@ -16,7 +18,7 @@ import aiohttp
 from . import loadgen
 from .cli import REQUEST_TIMEOUT, Aborted, say
 from .client import Student, VirtualUser, error_kind, log_in_all, save_file
-from .harness import fresh_server, run_async
+from .harness import RunnerProcess, fresh_server, run_async, tail
 from .machine import CpuWatch, bare_interpreter
 from .recording import CPU_WARNING, Recorder
 from .run_client import ECHO_PROGRAM, HOG_PROGRAM, open_ides
@@ -197,6 +199,8 @@ async def responsiveness_phase(url, hog_users, saver_users, duration, timeout=RE
 
 def sandbox_problem(kind, cfg):
     """None if sandbox `kind` can run here, else why not (one line)."""
+    if kind == "remote":  # runners of the local kind
+        return sandbox_problem("local", cfg)
     if kind == "process":
         return None if os.path.exists(cfg.SANDBOX_PYTHON) else f"SANDBOX_PYTHON {cfg.SANDBOX_PYTHON} is missing"
     if kind == "local":
@@ -279,26 +283,57 @@ async def sandbox_session(args, url, credentials, server_pids=()):
         return results, responsiveness
 
 
-def measure(args, kind, admin_dsn, base, credentials, deadline, python):
-    """Everything measured with sandbox `kind`, on a server of its own."""
+@contextlib.contextmanager
+def runners(count, base, settings):
+    """`count` runners (python -m server.runner, local sandboxes) on a
+    storage folder of their own in `base`: yields the server's settings
+    that send its programs there, and the runners' pids. None for 0: the
+    server's workers start a child runner each (SANDBOX=remote alone)."""
+    if not count:
+        yield {}, []
+        return
+    storage = tempfile.mkdtemp(prefix="storage-", dir=base)
+    os.chmod(storage, 0o755)
+    secret = secrets.token_urlsafe(32)
+    sandbox = {k: v for k, v in settings.items() if k.startswith(("RUN_", "SANDBOX_"))}
+    with contextlib.ExitStack() as stack:
+        started = []
+        for i in range(count):
+            folder = tempfile.mkdtemp(prefix=f"runner-{i + 1}-", dir=base)
+            os.chmod(folder, 0o755)
+            runner = RunnerProcess(f"r{i + 1}", secret, storage, folder, sandbox, log=tail())
+            stack.callback(runner.stop)
+            started.append(runner.start())
+        yield ({"STORAGE_ROOT": storage, "RUNNER_SECRET": secret,
+                "RUNNERS": " ".join(f"{r.id}={r.url}" for r in started)}, [r.proc.pid for r in started])
+
+
+def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_count=0):
+    """Everything measured with sandbox `kind`, on a server of its own (for
+    remote: on `runner_count` runners, or a child runner per worker)."""
     log, pids = ServerLog(), []
-    say(f"  sandbox {kind}: starting the server ...")
+    label = kind if kind != "remote" else f"remote/{runner_count or 'child'}"
+    say(f"  sandbox {label}: starting the server ...")
+    settings = sandbox_settings(args, kind, python)
     try:
-        with fresh_server(admin_dsn, base, args.processes, credentials, f"bench_runs_{kind}", log,
-                          **sandbox_settings(args, kind, python)) as (server, logins):
+        with runners(runner_count, base, settings) as (remote, runner_pids), \
+                fresh_server(admin_dsn, base, args.processes, credentials, f"bench_runs_{kind}", log,
+                             **settings, **remote) as (server, logins):
             pids = server.pids
             # The bare interpreter again, right before this sandbox's runs: the
             # machine may be busier or quieter than at the start.
             bare = bare_interpreter(python)
-            runs, responsiveness = run_async(sandbox_session(args, server.url, logins, server.pids), deadline)
+            # The server's CPU: its workers' (and their children's), and its runners'.
+            runs, responsiveness = run_async(sandbox_session(args, server.url, logins, server.pids + runner_pids),
+                                             deadline)
             server.ensure_running()
     finally:
         # Containers a stopped server should have removed: a finding, and not
         # to be left on the daemon (only this server's, by their label).
         left = remove_containers_of(pids) if kind == "docker" else None
     # After the stop: what it logged while shutting down counts too.
-    return {"sandbox": kind, "worker_pids": pids, "bare_interpreter_before": bare,
-            "runs": [{"sandbox": kind, **r} for r in runs], "responsiveness": responsiveness,
+    return {"sandbox": label, "worker_pids": pids, "bare_interpreter_before": bare,
+            "runs": [{"sandbox": label, **r} for r in runs], "responsiveness": responsiveness,
             "server_log_problems": dict(log.counts), "server_log_last_problems": list(log.problems),
             "docker_containers_left_after_stop": left}
 

@@ -8,7 +8,6 @@ server. Needs root (bubblewrap, students' uids).
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -17,58 +16,17 @@ import threading
 import pytest
 from tornado import httpclient, websocket
 
+from loadtest.harness import RunnerProcess
 from server.runs.sandbox.tickets import issue, runner_key
 from tests.runs_support import LIMITS, run, student
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "a-runner-secret-for-the-tests-" + "x" * 16
 TIMEOUT = 60  # hang guards only
-SERVING = re.compile(r"runner (\S+) serving (ws://\S+)")
 
 if os.geteuid() != 0:
     pytest.skip("runners start bubblewrap sandboxes as students' uids: these tests need root",
                 allow_module_level=True)
-
-
-class RunnerProcess:
-    """`python -m server.runner` with an environment of its own: its id,
-    its key, the sandbox settings, and nothing of the server's."""
-
-    def __init__(self, runner_id, storage_root, folder, key=None, **env):
-        self.id = runner_id
-        self.env = {"PATH": os.environ["PATH"], "RUNNER_ID": runner_id,
-                    "RUNNER_KEY": (key or runner_key(SECRET, runner_id)).hex(),
-                    "SANDBOX": "local", "STORAGE_ROOT": storage_root, "DATA_DIR": folder,
-                    "SANDBOX_UID_BASE": os.environ["SANDBOX_UID_BASE"], "SANDBOX_CPU": "low",
-                    **{k: str(v) for k, v in LIMITS.items()}, **env}
-        self.lines = []
-        self.url = None
-
-    def start(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "server.runner"], cwd=ROOT, env=self.env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        serving = threading.Event()
-
-        def read():
-            for line in self.proc.stdout:
-                self.lines.append(line)
-                m = SERVING.search(line)
-                if m:
-                    self.url = m.group(2)
-                    serving.set()
-        threading.Thread(target=read, daemon=True).start()
-        assert serving.wait(TIMEOUT), "the runner did not start:\n" + "".join(self.lines)
-        return self
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -80,7 +38,7 @@ def runners(data_dir):
     def start(runner_id, storage_root, **env):
         folder = os.path.join(data_dir, "runner-" + runner_id)
         os.makedirs(folder, mode=0o755)
-        started.append(RunnerProcess(runner_id, storage_root, folder, **env).start())
+        started.append(RunnerProcess(runner_id, SECRET, storage_root, folder, {**LIMITS, **env}).start())
         return started[-1]
 
     yield start
