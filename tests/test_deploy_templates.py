@@ -330,22 +330,23 @@ def compose_config(**env):
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.fail("docker-compose is not installed: apt-get install docker-compose (scripts/install-system-deps)")
-    full_env = {k: v for k, v in os.environ.items() if k not in ("TORNADO_PROCESSES", "COOKIE_SECRET")}
+    full_env = {k: v for k, v in os.environ.items() if k not in ("TORNADO_PROCESSES", "COOKIE_SECRET",
+                                                                   "RUNNER_SECRET")}
     full_env.update(env)
     return subprocess.run([binary, "-f", os.path.join(ROOT, "docker-compose.yml"), "config"],
                           capture_output=True, text=True, env=full_env, timeout=60)
 
 
+SECRETS = {"COOKIE_SECRET": "c" * 40, "RUNNER_SECRET": "r" * 40}
+
+
 def test_compose_file_validates_and_takes_the_process_mode_from_the_environment():
     import yaml
-    secret = "c" * 40
-    default = compose_config(COOKIE_SECRET=secret)
+    default = compose_config(**SECRETS)
     assert default.returncode == 0, default.stderr
     server = yaml.safe_load(default.stdout)["services"]["server"]
     assert server["environment"]["TORNADO_PROCESSES"] == "1"
-    assert server["environment"]["SANDBOX"] == "docker"
-    assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(map(str, server["volumes"]))
-    two = yaml.safe_load(compose_config(COOKIE_SECRET=secret, TORNADO_PROCESSES="2").stdout)
+    two = yaml.safe_load(compose_config(**SECRETS, TORNADO_PROCESSES="2").stdout)
     assert two["services"]["server"]["environment"]["TORNADO_PROCESSES"] == "2"
     # Every setting compose passes is one the server knows, with a valid value.
     for name, value in two["services"]["server"]["environment"].items():
@@ -353,6 +354,32 @@ def test_compose_file_validates_and_takes_the_process_mode_from_the_environment(
         config.BY_NAME[name].parse(str(value))
 
 
-def test_compose_refuses_to_start_without_a_cookie_secret():
+def test_compose_runs_programs_on_two_runners_and_keeps_the_secrets_on_an_unprivileged_server():
+    import yaml
+    services = yaml.safe_load(compose_config(**SECRETS).stdout)["services"]
+    server = services["server"]
+    runners = dict(config.BY_NAME["RUNNERS"].parse(server["environment"]["RUNNERS"]))
+    assert server["environment"]["SANDBOX"] == "remote" and sorted(runners) == ["runner-1", "runner-2"]
+    # The server: no engine socket, no docker group, no capability, a read-only root.
+    assert "docker.sock" not in " ".join(map(str, server["volumes"])) and "group_add" not in server
+    assert server["cap_drop"] == ["ALL"] and server["read_only"] is True
+    networks = yaml.safe_load(compose_config(**SECRETS).stdout)["networks"]
+    for name, address in runners.items():
+        runner = services[name]
+        env = runner["environment"]
+        assert address == f"ws://{name}:{env['RUNNER_PORT']}" and env["RUNNER_ID"] == name
+        assert runner["command"] == ["python", "-m", "server.runner"]
+        # No secret of the server's, and only on a network that reaches nothing else.
+        assert not {"COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD"} & set(env), env
+        assert list(runner["networks"]) == ["runners"] and networks["runners"]["internal"] is True
+        assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(map(str, runner["volumes"]))
+        for setting, value in env.items():
+            if not setting.startswith("RUNNER_"):
+                config.BY_NAME[setting].parse(str(value))
+
+
+def test_compose_refuses_to_start_without_a_cookie_secret_or_a_runner_secret():
     done = compose_config()
     assert done.returncode != 0 and "COOKIE_SECRET" in done.stderr
+    done = compose_config(COOKIE_SECRET="c" * 40)
+    assert done.returncode != 0 and "RUNNER_SECRET" in done.stderr
