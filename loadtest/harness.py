@@ -188,6 +188,15 @@ class RunnerProcess(Stoppable):
             raise Aborted(f"runner {self.id} did not start:\n" + "".join(self.lines))
         return self
 
+    def sandboxes(self):
+        """How many sandboxes it holds now: its bubblewrap children (each in
+        a session of its own, so not in the runner's process group)."""
+        import psutil
+        try:
+            return sum(child.name() == "bwrap" for child in psutil.Process(self.proc.pid).children())
+        except psutil.Error:
+            return 0
+
 
 
 def tail(lines=40):

@@ -287,7 +287,7 @@ async def sandbox_session(args, url, credentials, server_pids=()):
 def runners(count, base, settings):
     """`count` runners (python -m server.runner, local sandboxes) on a
     storage folder of their own in `base`: yields the server's settings
-    that send its programs there, and the runners' pids. None for 0: the
+    that send its programs there, and the RunnerProcesses. None for 0: the
     server's workers start a child runner each (SANDBOX=remote alone)."""
     if not count:
         yield {}, []
@@ -305,7 +305,7 @@ def runners(count, base, settings):
             stack.callback(runner.stop)
             started.append(runner.start())
         yield ({"STORAGE_ROOT": storage, "RUNNER_SECRET": secret,
-                "RUNNERS": " ".join(f"{r.id}={r.url}" for r in started)}, [r.proc.pid for r in started])
+                "RUNNERS": " ".join(f"{r.id}={r.url}" for r in started)}, started)
 
 
 def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_count=0):
@@ -316,7 +316,7 @@ def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_c
     say(f"  sandbox {label}: starting the server ...")
     settings = sandbox_settings(args, kind, python)
     try:
-        with runners(runner_count, base, settings) as (remote, runner_pids), \
+        with runners(runner_count, base, settings) as (remote, started), \
                 fresh_server(admin_dsn, base, args.processes, credentials, f"bench_runs_{kind}", log,
                              **settings, **remote) as (server, logins):
             pids = server.pids
@@ -324,6 +324,7 @@ def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_c
             # machine may be busier or quieter than at the start.
             bare = bare_interpreter(python)
             # The server's CPU: its workers' (and their children's), and its runners'.
+            runner_pids = [r.proc.pid for r in started]
             runs, responsiveness = run_async(sandbox_session(args, server.url, logins, server.pids + runner_pids),
                                              deadline)
             server.ensure_running()

@@ -81,36 +81,6 @@ def test_the_runner_holds_no_secret_and_refuses_to_start_with_one(remote_server,
     assert held.returncode == 2 and "must not hold DATABASE_URL" in held.stderr
 
 
-def test_a_runner_killed_mid_run_is_told_in_words_and_the_next_run_finds_another(start_server, runners, data_dir):
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    first, second = runners("r1", storage), runners("r2", storage)
-    server = start_server(SANDBOX="remote", RUNNERS=f"r1={first.url} r2={second.url}", RUNNER_SECRET=SECRET,
-                          **LIMITS)
-    client = student(server, "ada")
-    killed = {}
-
-    async def on(rc, message):
-        if message["type"] == "output" and "waiting" in message.get("data", "") and not killed:
-            victim = busiest(first, second)
-            os.killpg(victim.proc.pid, signal.SIGKILL)
-            killed["runner"] = victim
-    exit_, _ = run(server, client, "print('waiting', flush=True)\nimport time\ntime.sleep(50)\n", on=on)
-    assert exit_["reason"] == "runner_lost", exit_
-    assert exit_["message"].startswith("stopped: the computer running your program stopped"), exit_
-    exit_, rc = run(server, client, "print('again')\n")
-    assert exit_["reason"] == "ok" and "again" in rc.output(), exit_
-
-
-def busiest(*runners):
-    """The runner whose sandbox runs the program: its bubblewrap has a python child busy."""
-    def sandboxes(runner):
-        out = subprocess.run(["pgrep", "-g", str(os.getpgid(runner.proc.pid)), "-c", "bwrap"],
-                             capture_output=True, text=True)
-        return int(out.stdout.strip() or 0)
-    return max(runners, key=sandboxes)
-
-
 async def knock(url, ticket, home="."):
     """Open a sandbox socket on a runner with `ticket` and ask for a sandbox
     of `home`: (close code, first message)."""
@@ -239,3 +209,90 @@ def children_runners(server):
     import psutil
     return [p.pid for p in psutil.Process(server.proc.pid).children(recursive=True)
             if p.cmdline()[1:3] == ["-m", "server.runner"]]
+
+
+WAITING = "print('waiting', flush=True)\nimport time\ntime.sleep(120)\n"
+
+
+async def kill_one_runner(server, students, runners, sig=signal.SIGKILL):
+    """Every student runs WAITING at once; once all print, the busiest
+    runner gets `sig` (SIGKILL; SIGSTOP: frozen, its sockets open and
+    silent, as a host cut off leaves them). Returns ({student: their exit},
+    for those it had; [students whose programs ran on])."""
+    from loadtest.run_client import RunClient
+    ides = [RunClient(server.url, client.http.cookies.get_dict()) for client in students]
+    try:
+        for ide in ides:
+            await ide.open()
+            await ide.send(type="run", path="wait.py")
+        for ide in ides:
+            await ide.until("output", TIMEOUT)
+        victim = max(runners, key=lambda r: r.sandboxes())
+        had = victim.sandboxes()  # one per running program: none is ready for a next run yet
+        os.kill(victim.proc.pid, sig)
+        waiting = {asyncio.ensure_future(ide.until("exit", TIMEOUT)): i for i, ide in enumerate(ides)}
+        lost = {}
+        while len(lost) < had:
+            done, _ = await asyncio.wait(waiting, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+            assert done, f"{had - len(lost)} students on the killed runner were never told"
+            for task in done:
+                lost[waiting.pop(task)] = task.result()
+        await asyncio.sleep(1)  # nobody else is told anything
+        for task in [t for t in waiting if t.done()]:
+            lost[waiting.pop(task)] = task.result()
+        for task in waiting:
+            task.cancel()
+        survivors = sorted(waiting.values())
+        for i in survivors:
+            await ides[i].send(type="kill")
+        if sig != signal.SIGKILL:
+            os.kill(victim.proc.pid, signal.SIGKILL)
+        return lost, survivors
+    finally:
+        for ide in ides:
+            await ide.close()
+
+
+def test_a_runner_killed_under_twenty_running_students_loses_only_its_runs_and_no_save(start_server, runners,
+                                                                                       data_dir):
+    """Kill -9 one of two runners while 20 students' programs run: exactly
+    its students are told, in words; the others run on; every save the
+    server acknowledged is still there; and every student runs again."""
+    from tests.runs_support import save
+    storage = os.path.join(data_dir, "storage")
+    os.makedirs(storage, mode=0o755, exist_ok=True)
+    pair = runners("r1", storage), runners("r2", storage)
+    server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
+                          **{**LIMITS, "RUN_MAX_CONCURRENT": 40, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
+    students = [student(server, f"s{i:02d}") for i in range(20)]
+    for i, client in enumerate(students):
+        save(client, "wait.py", WAITING)
+        save(client, f"notes{i}.txt", f"kept {i}")
+    lost, survivors = asyncio.run(kill_one_runner(server, students, pair))
+    assert lost and survivors, (lost, survivors)
+    assert len(lost) + len(survivors) == 20
+    for said in lost.values():
+        assert said["reason"] == "runner_lost", said
+        assert said["message"].startswith("stopped: the computer running your program stopped"), said
+    for i, client in enumerate(students):
+        r = client.request("GET", f"/api/files/home/notes{i}.txt")
+        assert r.status_code == 200 and r.json()["content"] == f"kept {i}", r.text
+        exit_, rc = run(server, client, "print('again')\n")
+        assert exit_["reason"] == "ok" and "again" in rc.output(), exit_
+
+
+def test_a_runner_that_stops_answering_is_given_up_and_its_students_told(start_server, runners, data_dir):
+    """A frozen runner (SIGSTOP: the kernel keeps its sockets open, nothing
+    answers on them) is noticed by its silence, not by a closed socket."""
+    storage = os.path.join(data_dir, "storage")
+    os.makedirs(storage, mode=0o755, exist_ok=True)
+    pair = runners("r1", storage), runners("r2", storage)
+    server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
+                          **{**LIMITS, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
+    from tests.runs_support import save
+    students = [student(server, f"f{i}") for i in range(4)]
+    for client in students:
+        save(client, "wait.py", WAITING)
+    lost, survivors = asyncio.run(kill_one_runner(server, students, pair, signal.SIGSTOP))
+    assert lost and all(said["reason"] == "runner_lost" for said in lost.values()), lost
+    assert "said nothing for 2 s" in server.output()

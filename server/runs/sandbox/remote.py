@@ -6,8 +6,9 @@ opened with a ticket for that runner (runs/sandbox/tickets.py); the runner prove
 itself in its first answer. The launcher's frames cross it unchanged, so
 run.py, the job and the warm sandboxes drive a remote sandbox as a local
 one. Its end comes from the runner, which has it from the kernel; a runner
-that stops answering (no pong within PING_TIMEOUT) or whose socket breaks
-ends the sandbox as `lost`, which the student is told in those words.
+that stops answering (nothing, not even a pong, for SILENCE seconds) or
+whose socket breaks ends the sandbox as `lost`, which the student is told
+in those words.
 
 The runners are chosen least busy first (by this worker's own count of its
 sandboxes on each); one that refuses or cannot be reached is skipped for
@@ -38,8 +39,12 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 3.0
 PREPARE_TIMEOUT = 60.0
-PING_INTERVAL = 1.5  # a runner cut off is noticed within PING_INTERVAL + PING_TIMEOUT: 3 s
-PING_TIMEOUT = 1.5  # (Tornado wants it no longer than the interval)
+# A runner that says nothing (no message, no pong) for SILENCE seconds is
+# lost: a ping every PING_INTERVAL keeps a live one talking. Tornado's own
+# ping timeout starts a polite close that waits 5 s more for the runner's
+# answer, so a frozen or cut-off runner was noticed only after about 8 s.
+PING_INTERVAL = 0.5
+SILENCE = 2.0
 KILL_WAIT = 10.0
 DOWN_SECONDS = 5.0
 MAX_MESSAGE = 4 << 20
@@ -206,7 +211,34 @@ class RemoteSandbox:
         self.pending = 0
         self.said = ""
         self.reader: asyncio.Task[None] | None = None
+        self.watch: asyncio.Task[None] | None = None
+        self.heard = time.monotonic()  # the runner's last message or pong
+        setattr(ws, "on_pong", self._heard)  # Tornado calls the connection's on_pong for each pong: this one's is ours
         kind.busy[runner] += 1
+
+    def _heard(self, _: bytes = b"") -> None:
+        self.heard = time.monotonic()
+
+    async def _watch(self) -> None:
+        """Ping the runner; one silent for SILENCE seconds is lost (see above)."""
+        while not self.exit.done():
+            try:
+                self.ws.ping(b"")
+            except websocket.WebSocketClosedError:
+                return
+            await asyncio.sleep(PING_INTERVAL)
+            if time.monotonic() - self.heard > SILENCE and not self.exit.done():
+                self.said = f"the runner said nothing for {SILENCE:.0f} s"
+                log.warning("runner %s: %s; its sandbox is lost", self.runner, self.said)
+                self._lost()
+                return
+
+    def _lost(self) -> None:
+        """The sandbox is over as far as we can tell: its output ends, its end is `lost`."""
+        if not self.exit.done():
+            self.exit.set_result(Exit(lost=True))
+        self.feed.close()
+        self.ws.close()
 
     @classmethod
     async def open(cls, kind: RemoteKind, runner: str, home: str, uid: int | None,
@@ -216,8 +248,7 @@ class RemoteSandbox:
                                          request_timeout=CONNECT_TIMEOUT,
                                          headers={"Authorization": "Ticket " + ticket})
         try:
-            ws = await websocket.websocket_connect(request, ping_interval=PING_INTERVAL, ping_timeout=PING_TIMEOUT,
-                                                   max_message_size=MAX_MESSAGE)
+            ws = await websocket.websocket_connect(request, max_message_size=MAX_MESSAGE)
         except (OSError, httpclient.HTTPClientError, websocket.WebSocketError, asyncio.TimeoutError) as e:
             raise SandboxError(f"could not reach it ({e})") from None
         try:
@@ -244,6 +275,7 @@ class RemoteSandbox:
         _, feed = await asyncio.open_connection(sock=theirs)
         sandbox = cls(kind, runner, ws, feed, stdout)
         sandbox.reader = asyncio.ensure_future(sandbox._read())
+        sandbox.watch = asyncio.ensure_future(sandbox._watch())
         return sandbox
 
     async def _read(self) -> None:
@@ -254,6 +286,7 @@ class RemoteSandbox:
                 message = await self.ws.read_message()
                 if message is None:
                     break
+                self._heard()
                 if isinstance(message, bytes):
                     self.feed.write(message)
                     await self.feed.drain()
@@ -268,11 +301,9 @@ class RemoteSandbox:
             self.said = f"a message from the runner that makes no sense ({e})"
             log.error("runner %s: %s", self.runner, self.said)
         finally:
-            self.feed.close()
             if not self.exit.done():
                 self.said = self.said or "the runner's socket closed before the sandbox's end"
-                self.exit.set_result(Exit(lost=True))
-            self.ws.close()
+            self._lost()
             self.kind.busy[self.runner] -= 1
 
     def send(self, frame: bytes) -> None:
@@ -313,9 +344,13 @@ class RemoteSandbox:
         self.ws.close()  # the runner kills whatever is left of a sandbox whose socket closes
 
     async def release(self) -> None:
+        """The socket closes (politely: a runner that is gone is not waited
+        for, as Tornado would for 5 s)."""
         self.ws.close()
-        if self.reader is not None:
-            await asyncio.gather(self.reader, return_exceptions=True)
+        for task in (self.watch, self.reader):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         self._stdout_end.close()
 
     def diagnostics(self) -> str:
