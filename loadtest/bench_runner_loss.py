@@ -14,19 +14,22 @@ network leaves them: only the missing pongs tell). Measured from then:
 when each of its students gets the run's end (the target: within 3 s,
 the ping interval and timeout of runs/sandbox/remote.py), and with what
 reason; then each of them presses Run again, timed to the first output
-(a new sandbox on a runner that is left). The students on the other
-runners must not be told anything. Bounded: --timeout per wait,
+(a new sandbox on a runner that is left), and every student's file saved
+before is read back. The students on the other runners must not be told
+anything, and no acknowledged save may be lost. Bounded: --timeout per wait,
 --max-seconds for all; everything started is stopped on the way out.
 """
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
 import time
 
 from .cli import Aborted, bounds, run_benchmark, say, server_root_option
+from .client import save_file
 from .recording import fmt
 
 WAITING = "print('waiting', flush=True)\nimport time\ntime.sleep(600)\n"
@@ -59,48 +62,58 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def one_kill(args, how, url, credentials, runners):
-    """Kill the busiest runner under `credentials`' running programs:
-    {"told_s": [...], "reasons": {...}, "others_told": n, "rerun_first_output_s": [...]}."""
+async def one_kill(how, url, credentials, runners, timeout):
+    """Lose the busiest of `runners` (`how`: kill or freeze) under the
+    running programs of `credentials`' students: {"students_on_victim",
+    "told_s", "reasons", "words" (what its students read), "others_told",
+    "rerun_first_output_s", "rerun_errors", "saves_lost" (of the notes each
+    saved before, acknowledged)}."""
     from .run_phases import ides, log_in, save_everywhere
     async with contextlib.AsyncExitStack() as stack:
-        users = await log_in(url, credentials, stack, args.timeout)
+        users = await log_in(url, credentials, stack, timeout)
         await save_everywhere(users, "wait.py", WAITING)
         await save_everywhere(users, "again.py", AGAIN)
-        sockets = await ides(url, users, stack, args.timeout)
+        await asyncio.gather(*(save_file(user, "notes.txt", f"kept by {user.username}") for user in users))
+        sockets = await ides(url, users, stack, timeout)
         for sock in sockets:
             await sock.send(type="run", path="wait.py")
-        await asyncio.gather(*(sock.until("output", args.timeout) for sock in sockets))
+        await asyncio.gather(*(sock.until("output", timeout) for sock in sockets))
         victim = max(runners, key=lambda r: r.sandboxes())
-        had = victim.sandboxes()
-        killed = time.monotonic()
+        had = victim.sandboxes()  # one per running program: none is ready for a next run yet
+        lost_at = time.monotonic()
         os.kill(victim.proc.pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
-        waiting = {asyncio.ensure_future(sock.until("exit", args.timeout)): sock for sock in sockets}
-        told, reasons = {}, {}
+        waiting = {asyncio.ensure_future(sock.until("exit", timeout)): sock for sock in sockets}
+        told, reasons, words = {}, {}, set()
         while len(told) < had:
-            done, _ = await asyncio.wait(waiting, timeout=args.timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if not done:
-                raise Aborted(f"{had - len(told)} students on the killed runner were not told within {args.timeout} s")
+                raise Aborted(f"{had - len(told)} students on the lost runner were not told within {timeout} s")
             for task in done:
-                sock = waiting.pop(task)
-                told[sock] = time.monotonic() - killed
-                reason = task.result().get("reason")
-                reasons[reason] = reasons.get(reason, 0) + 1
+                told[waiting.pop(task)] = time.monotonic() - lost_at
+                said = task.result()
+                reasons[said.get("reason")] = reasons.get(said.get("reason"), 0) + 1
+                words.add(said.get("message"))
         await asyncio.sleep(QUIET_SECONDS)
         others_told = sum(task.done() for task in waiting)
-        for task in waiting:
+        for task, sock in waiting.items():
             task.cancel()
-        rerun = []
+            await sock.send(type="kill")
+        if how == "freeze":
+            os.kill(victim.proc.pid, signal.SIGKILL)
+        rerun, rerun_errors = [], 0
         for sock in told:
             started = time.monotonic()
             await sock.send(type="run", path="again.py")
-            await sock.until("output", args.timeout)
+            await sock.until("output", timeout)
             rerun.append(time.monotonic() - started)
-            await sock.until("exit", args.timeout)
-        if how == "freeze":
-            os.kill(victim.proc.pid, signal.SIGKILL)
+            rerun_errors += (await sock.until("exit", timeout)).get("reason") != "ok"
+        saves_lost = 0
+        for user in users:
+            resp, body = await user.request("GET", "/api/files/home/notes.txt")
+            saves_lost += resp.status != 200 or json.loads(body).get("content") != f"kept by {user.username}"
         return {"how": how, "students_on_victim": had, "told_s": sorted(told.values()), "reasons": reasons,
-                "others_told": others_told, "rerun_first_output_s": rerun}
+                "words": sorted(w for w in words if w), "others_told": others_told,
+                "rerun_first_output_s": rerun, "rerun_errors": rerun_errors, "saves_lost": saves_lost}
 
 
 def measure(args, deadline):
@@ -118,7 +131,7 @@ def measure(args, deadline):
                 with started_runners(args.runners, base, settings) as (remote, runners), \
                         fresh_server(admin_dsn, base, 1, credentials, "bench_runner_loss", **settings, **remote) \
                         as (server, logins):
-                    kills.append(run_async(one_kill(args, how, server.url, logins, runners), deadline))
+                    kills.append(run_async(one_kill(how, server.url, logins, runners, args.timeout), deadline))
     return kills
 
 
@@ -140,9 +153,11 @@ def report(info, kills):
                   f"p95 {ms(percentile(told, 0.95))} ms, max {ms(max(told) if told else None)} ms "
                   "(target: within 3000 ms)",
                   "  reasons: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())),
-                  f"  students on the other runners told anything: {sum(k['others_told'] for k in mine)} (target 0)",
+                  f"  students on the other runners told anything: {sum(k['others_told'] for k in mine)} (target 0); "
+                  f"acknowledged saves lost: {sum(k['saves_lost'] for k in mine)} (target 0)",
                   f"  Run again, to the first output (a new sandbox on a runner left): "
-                  f"p50 {ms(percentile(rerun, 0.5))} ms, max {ms(max(rerun) if rerun else None)} ms"]
+                  f"p50 {ms(percentile(rerun, 0.5))} ms, max {ms(max(rerun) if rerun else None)} ms, "
+                  f"{sum(k['rerun_errors'] for k in mine)} not ok"]
     lines.append(f"machine: {info['cpus']} CPUs, the load generator on the same machine")
     return "\n".join(lines)
 

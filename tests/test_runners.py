@@ -211,88 +211,37 @@ def children_runners(server):
             if p.cmdline()[1:3] == ["-m", "server.runner"]]
 
 
-WAITING = "print('waiting', flush=True)\nimport time\ntime.sleep(120)\n"
-
-
-async def kill_one_runner(server, students, runners, sig=signal.SIGKILL):
-    """Every student runs WAITING at once; once all print, the busiest
-    runner gets `sig` (SIGKILL; SIGSTOP: frozen, its sockets open and
-    silent, as a host cut off leaves them). Returns ({student: their exit},
-    for those it had; [students whose programs ran on])."""
-    from loadtest.run_client import RunClient
-    ides = [RunClient(server.url, client.http.cookies.get_dict()) for client in students]
-    try:
-        for ide in ides:
-            await ide.open()
-            await ide.send(type="run", path="wait.py")
-        for ide in ides:
-            await ide.until("output", TIMEOUT)
-        victim = max(runners, key=lambda r: r.sandboxes())
-        had = victim.sandboxes()  # one per running program: none is ready for a next run yet
-        os.kill(victim.proc.pid, sig)
-        waiting = {asyncio.ensure_future(ide.until("exit", TIMEOUT)): i for i, ide in enumerate(ides)}
-        lost = {}
-        while len(lost) < had:
-            done, _ = await asyncio.wait(waiting, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
-            assert done, f"{had - len(lost)} students on the killed runner were never told"
-            for task in done:
-                lost[waiting.pop(task)] = task.result()
-        await asyncio.sleep(1)  # nobody else is told anything
-        for task in [t for t in waiting if t.done()]:
-            lost[waiting.pop(task)] = task.result()
-        for task in waiting:
-            task.cancel()
-        survivors = sorted(waiting.values())
-        for i in survivors:
-            await ides[i].send(type="kill")
-        if sig != signal.SIGKILL:
-            os.kill(victim.proc.pid, signal.SIGKILL)
-        return lost, survivors
-    finally:
-        for ide in ides:
-            await ide.close()
+def lose_a_runner(start_server, runners, data_dir, students, how):
+    """Two runners; `students` students run a program that waits; the
+    busiest runner is lost (`how`: kill or freeze): what
+    loadtest.bench_runner_loss.one_kill saw."""
+    from loadtest.bench_runner_loss import one_kill
+    from loadtest.harness import students as make_students
+    storage = os.path.join(data_dir, "storage")
+    os.makedirs(storage, mode=0o755, exist_ok=True)
+    pair = runners("r1", storage), runners("r2", storage)
+    server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
+                          **{**LIMITS, "RUN_MAX_CONCURRENT": 40, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
+    credentials = make_students(server.env["DATABASE_URL"], students, prefix=how)
+    return server, asyncio.run(one_kill(how, server.url, credentials, pair, TIMEOUT))
 
 
 def test_a_runner_killed_under_twenty_running_students_loses_only_its_runs_and_no_save(start_server, runners,
                                                                                        data_dir):
     """Kill -9 one of two runners while 20 students' programs run: exactly
     its students are told, in words; the others run on; every save the
-    server acknowledged is still there; and every student runs again."""
-    from tests.runs_support import save
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    pair = runners("r1", storage), runners("r2", storage)
-    server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
-                          **{**LIMITS, "RUN_MAX_CONCURRENT": 40, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
-    students = [student(server, f"s{i:02d}") for i in range(20)]
-    for i, client in enumerate(students):
-        save(client, "wait.py", WAITING)
-        save(client, f"notes{i}.txt", f"kept {i}")
-    lost, survivors = asyncio.run(kill_one_runner(server, students, pair))
-    assert lost and survivors, (lost, survivors)
-    assert len(lost) + len(survivors) == 20
-    for said in lost.values():
-        assert said["reason"] == "runner_lost", said
-        assert said["message"].startswith("stopped: the computer running your program stopped"), said
-    for i, client in enumerate(students):
-        r = client.request("GET", f"/api/files/home/notes{i}.txt")
-        assert r.status_code == 200 and r.json()["content"] == f"kept {i}", r.text
-        exit_, rc = run(server, client, "print('again')\n")
-        assert exit_["reason"] == "ok" and "again" in rc.output(), exit_
+    server acknowledged is still there; and they all run again."""
+    _, lost = lose_a_runner(start_server, runners, data_dir, 20, "kill")
+    assert 0 < lost["students_on_victim"] < 20, lost
+    assert lost["reasons"] == {"runner_lost": lost["students_on_victim"]} and lost["others_told"] == 0, lost
+    assert lost["words"] == ["stopped: the computer running your program stopped. Press Run again"], lost
+    assert lost["saves_lost"] == 0 and lost["rerun_errors"] == 0, lost
 
 
 def test_a_runner_that_stops_answering_is_given_up_and_its_students_told(start_server, runners, data_dir):
     """A frozen runner (SIGSTOP: the kernel keeps its sockets open, nothing
     answers on them) is noticed by its silence, not by a closed socket."""
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    pair = runners("r1", storage), runners("r2", storage)
-    server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
-                          **{**LIMITS, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
-    from tests.runs_support import save
-    students = [student(server, f"f{i}") for i in range(4)]
-    for client in students:
-        save(client, "wait.py", WAITING)
-    lost, survivors = asyncio.run(kill_one_runner(server, students, pair, signal.SIGSTOP))
-    assert lost and all(said["reason"] == "runner_lost" for said in lost.values()), lost
+    server, lost = lose_a_runner(start_server, runners, data_dir, 4, "freeze")
+    assert lost["reasons"] == {"runner_lost": lost["students_on_victim"]} and lost["others_told"] == 0, lost
+    assert lost["saves_lost"] == 0 and lost["rerun_errors"] == 0, lost
     assert "said nothing for 2 s" in server.output()
