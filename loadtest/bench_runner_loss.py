@@ -27,10 +27,11 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 
 from .cli import Aborted, bounds, run_benchmark, say, server_root_option
 from .client import save_file
-from .recording import fmt
+from .recording import Recorder, fmt
 
 WAITING = "print('waiting', flush=True)\nimport time\ntime.sleep(600)\n"
 AGAIN = "print('again', flush=True)\n"
@@ -53,13 +54,6 @@ def parse_args(argv):
     if not args.how or set(args.how) - {"kill", "freeze"}:
         parser.error("--how takes kill, freeze or both, separated by a comma")
     return args
-
-
-def percentile(values, q):
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 async def one_kill(how, url, credentials, runners, timeout):
@@ -135,28 +129,33 @@ def measure(args, deadline):
     return kills
 
 
+def recorded(seconds):
+    """The latencies' p50/p95/max as every tool reports them (recording.Recorder)."""
+    recorder = Recorder()
+    for value in seconds:
+        recorder.success(value)
+    return recorder.summary()
+
+
 def report(info, kills):
-    ms = lambda v: fmt(None if v is None else v * 1000)  # noqa: E731
     lines = []
     for how in dict.fromkeys(k["how"] for k in kills):
         mine = [k for k in kills if k["how"] == how]
-        told = [t for k in mine for t in k["told_s"]]
-        rerun = [t for k in mine for t in k["rerun_first_output_s"]]
-        reasons = {}
+        told = recorded(t for k in mine for t in k["told_s"])
+        rerun = recorded(t for k in mine for t in k["rerun_first_output_s"])
+        reasons = Counter()
         for k in mine:
-            for reason, n in k["reasons"].items():
-                reasons[reason] = reasons.get(reason, 0) + n
+            reasons.update(k["reasons"])
         what = "killed (SIGKILL)" if how == "kill" else "frozen (SIGSTOP: its sockets open and silent)"
         lines += [f"{how}: {len(mine)} runner(s) {what} under running programs; students on it: "
                   + ", ".join(str(k["students_on_victim"]) for k in mine),
-                  f"  told the run ended, from then: p50 {ms(percentile(told, 0.5))} ms, "
-                  f"p95 {ms(percentile(told, 0.95))} ms, max {ms(max(told) if told else None)} ms "
-                  "(target: within 3000 ms)",
+                  f"  told the run ended, from then: p50 {fmt(told['p50_ms'])} ms, p95 {fmt(told['p95_ms'])} ms, "
+                  f"max {fmt(told['max_ms'])} ms (target: within 3000 ms)",
                   "  reasons: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())),
                   f"  students on the other runners told anything: {sum(k['others_told'] for k in mine)} (target 0); "
                   f"acknowledged saves lost: {sum(k['saves_lost'] for k in mine)} (target 0)",
                   f"  Run again, to the first output (a new sandbox on a runner left): "
-                  f"p50 {ms(percentile(rerun, 0.5))} ms, max {ms(max(rerun) if rerun else None)} ms, "
+                  f"p50 {fmt(rerun['p50_ms'])} ms, max {fmt(rerun['max_ms'])} ms, "
                   f"{sum(k['rerun_errors'] for k in mine)} not ok"]
     lines.append(f"machine: {info['cpus']} CPUs, the load generator on the same machine")
     return "\n".join(lines)

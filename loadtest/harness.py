@@ -54,6 +54,15 @@ class Stoppable:
 
     proc = None
 
+    def until_serving(self, serving, timeout):
+        """Whether `serving` (a threading.Event) was set within `timeout`; a
+        process that exits before its serving line is told at once, not at
+        the deadline."""
+        deadline = time.monotonic() + timeout
+        while not serving.wait(0.2) and self.proc.poll() is None and time.monotonic() < deadline:
+            pass
+        return serving.is_set()
+
     def stop(self, timeout=STOP_TIMEOUT):
         """SIGTERM and wait (then SIGKILL to it and its children); returns the exit code."""
         if self.proc and self.proc.poll() is None:
@@ -94,11 +103,7 @@ class ServerProcess(Stoppable):
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        # A server that exits before its serving line is told at once, not at the deadline.
-        while not self._serving.wait(0.2) and self.proc.poll() is None and time.monotonic() < deadline:
-            pass
-        if not self._serving.is_set() or self.proc.poll() is not None:
+        if not self.until_serving(self._serving, timeout) or self.proc.poll() is not None:
             self.stop()
             raise Aborted("the server did not start:\n" + self.output())
         return self
@@ -142,9 +147,6 @@ class ServerProcess(Stoppable):
         return Client(self.url)
 
 
-RUNNER_SERVING_RE = re.compile(r"runner (\S+) serving (ws://\S+)")
-
-
 class RunnerProcess(Stoppable):
     """`python -m server.runner` as a subprocess on 127.0.0.1 and a free
     port, with an environment of its own: its id and key (made from
@@ -167,6 +169,7 @@ class RunnerProcess(Stoppable):
         self.url = None
 
     def start(self, timeout=START_TIMEOUT):
+        from server.runs.sandbox.remote import SERVING
         self.proc = subprocess.Popen([sys.executable, "-m", "server.runner"], cwd=server_root(), env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
@@ -175,15 +178,12 @@ class RunnerProcess(Stoppable):
         def read():
             for line in self.proc.stdout:
                 self.lines.append(line)
-                m = RUNNER_SERVING_RE.search(line)
+                m = SERVING.match(line)
                 if m and not serving.is_set():
-                    self.url = m.group(2)
+                    self.url = m.group(1)
                     serving.set()
         threading.Thread(target=read, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not serving.wait(0.2) and self.proc.poll() is None and time.monotonic() < deadline:
-            pass
-        if not serving.is_set():
+        if not self.until_serving(serving, timeout):
             self.stop()
             raise Aborted(f"runner {self.id} did not start:\n" + "".join(self.lines))
         return self
