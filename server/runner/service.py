@@ -8,7 +8,7 @@ for this runner, expired, forged or seen before is refused with close code
 
     web -> runner   text   {"home", "uid", "settings"}  start the sandbox (once, first)
                     binary  bytes for the launcher's stdin (its frames)
-                    text   {"op": "ready" | "kill" | "release"}
+                    text   {"op": "ready" | "kill"}
     runner -> web   text   {"type": "prepared", "proof", "defences"} | {"type": "error", "message"}
                     binary  the launcher's stdout, as it comes (its frames)
                     text   {"type": "counts", "oom_kills", "cpu_seconds"}, sent before
@@ -90,7 +90,7 @@ class SandboxSocket(websocket.WebSocketHandler):
         self.sandbox_id = ""
         self.preparing: asyncio.Task[None] | None = None
         self.relay: asyncio.Task[None] | None = None
-        self.ops: asyncio.Queue[str] = asyncio.Queue(maxsize=8)  # ready/kill/release, in order
+        self.ops: asyncio.Queue[str] = asyncio.Queue(maxsize=8)  # ready/kill, in order
         self.worker: asyncio.Task[None] | None = None
         self.counts: tuple[int, float | None] | None = None
 
@@ -127,7 +127,7 @@ class SandboxSocket(websocket.WebSocketHandler):
             self.close(1003, "not a message")
         elif self.preparing is None:
             self.preparing = asyncio.ensure_future(self.start_sandbox(asked))
-        elif asked.get("op") in ("ready", "kill", "release"):
+        elif asked.get("op") in ("ready", "kill"):
             try:
                 self.ops.put_nowait(asked["op"])
             except asyncio.QueueFull:
@@ -194,8 +194,6 @@ class SandboxSocket(websocket.WebSocketHandler):
                 await self._send_counts(sandbox)
             elif op == "kill":
                 await sandbox.kill()
-            elif op == "release":
-                await sandbox.release()
 
     async def _end_sandbox(self) -> None:
         sandbox, self.sandbox = self.sandbox, None
@@ -205,9 +203,8 @@ class SandboxSocket(websocket.WebSocketHandler):
 
     def on_close(self) -> None:
         self.runner.sandboxes.discard(self)
-        for task in (self.worker,):
-            if task is not None:
-                task.cancel()
+        if self.worker is not None:
+            self.worker.cancel()
         asyncio.ensure_future(self._closed())
 
     async def _closed(self) -> None:

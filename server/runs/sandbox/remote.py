@@ -73,7 +73,7 @@ class ChildRunner:
         self.proc: asyncio.subprocess.Process | None = None
         self.url: str | None = None
         self.lock = asyncio.Lock()
-        self.output: asyncio.Task[None] | None = None
+        self.output: asyncio.Task[None] | None = None  # its log relay, held here: the loop keeps only a weak reference
 
     def environment(self) -> dict[str, str]:
         """The sandbox settings and the runner's own: nothing else of ours."""
