@@ -182,15 +182,28 @@ def remove_tree(path: str) -> None:
     parent, name = os.path.split(os.path.abspath(path))
     parent_fd = os.open(parent, DIR_FLAGS)
     try:
-        top = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
-        try:
-            for event, cur, entry, _ in Walk(top):
-                if event == LEAVE:
-                    os.rmdir(entry, dir_fd=cur)
-                elif event == FILE:
-                    os.unlink(entry, dir_fd=cur)
-        finally:
-            os.close(top)
-        os.rmdir(name, dir_fd=parent_fd)
+        remove_at(parent_fd, name)
     finally:
         os.close(parent_fd)
+
+
+def remove_at(dir_fd: int, name: str) -> None:
+    """Remove whatever `name` in `dir_fd` is (a folder with all below it,
+    as remove_tree); nothing there is nothing to do."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
+    top = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        for event, cur, entry, _ in Walk(top):
+            if event == LEAVE:
+                os.rmdir(entry, dir_fd=cur)
+            elif event == FILE:
+                os.unlink(entry, dir_fd=cur)
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=dir_fd)
