@@ -150,16 +150,16 @@ class ServerProcess(Stoppable):
 class RunnerProcess(Stoppable):
     """`python -m server.runner` as a subprocess on 127.0.0.1 and a free
     port, with an environment of its own: its id and key (made from
-    `secret` as the server makes it), the sandbox settings in `env`, its
-    DATA_DIR `folder` and the homes in `storage_root`; nothing of the
-    server's. Ready once it prints its serving line (`url`)."""
+    `secret` as the server makes it), the sandbox settings in `env` and its
+    DATA_DIR `folder` (its sandboxes' homes too); nothing of the server's.
+    Ready once it prints its serving line (`url`)."""
 
-    def __init__(self, runner_id, secret, storage_root, folder, env=None, log=None):
+    def __init__(self, runner_id, secret, folder, env=None, log=None):
         from server.runs.sandbox.tickets import runner_key
         self.id = runner_id
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNNER_ID": runner_id,
                     "RUNNER_KEY": runner_key(secret, runner_id).hex(), "RUNNER_HOST": "127.0.0.1",
-                    "RUNNER_PORT": "0", "SANDBOX": "local", "STORAGE_ROOT": storage_root, "DATA_DIR": folder,
+                    "RUNNER_PORT": "0", "SANDBOX": "local", "DATA_DIR": folder,
                     **{k: os.environ[k] for k in ("SANDBOX_UID_BASE", "SANDBOX_CPU", "SANDBOX_PYTHON", "PYTHONPATH",
                                                   "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
                        if k in os.environ},

@@ -285,15 +285,13 @@ async def sandbox_session(args, url, credentials, server_pids=()):
 
 @contextlib.contextmanager
 def runners(count, base, settings):
-    """`count` runners (python -m server.runner, local sandboxes) on a
-    storage folder of their own in `base`: yields the server's settings
-    that send its programs there, and the RunnerProcesses. None for 0: the
+    """`count` runners (python -m server.runner, local sandboxes), each
+    with a folder of its own in `base`: yields the server's settings that
+    send its programs there, and the RunnerProcesses. None for 0: the
     server's workers start a child runner each (SANDBOX=remote alone)."""
     if not count:
         yield {}, []
         return
-    storage = tempfile.mkdtemp(prefix="storage-", dir=base)
-    os.chmod(storage, 0o755)
     secret = secrets.token_urlsafe(32)
     sandbox = {k: v for k, v in settings.items() if k.startswith(("RUN_", "SANDBOX_"))}
     with contextlib.ExitStack() as stack:
@@ -301,10 +299,10 @@ def runners(count, base, settings):
         for i in range(count):
             folder = tempfile.mkdtemp(prefix=f"runner-{i + 1}-", dir=base)
             os.chmod(folder, 0o755)
-            runner = RunnerProcess(f"r{i + 1}", secret, storage, folder, sandbox, log=tail())
+            runner = RunnerProcess(f"r{i + 1}", secret, folder, sandbox, log=tail())
             stack.callback(runner.stop)
             started.append(runner.start())
-        yield ({"STORAGE_ROOT": storage, "RUNNER_SECRET": secret,
+        yield ({"RUNNER_SECRET": secret,
                 "RUNNERS": " ".join(f"{r.id}={r.url}" for r in started)}, started)
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.runs.disk_guard import GroupWrites
 from server.runs.protocol import frame
-from server.runs.sandbox import Exit, SandboxKind, StartedSandbox
+from server.runs.sandbox import Exit, HomeCopy, SandboxKind, StartedSandbox
 
 PROMPT_MARK = b"\x1b]7011;prompt\x07"
 INPUT_MARK = b"\x1b]7011;input\x07"
@@ -95,6 +95,7 @@ class ScriptedSandbox:
         self.live = live
         self.counts: tuple[int, float | None] | None = None
         self.writes: GroupWrites | None = None
+        self.copy: HomeCopy | None = None
         self._incoming = b""  # the server's frames, not yet whole
         self._typed = b""  # stdin for the program, bounded by INPUT_BUFFER
         self._news = asyncio.Event()  # a frame came (typed input, an interrupt, go)

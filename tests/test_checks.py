@@ -127,6 +127,7 @@ def results_by_id(attempt):
     return {r["id"]: r for r in attempt["results"]}
 
 
+@pytest.mark.parametrize("room", ["local", "remote"], indirect=True)  # remote: a check's scratch homes on a runner
 def test_a_wrong_program_fails_in_words_and_a_right_one_passes(room):
     server, number, teacher, (ann, *_) = room
     etag = submit(ann, number, WRONG)

@@ -373,6 +373,10 @@ def test_compose_runs_programs_on_two_runners_and_keeps_the_secrets_on_an_unpriv
         assert not {"COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD"} & set(env), env
         assert list(runner["networks"]) == ["runners"] and networks["runners"]["internal"] is True
         assert "/var/run/docker.sock:/var/run/docker.sock" in " ".join(map(str, runner["volumes"]))
+        # Not the storage: a folder of its own, at the same path inside and out (the host's engine mounts it).
+        assert "STORAGE_ROOT" not in env and server["environment"]["STORAGE_ROOT"] not in str(runner["volumes"])
+        own = env["DATA_DIR"]
+        assert f"{own}:{own}:rw" in [str(v) for v in runner["volumes"]], runner["volumes"]
         for setting, value in env.items():
             if not setting.startswith("RUNNER_"):
                 config.BY_NAME[setting].parse(str(value))

@@ -18,7 +18,7 @@ from tornado import httpclient, websocket
 
 from loadtest.harness import RunnerProcess
 from server.runs.sandbox.tickets import issue, runner_key
-from tests.runs_support import LIMITS, run, student
+from tests.runs_support import LIMITS, run, save, student
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "a-runner-secret-for-the-tests-" + "x" * 16
@@ -31,14 +31,15 @@ if os.geteuid() != 0:
 
 @pytest.fixture
 def runners(data_dir):
-    """start(id, storage_root, **env) -> a running RunnerProcess, its DATA_DIR
-    (its font cache, which students' uids read) in the test's data_dir."""
+    """start(id, **env) -> a running RunnerProcess, its DATA_DIR (its font
+    cache and its sandboxes' homes, which students' uids reach) in the
+    test's data_dir."""
     started = []
 
-    def start(runner_id, storage_root, **env):
+    def start(runner_id, **env):
         folder = os.path.join(data_dir, "runner-" + runner_id)
         os.makedirs(folder, mode=0o755)
-        started.append(RunnerProcess(runner_id, SECRET, storage_root, folder, {**LIMITS, **env}).start())
+        started.append(RunnerProcess(runner_id, SECRET, folder, {**LIMITS, **env}).start())
         return started[-1]
 
     yield start
@@ -49,11 +50,8 @@ def runners(data_dir):
 
 @pytest.fixture
 def remote_server(start_server, runners, data_dir):
-    """A server whose students' programs run on runner r1 (started after
-    the server, which makes the storage the runner walks into)."""
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    runner = runners("r1", storage)
+    """A server whose students' programs run on runner r1."""
+    runner = runners("r1")
     server = start_server(SANDBOX="remote", RUNNERS=f"r1={runner.url}", RUNNER_SECRET=SECRET, **LIMITS)
     server.runner = runner
     return server
@@ -81,21 +79,19 @@ def test_the_runner_holds_no_secret_and_refuses_to_start_with_one(remote_server,
     assert held.returncode == 2 and "must not hold DATABASE_URL" in held.stderr
 
 
-async def knock(url, ticket, home="."):
+async def knock(url, ticket, uid=None, settings=None):
     """Open a sandbox socket on a runner with `ticket` and ask for a sandbox
-    of `home`: (close code, first message)."""
+    for `uid`: (close code, first message)."""
     headers = {"Authorization": "Ticket " + ticket} if ticket is not None else {}
     request = httpclient.HTTPRequest(url + "/sandbox", headers=headers, connect_timeout=10, request_timeout=10)
     ws = await websocket.websocket_connect(request)
-    await ws.write_message(json.dumps({"home": home, "uid": None, "settings": {}}))
+    await ws.write_message(json.dumps({"uid": uid, "settings": {} if settings is None else settings}))
     message = await asyncio.wait_for(ws.read_message(), TIMEOUT)
     return ws.close_code, message
 
 
 def test_a_runner_refuses_forged_foreign_expired_and_replayed_tickets_and_says_so(runners, data_dir):
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    runner = runners("r1", storage)
+    runner = runners("r1")
     mine = runner_key(SECRET, "r1")
     forged, _ = issue(runner_key("another-secret-of-at-least-32-characters", "r1"), "r1")
     foreign, _ = issue(mine, "r2")  # signed with r1's key but naming r2: not for r1
@@ -149,9 +145,7 @@ class Impostor:
 
 def test_an_address_that_answers_in_a_runners_place_is_refused_and_the_run_goes_to_the_real_one(
         start_server, runners, data_dir):
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    real = runners("r2", storage)
+    real = runners("r2")
     impostor = Impostor()
     try:
         # r1 comes first (the least busy, then by name): the impostor is asked first.
@@ -166,16 +160,128 @@ def test_an_address_that_answers_in_a_runners_place_is_refused_and_the_run_goes_
     assert "runner r1 at ws://127.0.0.1" in server.output() and "without its key's proof: refused" in server.output()
 
 
-def test_a_runner_starts_no_sandbox_outside_the_storage_whatever_path_it_is_given(runners, data_dir):
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(os.path.join(storage, "ada"), mode=0o755)
-    os.symlink("/etc", os.path.join(storage, "out"))
-    runner = runners("r1", storage)
+def test_a_runner_refuses_a_sandbox_asked_for_with_what_makes_no_sense(runners):
+    runner = runners("r1")
     key = runner_key(SECRET, "r1")
-    for home in ("..", "../..", "/etc", "ada/../..", "out", "out/ssl", "ada\x00", "", 7, None, ["ada"]):
-        code, message = asyncio.run(knock(runner.url, issue(key, "r1")[0], home))
+    for uid, settings in ((0, {}), (-5, {}), ("1000", {}), (True, {}), (None, []), (None, "x")):
+        code, message = asyncio.run(knock(runner.url, issue(key, "r1")[0], uid, settings))
         said = json.loads(message)
-        assert said["type"] == "error" and said["message"] in ("a home is a path inside the storage", "no such home"), home
+        assert said == {"type": "error", "message": "a sandbox is asked for with a uid and settings"}, (uid, settings)
+
+
+def test_a_runner_works_on_a_copy_of_the_home_kept_in_step_both_ways(remote_server):
+    """The runner never reaches the storage: the program runs on a copy of
+    ada's home that the server keeps in step, both ways."""
+    client = student(remote_server, "ada")
+    save(client, "data.txt", "one")
+    save(client, "old.txt", "to be deleted")
+    code = ("import os\nprint('read', open('data.txt').read())\n"
+            "os.makedirs('out', exist_ok=True)\nopen('out/made.txt', 'w').write('made from ' + open('data.txt').read())\n"
+            "os.remove('old.txt') if os.path.exists('old.txt') else None\n")
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok" and "read one" in rc.output(), exit_
+    r = client.request("GET", "/api/files/home/out/made.txt")
+    assert r.status_code == 200 and r.json()["content"] == "made from one", r.text
+    assert client.request("GET", "/api/files/home/old.txt").status_code == 404
+    trash = client.request("GET", "/api/trash/home")
+    assert trash.status_code == 200 and "old.txt" in trash.text, trash.text  # a program's delete goes to the trash, as the student's would
+
+    save(client, "data.txt", "two")  # saved between runs: the copy has it at the next run
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok" and "read two" in rc.output(), (exit_, rc.output())
+    assert client.request("GET", "/api/files/home/out/made.txt").json()["content"] == "made from two"
+    versions = client.request("GET", "/api/history/home/out/made.txt").json()["versions"]
+    assert len(versions) == 1, versions  # what the first run wrote is kept as a version, as a save's would be
+
+    # No runner setting names the storage, and a runner refuses to be given it.
+    environ = open(f"/proc/{remote_server.runner.proc.pid}/environ", "rb").read().split(b"\0")
+    assert not any(item.startswith(b"STORAGE_ROOT=") for item in environ)
+    held = subprocess.run([sys.executable, "-m", "server.runner"], cwd=ROOT, capture_output=True, text=True,
+                          env={**remote_server.runner.env, "STORAGE_ROOT": remote_server.env["DATA_DIR"]},
+                          timeout=TIMEOUT)
+    assert held.returncode == 2 and "must not hold STORAGE_ROOT" in held.stderr
+
+
+def test_a_file_saved_while_the_program_ran_is_kept_and_the_student_told(remote_server):
+    client = student(remote_server, "ada")
+    save(client, "notes.txt", "first")
+
+    async def go():
+        from loadtest.run_client import RunClient
+        save(client, "main.py", "open('notes.txt', 'w').write('the program')\ninput('go on? ')\n")
+        async with RunClient(remote_server.url, client.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="main.py")
+            await rc.until("output", TIMEOUT)
+            etag = client.request("GET", "/api/files/home/notes.txt").json()["etag"]
+            r = client.request("PUT", "/api/files/home/notes.txt", data=b"the student's", headers={"If-Match": etag})
+            assert r.status_code == 200, r.text
+            await rc.send(type="stdin", data="\r")
+            exit_ = await rc.until("exit", TIMEOUT)
+            notice = await rc.until("notice", TIMEOUT)
+            return exit_, notice
+    exit_, notice = asyncio.run(go())
+    assert exit_["reason"] == "ok", exit_
+    assert notice["message"] == ("Your program changed 'notes.txt', but it was also saved while the program ran: "
+                                 "the saved version is kept."), notice
+    assert client.request("GET", "/api/files/home/notes.txt").json()["content"] == "the student's"
+    exit_, rc = run(remote_server, client, "print(open('notes.txt').read())\n")
+    assert "the student's" in rc.output(), rc.output()  # and the copy has the kept version again
+
+
+def test_a_program_reaches_no_other_home_on_a_runner(remote_server):
+    bob = student(remote_server, "bob")
+    save(bob, "secret.txt", "bob's secret 4711")
+    exit_, _ = run(remote_server, bob, "print('bob ran')\n")
+    assert exit_["reason"] == "ok"
+    ada = student(remote_server, "ada")
+    storage = os.path.join(remote_server.env["DATA_DIR"], "storage")
+    code = ("import os\nfound = []\n"
+            f"for top in ('..', '../..', '/tmp', '/home', '/root', '/srv', '/mnt', '/var', '/data', {storage!r},\n"
+            f"            {remote_server.runner.env['DATA_DIR']!r}, {remote_server.env['DATA_DIR']!r}):\n"
+            "    for folder, dirs, files in os.walk(os.path.abspath(top)):\n"
+            "        if folder.startswith(('/proc', '/sys', '/dev', '/usr', '/etc')):\n"
+            "            dirs[:] = []\n"
+            "            continue\n"
+            "        for name in files:\n"
+            "            if not os.path.isfile(os.path.join(folder, name)):\n"
+            "                continue\n"
+            "            try:\n"
+            "                found.append(open(os.path.join(folder, name), errors='replace').read(200))\n"
+            "            except OSError:\n"
+            "                pass\n"
+            "print('looked', len(found), any('4711' in text for text in found))\n")
+    exit_, rc = run(remote_server, ada, code)
+    assert exit_["reason"] == "ok" and "looked" in rc.output() and "True" not in rc.output(), rc.output()
+
+
+def test_what_a_program_leaves_in_its_copy_cannot_turn_the_runners_writes(remote_server, tmp_path):
+    """Between runs a program's copy holds what it made: a link where a
+    file goes, a FIFO, a file where a folder goes, folders 2,000 deep. The
+    runner replaces what is in the way of what it is sent, reads back
+    only regular files, and never writes through a link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched")
+    os.chmod(tmp_path, 0o755)
+    client = student(remote_server, "ada")
+    save(client, "data.txt", "one")
+    save(client, "sub/inner.txt", "inner")
+    code = ("import os\n"
+            f"os.remove('data.txt'); os.symlink({str(victim)!r}, 'data.txt')\n"
+            "os.mkfifo('pipe.txt')\n"
+            "import shutil; shutil.rmtree('sub'); open('sub', 'w').write('a file now')\n"
+            "os.chdir(os.getcwd())\n"
+            "for _ in range(2000):\n"
+            "    os.mkdir('d'); os.chdir('d')\n"
+            "print('planted', flush=True)\n")
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok" and "planted" in rc.output(), (exit_, rc.output())
+    save(client, "data.txt", "two")
+    save(client, "pipe.txt", "a file")
+    save(client, "sub/inner.txt", "inner again")
+    exit_, rc = run(remote_server, client, "import os\nprint(open('data.txt').read(), open('pipe.txt').read(), "
+                                           "open('sub/inner.txt').read(), os.path.islink('data.txt'))\n")
+    assert exit_["reason"] == "ok" and "two a file inner again False" in rc.output(), (exit_, rc.output())
+    assert victim.read_text() == "untouched"
 
 
 def test_with_no_runners_named_each_worker_runs_its_programs_on_a_child_runner_it_starts_again(start_server):
@@ -217,9 +323,7 @@ def lose_a_runner(start_server, runners, data_dir, students, how):
     loadtest.bench_runner_loss.one_kill saw."""
     from loadtest.bench_runner_loss import one_kill
     from loadtest.harness import students as make_students
-    storage = os.path.join(data_dir, "storage")
-    os.makedirs(storage, mode=0o755, exist_ok=True)
-    pair = runners("r1", storage), runners("r2", storage)
+    pair = runners("r1"), runners("r2")
     server = start_server(SANDBOX="remote", RUNNERS=" ".join(f"{r.id}={r.url}" for r in pair), RUNNER_SECRET=SECRET,
                           **{**LIMITS, "RUN_MAX_CONCURRENT": 40, "RUN_WALL_SECONDS": 300, "RUN_IDLE_SECONDS": 300})
     credentials = make_students(server.env["DATABASE_URL"], students, prefix=how)

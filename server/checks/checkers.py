@@ -3,7 +3,8 @@ student's program: the checks and the values a student's code returned
 meet only here, out of that code's reach.
 
 A checker sandbox is a sandbox of the worker's kind whose home is a
-scratch folder of its own (DATA_DIR/sandbox/checkers/<n>, 0700), holding
+scratch folder of its own (DATA_DIR/sandbox/checkers/<n>, 0700; on a
+runner, a folder there: `fill` replaces what it holds), holding
 only what an attempt puts there (the teacher's tests) and run as CHECKER_UID
 (the uid of user id 0, which no account has; the server's own where it is
 not root). After each attempt its folder is emptied; a sandbox that may
@@ -22,6 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from ..accounts.uids import run_uid
+from ..files.history import etag_of
+from ..runs.shipping import as_pieces
+from ..runs.sandbox import SandboxError
 from ..runs.scratch import make_folder, remove_folder
 from ..runs.starts import Sandboxed, Starts, discard, ready
 
@@ -55,13 +59,22 @@ class CheckerSandboxes:
             await self._drop(checker)
         return await self._new()
 
-    def write(self, checker: Checker, files: dict[str, bytes]) -> None:
-        """Put `files` (name -> bytes, names without folders) into its home,
-        theirs to read. Blocking: call it in a thread."""
-        for name, data in files.items():
+    async def fill(self, checker: Checker, files: dict[str, bytes]) -> None:
+        """Put `files` (name -> bytes, names without folders) into its
+        home, theirs to read: the folder, or a runner's copy of it."""
+        for name in files:
             if os.sep in name or name in ("", ".", ".."):
                 raise ValueError(f"not a plain file name: {name!r}")
-            path = os.path.join(checker.home, name)
+        copy = checker.sandboxed.sandbox.copy
+        if copy is None:
+            await asyncio.get_running_loop().run_in_executor(None, self._write, checker.home, files)
+            return
+        await copy.put([piece for name, data in files.items() for piece in as_pieces(name, data, etag_of(data))],
+                       [], clear=True)
+
+    def _write(self, home: str, files: dict[str, bytes]) -> None:
+        for name, data in files.items():
+            path = os.path.join(home, name)
             with open(path, "xb") as f:
                 f.write(data)
             if self.uid is not None:
@@ -116,7 +129,11 @@ class CheckerPlace:
         if checker is None:
             return None
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.checkers.write, checker, self.files)
+            await self.checkers.fill(checker, self.files)
+        except SandboxError as e:  # its runner is lost
+            log.warning("could not fill a checker sandbox: %s", e)
+            await self.checkers.give_back(checker, False)
+            return None
         except BaseException:
             await self.checkers.give_back(checker, False)
             raise

@@ -10,10 +10,10 @@ Its settings, from the environment:
     RUNNER_PARENT  (a server's child runner) the pid it stops with
 
 and the server's own sandbox settings (SANDBOX, SANDBOX_PYTHON, RUN_*,
-SANDBOX_UID_BASE, DATA_DIR for its font cache, STORAGE_ROOT for the homes).
-It refuses to start with COOKIE_SECRET, DATABASE_URL or RUNNER_SECRET in
-its environment: a runner that holds them would hand them to the first
-sandbox escape.
+SANDBOX_UID_BASE, DATA_DIR for its font cache and its sandboxes' homes, in
+DATA_DIR/homes). It refuses to start with COOKIE_SECRET, DATABASE_URL,
+RUNNER_SECRET or STORAGE_ROOT in its environment: a runner that holds
+them would hand them to the first sandbox escape.
 """
 import argparse
 import asyncio
@@ -34,7 +34,7 @@ from ..runs.sandbox.tickets import runner_key
 from .service import Runner
 
 log = logging.getLogger("server.runner")
-FORBIDDEN = ("COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD", "AWS_ACCESS_KEY_ID",
+FORBIDDEN = ("COOKIE_SECRET", "DATABASE_URL", "RUNNER_SECRET", "ADMIN_PASSWORD", "STORAGE_ROOT", "AWS_ACCESS_KEY_ID",
              "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
 
 
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     held = [name for name in FORBIDDEN if os.environ.get(name)]
     if held:
         print(f"A runner must not hold {', '.join(held)}: unset them in its environment. It needs only "
-              "RUNNER_ID, RUNNER_KEY and the sandbox settings.", file=sys.stderr)
+              "RUNNER_ID, RUNNER_KEY, DATA_DIR and the sandbox settings.", file=sys.stderr)
         return 2
     runner_id, key_hex = os.environ.get("RUNNER_ID", ""), os.environ.get("RUNNER_KEY", "")
     try:
@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cfg = config.load(os.environ)
-        os.makedirs(cfg.DATA_DIR, exist_ok=True)
+        # Its sandboxes' homes are its own (service.py); the storage is the web tier's.
+        cfg = cfg.but(STORAGE_ROOT=os.path.join(cfg.DATA_DIR, "homes"))
+        os.makedirs(cfg.STORAGE_ROOT, mode=0o711, exist_ok=True)
         cfg = cfg.but(SANDBOX=sandbox.resolve(cfg))
     except (config.ConfigError, SandboxError, OSError) as e:
         print(f"The runner cannot start: {e}", file=sys.stderr)
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 async def serve(cfg: config.Config, runner_id: str, key: bytes) -> int:
     kind = sandbox.create(cfg)
     runner = Runner(cfg, kind, runner_id, key)
+    await asyncio.get_running_loop().run_in_executor(None, runner.remove_leftovers)
     sockets = bind_sockets(int(os.environ.get("RUNNER_PORT", "0")), os.environ.get("RUNNER_HOST", "127.0.0.1"))
     http = HTTPServer(runner.app())
     http.add_sockets(sockets)

@@ -6,9 +6,16 @@ One WebSocket (/sandbox) per sandbox. The web tier opens it with a ticket
 for this runner, expired, forged or seen before is refused with close code
 4401 and logged. Then, on the socket:
 
-    web -> runner   text   {"home", "uid", "settings"}  start the sandbox (once, first)
+    web -> runner   text   {"uid", "settings"}  start the sandbox (once, first)
                     binary  bytes for the launcher's stdin (its frames)
                     text   {"op": "ready" | "kill"}
+                    text   {"op": "put", "files": [{"path", "data" (base64), "at", "etag"}], "deleted": [path],
+                            "clear"}: write into (delete from; empty first) the sandbox's home;
+                            answered {"type": "put"[, "error"]}
+                    text   {"op": "collect", "room", "max_file"}: what the last run changed in the home,
+                            answered with {"type": "file", "path", "data", "at"[, "etag": on its last piece]}
+                            for each file written, then {"type": "collected", "skipped": [[path, why]],
+                            "deleted": [path], "partial"}
     runner -> web   text   {"type": "prepared", "proof", "defences"} | {"type": "error", "message"}
                     binary  the launcher's stdout, as it comes (its frames)
                     text   {"type": "counts", "oom_kills", "cpu_seconds"}, sent before
@@ -16,12 +23,17 @@ for this runner, expired, forged or seen before is refused with close code
                     text   {"type": "exit", "code", "signal", "oom_killed"}: the kernel's exit,
                             after the last output
 
-A sandbox lives as long as its socket: a socket that closes, for any
-reason, kills it. The runner holds no secret but its own key: no cookie
-secret, no database address, no cloud credentials (the web tier starts a
-child runner with an environment of its own).
+A sandbox's home is a private folder of the runner's (homes.py), which
+holds what the web tier put there and nothing else: a runner never
+reaches the storage. A sandbox lives as long as its socket: a socket that
+closes, for any reason, kills it and removes its home. The runner holds
+no secret but its own key: no cookie secret, no database address, no
+cloud credentials (the web tier starts a child runner with an environment
+of its own).
 """
 import asyncio
+import base64
+import binascii
 import json
 import logging
 import os
@@ -31,12 +43,17 @@ from tornado import web, websocket
 
 from ..config import Config
 from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
+from ..errors import Refused as Declined
+from ..runs.cgroups import tag_alive, worker_tag
 from ..runs.sandbox.tickets import Refused, Tickets, proof
+from ..runs.scratch import make_folder, remove_folder
+from .homes import HomeCopy
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 4 << 20  # a `go` frame carries the program's code and the attempt's checks
 CHUNK = 64 << 10  # launcher output relayed at a time
+PIECE = 1 << 20  # of a file read back, per message
 REFUSED = 4401
 PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
 
@@ -58,18 +75,22 @@ class Runner:
                                websocket_max_message_size=MAX_MESSAGE, websocket_ping_interval=2,
                                websocket_ping_timeout=2)
 
-    def home_of(self, asked: Any) -> str:
-        """The folder a sandbox may write: a home under STORAGE_ROOT, by its
-        path there (no way out of it, no symbolic link on the way)."""
-        root = os.path.realpath(self.cfg.STORAGE_ROOT)
-        if not isinstance(asked, str) or not asked or asked.startswith("/") or "\x00" in asked:
-            raise SandboxError("a home is a path inside the storage")
-        home = os.path.join(root, asked)
-        if os.path.realpath(home) != os.path.normpath(home) or not os.path.normpath(home).startswith(root + os.sep):
-            raise SandboxError("a home is a path inside the storage")
-        if not os.path.isdir(home):
-            raise SandboxError("no such home")
-        return home
+    def homes(self) -> str:
+        """Where its sandboxes' homes are: its own, never the storage
+        (__main__ points STORAGE_ROOT there)."""
+        return self.cfg.STORAGE_ROOT
+
+    def remove_leftovers(self) -> int:
+        """The homes of runners that are gone (kill -9, a crash) go:
+        how many. Blocking: call it before serving."""
+        try:
+            names = os.listdir(self.homes())
+        except FileNotFoundError:
+            return 0
+        gone = [name for name in names if not tag_alive(name.split(".", 1)[0])]
+        for name in gone:
+            remove_folder(os.path.join(self.homes(), name))
+        return len(gone)
 
 
 class Health(web.RequestHandler):
@@ -90,9 +111,10 @@ class SandboxSocket(websocket.WebSocketHandler):
         self.sandbox_id = ""
         self.preparing: asyncio.Task[None] | None = None
         self.relay: asyncio.Task[None] | None = None
-        self.ops: asyncio.Queue[str] = asyncio.Queue(maxsize=8)  # ready/kill, in order
+        self.ops: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=8)  # in order
         self.worker: asyncio.Task[None] | None = None
         self.counts: tuple[int, float | None] | None = None
+        self.home: HomeCopy | None = None
 
     def check_origin(self, origin: str) -> bool:
         return False  # no browser has any business here; the web tier sends no Origin
@@ -127,22 +149,24 @@ class SandboxSocket(websocket.WebSocketHandler):
             self.close(1003, "not a message")
         elif self.preparing is None:
             self.preparing = asyncio.ensure_future(self.start_sandbox(asked))
-        elif asked.get("op") in ("ready", "kill"):
+        elif asked.get("op") in ("ready", "kill", "put", "collect"):
             try:
-                self.ops.put_nowait(asked["op"])
+                self.ops.put_nowait(asked)
             except asyncio.QueueFull:
                 self.close(1008, "too many requests at once")
         else:
             self.close(1003, "not a message")
 
     async def start_sandbox(self, asked: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            home = self.runner.home_of(asked.get("home"))
             uid, settings = asked.get("uid"), asked.get("settings")
             if not (uid is None or (isinstance(uid, int) and not isinstance(uid, bool) and uid > 0)) \
                     or not isinstance(settings, dict):
                 raise SandboxError("a sandbox is asked for with a uid and settings")
-            self.sandbox = await asyncio.wait_for(self.runner.kind.prepare(home, uid, settings), PREPARE_TIMEOUT)
+            folder = await loop.run_in_executor(None, make_folder, self.runner.homes(), worker_tag() + ".", uid)
+            self.home = HomeCopy(folder, uid)
+            self.sandbox = await asyncio.wait_for(self.runner.kind.prepare(folder, uid, settings), PREPARE_TIMEOUT)
         except (SandboxError, OSError, asyncio.TimeoutError) as e:
             log.warning("sandbox %s did not start: %s", self.sandbox_id, e)
             await self._send({"type": "error", "message": str(e) or "the sandbox did not start"})
@@ -188,18 +212,72 @@ class SandboxSocket(websocket.WebSocketHandler):
 
     async def _ops(self, sandbox: StartedSandbox) -> None:
         while True:
-            op = await self.ops.get()
-            if op == "ready":
+            asked = await self.ops.get()
+            if asked["op"] == "ready":
                 await sandbox.on_ready()
                 await self._send_counts(sandbox)
-            elif op == "kill":
+            elif asked["op"] == "kill":
                 await sandbox.kill()
+            elif asked["op"] == "put":
+                await self._put(asked)
+            else:
+                await self._collect(asked)
+
+    async def _put(self, asked: dict[str, Any]) -> None:
+        """Files into the home (between runs: the launcher waits for `go`)."""
+        assert self.home is not None  # (made before the sandbox)
+        loop, home = asyncio.get_running_loop(), self.home
+        try:
+            files, deleted = asked.get("files", []), asked.get("deleted", [])
+            if not isinstance(files, list) or not isinstance(deleted, list):
+                raise ValueError("files and deleted are lists")
+            if asked.get("clear") is True:
+                await loop.run_in_executor(None, home.clear)
+            for path in deleted:
+                await loop.run_in_executor(None, home.delete, path)
+            for piece in files:
+                at, etag = piece["at"], piece.get("etag")
+                if not isinstance(at, int) or isinstance(at, bool) or at < 0 \
+                        or not (etag is None or isinstance(etag, str)):
+                    raise ValueError("a piece is at an offset, with the file's etag or none")
+                data = base64.b64decode(piece["data"], validate=True)
+                await loop.run_in_executor(None, home.put, piece["path"], data, at, etag)
+        except (ValueError, TypeError, KeyError, binascii.Error, OSError, Declined) as e:
+            log.warning("sandbox %s: a put refused: %s", self.sandbox_id, e)
+            await self._send({"type": "put", "error": str(e)})
+            return
+        await self._send({"type": "put"})
+
+    async def _collect(self, asked: dict[str, Any]) -> None:
+        """What the run changed in the home, read back a piece at a time."""
+        assert self.home is not None  # (made before the sandbox)
+        loop, home = asyncio.get_running_loop(), self.home
+        room, max_file = asked.get("room"), asked.get("max_file")
+        if not isinstance(room, int) or not isinstance(max_file, int):
+            self.close(1003, "not a message")
+            return
+        changes = await loop.run_in_executor(None, home.changes, room, max_file)
+        for path, etag in changes.written:
+            data = await loop.run_in_executor(None, home.read, path, etag, max_file)
+            if data is None:  # (nothing of the program runs now: a file read back does not change)
+                changes.skipped.append((path, "changed"))
+                continue
+            for at in range(0, max(len(data), 1), PIECE):
+                piece = data[at:at + PIECE]
+                last = at + PIECE >= len(data)
+                await self._send({"type": "file", "path": path, "data": base64.b64encode(piece).decode(), "at": at,
+                                  **({"etag": etag} if last else {})})
+        await self._send({"type": "collected", "skipped": changes.skipped, "deleted": changes.deleted,
+                          "partial": changes.partial})
 
     async def _end_sandbox(self) -> None:
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None:
             await sandbox.kill()
             await sandbox.release()
+        home, self.home = self.home, None
+        if home is not None:
+            await asyncio.get_running_loop().run_in_executor(None, remove_folder, home.folder)
 
     def on_close(self) -> None:
         self.runner.sandboxes.discard(self)

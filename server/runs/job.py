@@ -14,7 +14,9 @@ back in one place (`_end`), whichever state it ends in:
                hosts), and a ready sandbox taken (warm.py)
     ready      it waits for a place among the host's running programs
                (admission.py), telling the sink its position
-    running    the program runs (run.py)
+    running    the program runs (run.py); a sandbox elsewhere (a runner's) is sent the home's
+               changed files first, and what the program changed there is kept after it
+               (shipping.py)
     ending     the sandbox goes back (to serve the student's next run, or
                killed as a whole), the place and the lock are given back
     ended      only then does the last message go out, so a run asked for
@@ -39,14 +41,14 @@ from ..config import Config
 from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
-from . import runlock
+from . import runlock, shipping
 from .admission import Admission, Notify, QueueFull
 from .debugging import DebugSession
 from .disk_guard import DiskGuard
 from .events import RunEvents, run_error
 from .run import Run
 from .spec import Mode, RunSpec
-from .sandbox import StartedSandbox
+from .sandbox import HomeCopy, SandboxError, StartedSandbox
 from .starts import Sandboxed
 from .warm import WarmSandboxes
 
@@ -248,6 +250,7 @@ class Job:
         self.session_ended = False  # refused because the asker's session had ended
         self.done = asyncio.Event()  # its last message is out
         self.task: asyncio.Future[None] | None = None  # its life, once started (Jobs.start): done with it
+        self.not_kept: list[str] = []  # sentences on what the program wrote elsewhere that was not kept
 
     @property
     def events(self) -> RunEvents:
@@ -281,6 +284,8 @@ class Job:
             self._tee(ended)
         if message:
             await self.sink.send(message)
+        for sentence in self.not_kept:
+            await self._notice(sentence)
         if self.run is not None and self.sandboxes.holds_home:
             # It may have written, made, renamed or deleted files: the open IDEs look again.
             if jobs.files.changes is not None:
@@ -348,6 +353,14 @@ class Job:
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
+        if home and sandbox.copy is not None:  # it runs elsewhere, on a copy of the home
+            try:
+                await shipping.send(jobs.files, user["username"], sandbox.copy, jobs.cfg.MAX_FILE_BYTES)
+            except SandboxError as e:
+                log.warning("could not send %s's files to their sandbox: %s", user["username"], e)
+                sandboxed, self.sandboxed = self.sandboxed, None
+                await self.sandboxes.give_back(user, sandboxed, ran=True, reusable=False)  # it goes
+                return SANDBOX_FAILED
         self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if home else None,
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
@@ -359,11 +372,26 @@ class Job:
             self.run.stop("killed")
         await self._send_teed({"type": "started", "run_id": self.run.id})
         message = await self.run.go(copy)
+        if home and sandbox.copy is not None:
+            await self._take_back(sandbox.copy)
         metrics.RUN_DURATION.observe(message["duration"])
         if not request.placed:  # (the line's estimates are of the runs that wait in it)
             jobs.took.append(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
+
+    async def _take_back(self, copy: HomeCopy) -> None:
+        """What the program changed in the copy of the home it ran on, kept
+        in the home (shipping.py), before the sandbox serves another run."""
+        username = self.request.user["username"]
+        try:
+            self.not_kept = await shipping.take_back(self.jobs.files, username, copy, self.jobs.cfg.MAX_FILE_BYTES)
+        except SandboxError as e:
+            log.warning("could not take back what %s's program wrote: %s", username, e)
+            self.not_kept = ["What your program wrote to files could not be kept: the computer running it "
+                             "stopped. Run it again."]
+        except Refused as e:
+            self.not_kept = [f"What your program wrote to files could not be kept: {e.message}"]
 
     async def _waiting_for_sandbox(self, position: int) -> None:
         """Its sandbox waits in the line of starts (starts.py): the student is told where."""

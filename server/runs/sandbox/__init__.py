@@ -18,16 +18,37 @@ filter, the kernel's exit) is in launch.py. A sandbox on another host
 """
 import asyncio
 import logging
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 from ...config import Config
 from ..disk_guard import GroupWrites
 from .launch import Exit, SandboxError
 from .local import LocalKind, ProcessKind, build_mpl_cache
 
-__all__ = ["SandboxKind", "StartedSandbox", "SandboxError", "Exit", "resolve", "create", "announce", "describe"]
+__all__ = ["SandboxKind", "StartedSandbox", "HomeCopy", "Held", "SandboxError", "Exit", "resolve", "create",
+           "announce", "describe"]
 
 log = logging.getLogger(__name__)
+
+
+Held = tuple[int, float, str]  # a home's file as a copy was given it: (size, modified, etag)
+
+
+@runtime_checkable
+class HomeCopy(Protocol):
+    """The home of a sandbox that runs elsewhere (on a runner): a copy of
+    the student's home there, which the job keeps in step (runs/shipping.py)."""
+
+    held: dict[str, Held | None]  # path -> the home's file the copy holds; None: something else by that name
+
+    async def put(self, files: list[dict[str, Any]], deleted: list[str], clear: bool = False) -> None:
+        """Pieces of files ({"path", "data" in base64, "at", and on a file's
+        last piece its "etag"}) into the copy, and `deleted` out of it
+        (`clear`: everything in it, first); SandboxError when refused or lost."""
+
+    def collect(self, room: int, max_file: int) -> AsyncIterator[dict[str, Any]]:
+        """What the last run changed in the copy: its "file" pieces, then
+        "collected" (skipped, deleted, partial); SandboxError when lost."""
 
 
 @runtime_checkable
@@ -38,6 +59,7 @@ class StartedSandbox(Protocol):
     stdout: asyncio.StreamReader  # the launcher's frames
     counts: tuple[int, float | None] | None  # (OOM kills, CPU seconds) as its last run ended; set by run.py
     writes: GroupWrites | None  # its cgroup's write count and freezer (disk_guard.py), if it has one
+    copy: HomeCopy | None  # None: its programs write the home itself; else a copy of it elsewhere
 
     def send(self, frame: bytes) -> None:
         """Queue a frame for the launcher; never blocks, never raises."""

@@ -37,10 +37,13 @@ import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ...config import Config
 from ..disk_guard import GroupWrites
+
+if TYPE_CHECKING:
+    from . import HomeCopy
 from .launch import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
                       group_limits, launcher_argv, seccomp_program)
 
@@ -275,6 +278,7 @@ class LauncherContainer:
         self._writer = conn_writer
         self._cgroup = cgroup_dirs  # {controller: the container's cgroup folder}, as far as found
         self.writes = _group_writes(cgroup_dirs)  # what the run wrote to files, for its disk guard
+        self.copy: "HomeCopy | None" = None  # its programs write the home itself
         self._gate = _Gate()
         self.stdout = self._gate.reader()
         self._stderr: collections.deque[int] = collections.deque(maxlen=STDERR_TAIL)

@@ -14,10 +14,14 @@ import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...config import Config
 from .. import cgroups
 from ..disk_guard import GroupWrites
+
+if TYPE_CHECKING:
+    from . import HomeCopy
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +121,7 @@ class LauncherProcess:
         self.group = group
         self._pool = pool  # the sandbox's threads: cgroup writes may wait for the kernel
         self.writes = GroupWrites.of(group)  # what the run wrote to files, for its disk guard
+        self.copy: "HomeCopy | None" = None  # its programs write the home itself
         self._lower_at_ready = lower_at_ready  # the launcher's pid, if its autogroup is lowered
         self._settled = False  # its processes are in the run's idle group for the CPU (on_ready)
         self._stderr: collections.deque[int] = collections.deque(maxlen=STDERR_TAIL)

@@ -25,7 +25,7 @@ import secrets
 import socket
 import sys
 import time
-from typing import Any
+from typing import Any, AsyncIterator
 
 from tornado import httpclient, websocket
 
@@ -33,6 +33,7 @@ from ... import config
 from ...config import Config
 from ..disk_guard import GroupWrites
 from .tickets import issue, proof_holds, runner_key
+from . import Held, HomeCopy
 from .launch import STREAM_LIMIT, Exit, SandboxError
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class ChildRunner:
             if setting.name.startswith(("SANDBOX_", "RUN_")):
                 value = getattr(self.cfg, setting.name)
                 env[setting.name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
-        return {**env, "SANDBOX": "auto", "STORAGE_ROOT": self.cfg.STORAGE_ROOT, "DATA_DIR": self.cfg.DATA_DIR,
+        return {**env, "SANDBOX": "auto", "DATA_DIR": os.path.join(self.cfg.DATA_DIR, "runner"),
                 "LOG_LEVEL": self.cfg.LOG_LEVEL, "RUNNER_ID": self.ID, "RUNNER_KEY": self.key.hex(),
                 "RUNNER_HOST": "127.0.0.1", "RUNNER_PORT": "0", "RUNNER_PARENT": str(os.getpid())}
 
@@ -175,15 +176,15 @@ class RemoteKind:
         return sorted(self.runners, key=lambda r: (self.down_until[r] > now, self.busy[r], r))
 
     async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> "RemoteSandbox":
-        relative = os.path.relpath(home, self.cfg.STORAGE_ROOT)
-        if relative.startswith(".."):
-            raise SandboxError("a home outside the storage")
+        """A sandbox on the least busy runner that starts one; its home
+        there is a folder of the runner's own, not `home`, which the job
+        keeps in step with it (runs/shipping.py)."""
         if self.child is not None:
             self.runners[ChildRunner.ID] = await self.child.address()
         reasons = []
         for runner in self.order():
             try:
-                sandbox = await RemoteSandbox.open(self, runner, relative, uid, settings)
+                sandbox = await RemoteSandbox.open(self, runner, uid, settings)
             except SandboxError as e:
                 self.down_until[runner] = time.monotonic() + DOWN_SECONDS
                 log.warning("runner %s: %s", runner, e)
@@ -194,7 +195,8 @@ class RemoteKind:
 
 
 class RemoteSandbox:
-    """One sandbox on a runner, as StartedSandbox has it."""
+    """One sandbox on a runner, as StartedSandbox has it. Its home is a
+    copy on the runner (HomeCopy: put, collect)."""
 
     writes: GroupWrites | None = None  # the runner's cgroup is not reachable from here: no disk guard yet
 
@@ -213,6 +215,9 @@ class RemoteSandbox:
         self.reader: asyncio.Task[None] | None = None
         self.watch: asyncio.Task[None] | None = None
         self.heard = time.monotonic()  # the runner's last message or pong
+        self.copy: HomeCopy | None = self  # its home is a copy on the runner
+        self.held: dict[str, Held | None] = {}
+        self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=2)  # to put and collect: read in turn
         setattr(ws, "on_pong", self._heard)  # Tornado calls the connection's on_pong for each pong: this one's is ours
         kind.busy[runner] += 1
 
@@ -241,7 +246,7 @@ class RemoteSandbox:
         self.ws.close()
 
     @classmethod
-    async def open(cls, kind: RemoteKind, runner: str, home: str, uid: int | None,
+    async def open(cls, kind: RemoteKind, runner: str, uid: int | None,
                    settings: dict[str, Any]) -> "RemoteSandbox":
         ticket, sandbox_id = issue(kind.keys[runner], runner)
         request = httpclient.HTTPRequest(kind.runners[runner] + "/sandbox", connect_timeout=CONNECT_TIMEOUT,
@@ -252,7 +257,7 @@ class RemoteSandbox:
         except (OSError, httpclient.HTTPClientError, websocket.WebSocketError, asyncio.TimeoutError) as e:
             raise SandboxError(f"could not reach it ({e})") from None
         try:
-            await ws.write_message(json.dumps({"home": home, "uid": uid, "settings": settings}))
+            await ws.write_message(json.dumps({"uid": uid, "settings": settings}))
             answer = await asyncio.wait_for(ws.read_message(), PREPARE_TIMEOUT)
         except (websocket.WebSocketClosedError, asyncio.TimeoutError):
             answer = None
@@ -292,7 +297,9 @@ class RemoteSandbox:
                     await self.feed.drain()
                     continue
                 said = json.loads(message)
-                if said.get("type") == "counts":
+                if said.get("type") in ("put", "file", "collected"):
+                    await self.answers.put(said)
+                elif said.get("type") == "counts":
                     self.last_counts = (int(said.get("oom_kills") or 0), said.get("cpu_seconds"))
                 elif said.get("type") == "exit" and not self.exit.done():
                     self.exit.set_result(Exit(code=said.get("code"), signal=said.get("signal"),
@@ -322,11 +329,39 @@ class RemoteSandbox:
             self.pending -= size
         done.add_done_callback(written)
 
-    def _op(self, op: str) -> None:
+    def _op(self, op: str, **more: Any) -> None:
         try:
-            self.ws.write_message(json.dumps({"op": op}))
+            self.ws.write_message(json.dumps({"op": op, **more}))
         except websocket.WebSocketClosedError:
             pass
+
+    # -- its home, a copy on the runner (HomeCopy) ---------------------------------
+
+    async def put(self, files: list[dict[str, Any]], deleted: list[str], clear: bool = False) -> None:
+        self._op("put", files=files, deleted=deleted, clear=clear)
+        answer = await self._answer()
+        if answer.get("type") != "put" or "error" in answer:
+            raise SandboxError(f"the runner refused the files ({answer.get('error', answer.get('type'))})")
+
+    async def collect(self, room: int, max_file: int) -> AsyncIterator[dict[str, Any]]:
+        self._op("collect", room=room, max_file=max_file)
+        while True:
+            answer = await self._answer()
+            if answer.get("type") not in ("file", "collected"):
+                raise SandboxError(f"the runner answered a collect with {answer.get('type')}")
+            yield answer
+            if answer["type"] == "collected":
+                return
+
+    async def _answer(self) -> dict[str, Any]:
+        """The runner's next answer to a put or collect; SandboxError once it is lost."""
+        answer = asyncio.ensure_future(self.answers.get())
+        assert self.reader is not None  # (open starts it)
+        await asyncio.wait([answer, self.reader], return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
+            answer.cancel()
+            raise SandboxError("the runner is lost")
+        return answer.result()
 
     async def on_ready(self) -> None:
         self._op("ready")
@@ -335,13 +370,14 @@ class RemoteSandbox:
         return await asyncio.shield(self.exit)
 
     async def kill(self) -> None:
+        """(Its home stays on the runner, for collect, until `release`.)"""
         if not self.exit.done():
             self._op("kill")
             try:
                 await asyncio.wait_for(asyncio.shield(self.exit), KILL_WAIT)
             except asyncio.TimeoutError:
                 log.error("runner %s did not end a killed sandbox within %.0f s", self.runner, KILL_WAIT)
-        self.ws.close()  # the runner kills whatever is left of a sandbox whose socket closes
+                self.ws.close()  # the runner kills whatever is left of a sandbox whose socket closes
 
     async def release(self) -> None:
         """The socket closes (politely: a runner that is gone is not waited
