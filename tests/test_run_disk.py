@@ -59,9 +59,11 @@ print("rewrote it", n + 1, "times", flush=True)
 '''
 
 
-@pytest.fixture(params=["local", "docker"])
+@pytest.fixture(params=["local", "docker", "remote"])
 def disk_server(request, shared_servers):
-    """A shared server with a small quota, per sandbox kind."""
+    """A shared server with a small quota, per sandbox kind (remote: on a
+    child runner, which guards its copy of the home; what the run wrote
+    there is then kept in the home within its quota)."""
     if request.param == "docker":
         request.getfixturevalue("docker_image")
     yield from _shared(shared_servers, SANDBOX=request.param, **SETTINGS)

@@ -83,6 +83,19 @@ class HomeCopy:
         except (FileNotFoundError, BadPath):
             pass  # nothing there, or a link or file on the way: nothing of that name to remove
 
+    def size(self) -> int | None:
+        """Bytes of the regular files in it; None when it holds too many
+        names to count (more than MAX_ENTRIES: over any quota)."""
+        total = 0
+        with self._root() as root:
+            try:
+                for event, _, _, st in Walk(root, max_entries=MAX_ENTRIES, skip_deep=False):
+                    if event == FILE and st is not None and stat.S_ISREG(st.st_mode):
+                        total += st.st_size
+            except (TooMany, Changed):
+                return None
+        return total
+
     def clear(self) -> None:
         """Nothing in the folder any more."""
         self.known.clear()

@@ -9,6 +9,9 @@ for this runner, expired, forged or seen before is refused with close code
     web -> runner   text   {"uid", "settings"}  start the sandbox (once, first)
                     binary  bytes for the launcher's stdin (its frames)
                     text   {"op": "ready" | "kill"}
+                    text   {"op": "guard", "room", "file", "limit"}: the next run's write budget (sent
+                            before its `go`); a run past it is killed after {"type": "disk_limit",
+                            "wrote", "walks"} is sent
                     text   {"op": "put", "files": [{"path", "data" (base64), "at", "etag"}], "deleted": [path],
                             "clear"}: write into (delete from; empty first) the sandbox's home;
                             answered {"type": "put"[, "error"]}
@@ -45,6 +48,7 @@ from ..config import Config
 from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
 from ..errors import Refused as Declined
 from ..runs.cgroups import tag_alive, worker_tag
+from ..runs.disk_guard import DiskGuard
 from ..runs.sandbox.tickets import Refused, Tickets, proof
 from ..runs.scratch import make_folder, remove_folder
 from .homes import HomeCopy
@@ -115,6 +119,7 @@ class SandboxSocket(websocket.WebSocketHandler):
         self.worker: asyncio.Task[None] | None = None
         self.counts: tuple[int, float | None] | None = None
         self.home: HomeCopy | None = None
+        self.guarding: asyncio.Task[None] | None = None  # the write budget of its latest run
 
     def check_origin(self, origin: str) -> bool:
         return False  # no browser has any business here; the web tier sends no Origin
@@ -149,6 +154,8 @@ class SandboxSocket(websocket.WebSocketHandler):
             self.close(1003, "not a message")
         elif self.preparing is None:
             self.preparing = asyncio.ensure_future(self.start_sandbox(asked))
+        elif asked.get("op") == "guard":
+            self._guard_next(asked)
         elif asked.get("op") in ("ready", "kill", "put", "collect"):
             try:
                 self.ops.put_nowait(asked)
@@ -223,6 +230,39 @@ class SandboxSocket(websocket.WebSocketHandler):
             else:
                 await self._collect(asked)
 
+    def _guard_next(self, asked: dict[str, Any]) -> None:
+        """The next run's write budget (before its `go`, which follows on the
+        socket): a DiskGuard over the sandbox's cgroup, measuring the home's
+        copy against `limit`; a run past it is killed, after the web tier is
+        told. Without a cgroup (no write count) there is none, as in the web tier."""
+        room, file_bytes, limit = asked.get("room"), asked.get("file"), asked.get("limit")
+        if not isinstance(room, int) or not isinstance(file_bytes, int) or room < 0 or file_bytes < 0 \
+                or not (limit is None or isinstance(limit, int)):
+            self.close(1003, "not a message")
+            return
+        if self.guarding is not None:
+            self.guarding.cancel()  # (thaws what it froze)
+        sandbox, home = self.sandbox, self.home
+        if sandbox is None or sandbox.writes is None or home is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        async def measure() -> int | None:
+            if limit is None:
+                return None
+            size = await loop.run_in_executor(None, home.size)
+            return None if size is None or size > limit else limit - size
+
+        guard = DiskGuard(sandbox.writes, measure, room, file_bytes)
+
+        async def watch() -> None:
+            if await guard.over_quota():
+                log.info("sandbox %s: its run wrote %d bytes, past its budget (%d walks): killed",
+                         self.sandbox_id, guard.wrote(), guard.walks)
+                await self._send({"type": "disk_limit", "wrote": guard.wrote(), "walks": guard.walks})
+                guard.kill()
+        self.guarding = asyncio.ensure_future(watch())
+
     async def _put(self, asked: dict[str, Any]) -> None:
         """Files into the home (between runs: the launcher waits for `go`)."""
         assert self.home is not None  # (made before the sandbox)
@@ -281,8 +321,9 @@ class SandboxSocket(websocket.WebSocketHandler):
 
     def on_close(self) -> None:
         self.runner.sandboxes.discard(self)
-        if self.worker is not None:
-            self.worker.cancel()
+        for task in (self.worker, self.guarding):
+            if task is not None:
+                task.cancel()
         asyncio.ensure_future(self._closed())
 
     async def _closed(self) -> None:

@@ -46,7 +46,7 @@ import logging
 import os
 import signal
 import time
-from typing import Awaitable, Callable, Collection, Iterable
+from typing import Awaitable, Callable, Collection, Iterable, Protocol
 
 from .cgroups import RunGroup
 
@@ -158,6 +158,23 @@ class GroupWrites:
             return []
 
 
+class WriteGuard(Protocol):
+    """A run's write budget as run.py watches it: DiskGuard, or a runner's
+    (sandbox/remote.py RemoteGuard, which a DiskGuard on the runner drives)."""
+
+    walks: int  # measurements of the home it made, for the log
+
+    def wrote(self) -> int:
+        """Bytes the run has written to files so far."""
+
+    async def over_quota(self) -> bool:
+        """Return (the run frozen, or already killed) once the run has written
+        past its budget; until then, keep watching."""
+
+    def kill(self) -> None:
+        """Kill what the run is running, frozen, before it writes again."""
+
+
 class DiskGuard:
     """Watches one run's writes against what its home has left."""
 
@@ -176,6 +193,9 @@ class DiskGuard:
     def wrote(self) -> int:
         """Bytes the run has written to files (0 before it started)."""
         return 0 if self._first is None else self.writes.written() - self._first
+
+    def kill(self) -> None:
+        self.writes.kill()
 
     async def over_quota(self) -> bool:
         """Return (the run frozen) once the run has written its home past its

@@ -44,7 +44,7 @@ from ..files.area import Area
 from . import runlock, shipping
 from .admission import Admission, Notify, QueueFull
 from .debugging import DebugSession
-from .disk_guard import DiskGuard
+from .disk_guard import DiskGuard, WriteGuard
 from .events import RunEvents, run_error
 from .run import Run
 from .spec import Mode, RunSpec
@@ -361,7 +361,9 @@ class Job:
                 sandboxed, self.sandboxed = self.sandboxed, None
                 await self.sandboxes.give_back(user, sandboxed, ran=True, reusable=False)  # it goes
                 return SANDBOX_FAILED
-        self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if home else None,
+        # (A copy's home is not walked here while it runs: the runner guards it.)
+        walked = home and sandbox.copy is None
+        self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if walked else None,
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
             self.debug.attach(self.run)
@@ -463,15 +465,21 @@ class Job:
         """Has its home gone over its quota?"""
         return await self.jobs.files.quota_problem(self.request.user["username"], area) is not None
 
-    def _disk_guard(self, sandbox: StartedSandbox, area: Area, used: int | None) -> DiskGuard | None:
+    def _disk_guard(self, sandbox: StartedSandbox, area: Area, used: int | None) -> WriteGuard | None:
         """The run's write budget (disk_guard.py): what the home's quota
         leaves of `used`, or in a scratch home RUN_FILE_MB in all; None
-        where the sandbox has no cgroup to count its writes."""
+        where the sandbox has no cgroup to count its writes. A sandbox on a
+        runner is guarded there, on its copy of the home."""
         limits, files, username = self.request.spec.limits, self.jobs.files, self.request.user["username"]
         if self.request.spec.mode is Mode.TEST:
             # The checker runs the teacher's tests.py, nothing of the student's (their functions run in
             # the serving program, which is guarded): no write budget read every few ms for it.
             return None
+        if sandbox.copy is not None:
+            if not self.sandboxes.holds_home:
+                return sandbox.copy.guard(limits.file_mb << 20, limits.file_mb << 20, None)
+            return sandbox.copy.guard(limits.quota_bytes - used, limits.file_mb << 20, limits.quota_bytes) \
+                if isinstance(used, int) else None
         if sandbox.writes is not None and not self.sandboxes.holds_home:
             return DiskGuard(sandbox.writes, _no_room, limits.file_mb << 20, limits.file_mb << 20)
         if sandbox.writes is None or not isinstance(used, int):

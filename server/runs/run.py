@@ -31,7 +31,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Protocol
 
-from .disk_guard import DiskGuard
+from .disk_guard import WriteGuard
 from .explain import explain
 from .protocol import BadFrame, ImageParser, frame, read_frame
 from .sandbox import Exit, StartedSandbox
@@ -106,7 +106,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 class Run:
     def __init__(self, spec: RunSpec, sandbox: StartedSandbox, send: Send,
-                 over_quota: Callable[[], Awaitable[bool]] | None = None, disk_guard: DiskGuard | None = None,
+                 over_quota: Callable[[], Awaitable[bool]] | None = None, disk_guard: WriteGuard | None = None,
                  channel: Callable[[dict[str, Any]], Awaitable[Any]] | None = None,
                  debug: Pauses | None = None) -> None:
         if spec.mode in (Mode.SERVE, Mode.TEST) and channel is None:
@@ -410,7 +410,7 @@ class Run:
                     return await self.stop("disk_limit")
                 next_quota_look, cpu_at_quota_look = time.monotonic() + QUOTA_LOOK_SECONDS, cpu
 
-    async def _guard(self, guard: DiskGuard) -> None:
+    async def _guard(self, guard: WriteGuard) -> None:
         """Stop the run once it has written its home past its quota (`guard`: its disk guard)."""
         try:
             if not await guard.over_quota():
@@ -424,7 +424,7 @@ class Run:
                  self.id, guard.wrote(), guard.walks)
         if self.stop_reason is None:
             self.stop_reason = "disk_limit"
-        guard.writes.kill()  # still frozen: killed before any of its processes writes again
+        guard.kill()  # still frozen: killed before any of its processes writes again
         await self.stop()
 
     def _exit_message(self, exit_: Exit, oom: bool, cpu_used: float | None, duration: float) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import logging
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
 from ...config import Config
-from ..disk_guard import GroupWrites
+from ..disk_guard import GroupWrites, WriteGuard
 from .launch import Exit, SandboxError
 from .local import LocalKind, ProcessKind, build_mpl_cache
 
@@ -49,6 +49,11 @@ class HomeCopy(Protocol):
     def collect(self, room: int, max_file: int) -> AsyncIterator[dict[str, Any]]:
         """What the last run changed in the copy: its "file" pieces, then
         "collected" (skipped, deleted, partial); SandboxError when lost."""
+
+    def guard(self, room: int, file_bytes: int, limit: int | None) -> WriteGuard:
+        """The next run's write budget, watched on the runner (disk_guard.py):
+        `room` bytes, then what the copy has left of `limit` bytes in all
+        (None: nothing more)."""
 
 
 @runtime_checkable

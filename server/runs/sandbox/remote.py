@@ -218,6 +218,7 @@ class RemoteSandbox:
         self.copy: HomeCopy | None = self  # its home is a copy on the runner
         self.held: dict[str, Held | None] = {}
         self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=2)  # to put and collect: read in turn
+        self.guarded: RemoteGuard | None = None  # the write budget of its latest run
         setattr(ws, "on_pong", self._heard)  # Tornado calls the connection's on_pong for each pong: this one's is ours
         kind.busy[runner] += 1
 
@@ -299,6 +300,8 @@ class RemoteSandbox:
                 said = json.loads(message)
                 if said.get("type") in ("put", "file", "collected"):
                     await self.answers.put(said)
+                elif said.get("type") == "disk_limit" and self.guarded is not None:
+                    self.guarded.said(int(said.get("wrote") or 0), int(said.get("walks") or 0))
                 elif said.get("type") == "counts":
                     self.last_counts = (int(said.get("oom_kills") or 0), said.get("cpu_seconds"))
                 elif said.get("type") == "exit" and not self.exit.done():
@@ -353,6 +356,11 @@ class RemoteSandbox:
             if answer["type"] == "collected":
                 return
 
+    def guard(self, room: int, file_bytes: int, limit: int | None) -> "RemoteGuard":
+        self.guarded = RemoteGuard(self)
+        self._op("guard", room=room, file=file_bytes, limit=limit)
+        return self.guarded
+
     async def _answer(self) -> dict[str, Any]:
         """The runner's next answer to a put or collect; SandboxError once it is lost."""
         answer = asyncio.ensure_future(self.answers.get())
@@ -397,3 +405,29 @@ class RemoteSandbox:
 
     def cpu_seconds(self) -> float | None:
         return self.last_counts[1]
+
+
+class RemoteGuard:
+    """A run's write budget, watched on its runner by a DiskGuard over the
+    sandbox's cgroup and its copy of the home, which freezes and kills the
+    run there and says so ("disk_limit") before anything that follows."""
+
+    def __init__(self, sandbox: RemoteSandbox) -> None:
+        self.sandbox = sandbox
+        self.over = asyncio.Event()
+        self.written = 0
+        self.walks = 0
+
+    def said(self, wrote: int, walks: int) -> None:
+        self.written, self.walks = wrote, walks
+        self.over.set()
+
+    def wrote(self) -> int:
+        return self.written
+
+    async def over_quota(self) -> bool:
+        await self.over.wait()
+        return True
+
+    def kill(self) -> None:
+        pass  # the runner killed it as it said so
