@@ -16,6 +16,7 @@ from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, Up
 from .health import HealthzHandler, MetricsHandler, PerfCheckHandler, ReadyzHandler
 from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, LoginPage, NotFoundHandler,
                     TeacherPage)
+from .placement.handlers import HeartbeatHandler
 from .runs.handlers import RunSocket
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler,
                                 ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
@@ -37,6 +38,7 @@ ROUTES = [
     (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),
     (r"/readyz", ReadyzHandler),
+    (r"/api/runners/heartbeat", HeartbeatHandler),
     (r"/metrics", MetricsHandler),
     (r"/sys_perf_check", PerfCheckHandler),
     (r"/api/login", LoginHandler),

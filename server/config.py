@@ -233,10 +233,12 @@ SETTINGS = [
             "where student code runs: local (bubblewrap), docker, process (no isolation: development "
             "only), remote (on the runners of RUNNERS); auto picks the best that works here"),
     Setting("RUNNERS", _runners, "",
-            "with SANDBOX=remote, the runners (`python -m server.runner`) that run students' programs: "
-            "id=ws://host:port, separated by spaces; empty: each worker starts one as its child"),
-    Setting("RUNNER_SECRET", _key, "", "with RUNNERS, the key each runner's own is made from "
-            "(`python -m server.runner --key ID`); the runners never hold it", secret=True),
+            "with SANDBOX=remote, runners (`python -m server.runner`) always asked for sandboxes: "
+            "id=ws://host:port, separated by spaces; others may register with a heartbeat (RUNNER_SECRET set); "
+            "with neither, each worker starts one as its child"),
+    Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
+            "(`python -m server.runner --key ID`), which also lets runners register; the runners never hold it",
+            secret=True),
     Setting("SANDBOX_PYTHON", _text, "/usr/bin/python3",
             "interpreter for local and process sandboxes (needs numpy and matplotlib for plots)"),
     Setting("SANDBOX_IMAGE", _text, "pyclassroom-sandbox:latest", "Docker image of the docker sandbox"),

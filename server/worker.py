@@ -39,7 +39,9 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .placement.registry import Registry
 from .runs.sandbox import SandboxKind
+from .runs.sandbox.remote import RemoteKind
 from .runs.starts import Starts
 from .runs import scratch
 from .runs.events import Guarded
@@ -72,6 +74,7 @@ class Context:
     grader: Grader
     runs: manager.RunManager
     batches: list[Batch]
+    registry: Registry  # the runners that registered (SANDBOX=remote)
     # From serve, once the files service is there:
     assist: Assist
 
@@ -115,6 +118,9 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.inbox = Inbox(ctx.pool, ctx.notify)  # what teaching tells the students' open IDEs
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
+    ctx.registry = Registry(ctx.pool)
+    if isinstance(ctx.sandbox_kind, RemoteKind):
+        ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS
     # Every sandbox this worker starts waits its turn there (runs/starts.py).
     starts = Starts(ctx.sandbox_kind, ctx.cfg, ctx.processes)
     warm = WarmSandboxes(starts, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),

@@ -349,3 +349,86 @@ def test_a_runner_that_stops_answering_is_given_up_and_its_students_told(start_s
     assert lost["reasons"] == {"runner_lost": lost["students_on_victim"]} and lost["others_told"] == 0, lost
     assert lost["saves_lost"] == 0 and lost["rerun_errors"] == 0, lost
     assert "said nothing for 2 s" in server.output()
+
+
+def registered(server, within=3):
+    """The runners whose heartbeat the server kept in the last `within` seconds."""
+    from tests.helpers import sql
+    rows = sql(server.env["DATABASE_URL"],
+               "SELECT id FROM runners WHERE seen > now() - make_interval(secs => %s) ORDER BY id", within)
+    return [row[0] for row in rows]
+
+
+def until(condition, what, timeout=TIMEOUT):
+    import time
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_runners_that_register_take_the_programs_and_one_that_stops_drops_out(start_server, runners):
+    """No RUNNERS: runners come and go by registering with a heartbeat
+    (kept in PostgreSQL, read by every worker); a runner killed drops out
+    within 3 seconds and the class's runs go to the one left."""
+    server = start_server(processes=2, SANDBOX="remote", RUNNER_SECRET=SECRET, **LIMITS)
+    pair = [runners(name, RUNNER_SERVER=server.url) for name in ("r1", "r2")]
+    until(lambda: registered(server) == ["r1", "r2"], "both runners to register")
+    clients = [student(server, f"s{i}") for i in range(4)]
+    for client in clients:
+        exit_, rc = run(server, client, "print('placed')\n")
+        assert exit_["reason"] == "ok" and "placed" in rc.output(), exit_
+    pair[0].stop()
+    until(lambda: registered(server) == ["r2"], "the stopped runner to drop out", timeout=10)
+    for client in clients:
+        exit_, rc = run(server, client, "print('on the one left')\n")
+        assert exit_["reason"] == "ok" and "on the one left" in rc.output(), exit_
+
+
+def test_with_no_runner_a_run_waits_for_one_and_is_not_refused(start_server, runners):
+    server = start_server(SANDBOX="remote", RUNNER_SECRET=SECRET, **LIMITS)
+    client = student(server, "ada")
+    save(client, "main.py", "print('ran when a runner came')\n")
+
+    async def go():
+        from loadtest.run_client import RunClient
+        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="main.py")
+            await asyncio.sleep(1.5)  # no runner at all: nothing can start it yet; then one registers
+            await asyncio.get_running_loop().run_in_executor(None, lambda: runners("late", RUNNER_SERVER=server.url))
+            return await rc.until("exit", TIMEOUT), rc
+    exit_, rc = asyncio.run(go())
+    assert exit_["reason"] == "ok" and "ran when a runner came" in rc.output(), (exit_, rc.messages)
+    assert not [m for m in rc.messages if m["type"] == "error"], rc.messages
+
+
+def test_a_heartbeat_not_signed_by_its_runner_or_replayed_is_refused_and_logged(start_server):
+    import requests
+    import time
+    from server.runs.sandbox.tickets import heartbeat
+    server = start_server(SANDBOX="remote", RUNNER_SECRET=SECRET, RUNNERS="r1=ws://127.0.0.1:9", **LIMITS)
+
+    def beat(token, **body):
+        return requests.post(server.url + "/api/runners/heartbeat", json={"heartbeat": token, **body}, timeout=10)
+    key = runner_key(SECRET, "r9")
+    now = time.time_ns()
+    good = heartbeat(key, "r9", "ws://127.0.0.1:9999", 4, 0, now)
+    forged = heartbeat(runner_key("another-secret-of-at-least-32-characters", "r9"), "r9", "ws://evil:1", 4, 0, now)
+    other = heartbeat(runner_key(SECRET, "r8"), "r9", "ws://evil:1", 4, 0, now)  # r8's key, naming r9
+    ticket, _ = issue(key, "r9")  # a ticket is not a heartbeat, even with the runner's key
+    stale = heartbeat(key, "r9", "ws://127.0.0.1:9999", 4, 0, now - 60 * 10**9)
+    for token in (forged, other, ticket, stale, "", None, 7, "x.y"):
+        r = beat(token)
+        assert r.status_code == 403 and r.json()["error"] == "refused", (token, r.text)
+    assert beat(good).status_code == 200
+    assert registered(server) == ["r9"]
+    r = beat(good)  # the same one again: a replay
+    assert r.status_code == 409 and r.json()["error"] == "replayed", r.text
+    older = heartbeat(key, "r9", "ws://evil:1", 4, 0, now - 1)
+    assert beat(older).status_code == 409
+    r = requests.post(server.url + "/api/runners/heartbeat", data=b"{not json", timeout=10,
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"] == "malformed_json"
+    log = server.output()
+    for why in ("not signed with its key", "not a heartbeat", "too old", "not later than its last"):
+        assert why in log, why

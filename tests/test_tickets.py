@@ -84,3 +84,29 @@ def test_a_ticket_changed_anywhere_is_refused(position, replacement):
     # Taken only if it is the same ticket: the last character of a base64 part
     # has bits no byte uses, and those may differ.
     assert [_unb64(part) for part in changed.split(".")] == [_unb64(part) for part in ticket.split(".")]
+
+
+def test_a_heartbeat_is_read_only_with_its_runners_key_and_in_time():
+    from server.runs.sandbox.tickets import heartbeat, read_heartbeat
+    now_ns = int(NOW * 1e9)
+    token = heartbeat(runner_key(SECRET, "r1"), "r1", "ws://10.0.1.5:8790", 8, 3, now_ns)
+    assert read_heartbeat(SECRET, token, NOW) == {"runner": "r1", "address": "ws://10.0.1.5:8790", "capacity": 8,
+                                                  "busy": 3, "sent": now_ns}
+    wrong = (heartbeat(runner_key(SECRET + "!", "r1"), "r1", "ws://x:1", 8, 3, now_ns),  # another secret's key
+             heartbeat(runner_key(SECRET, "r2"), "r1", "ws://x:1", 8, 3, now_ns),  # r2's key, naming r1
+             issue(runner_key(SECRET, "r1"), "r1", NOW)[0],  # a ticket, though signed with r1's key
+             heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", 8, 3, now_ns - 31 * 10**9),  # too old
+             heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", 8, 3, now_ns + 31 * 10**9),  # from too far ahead
+             heartbeat(runner_key(SECRET, "r1"), "r1", "http://x:1", 8, 3, now_ns),  # not a runner's address
+             heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", -1, 3, now_ns))
+    for token in wrong:
+        with pytest.raises(Refused):
+            read_heartbeat(SECRET, token, NOW)
+
+
+@given(st.one_of(st.text(max_size=600), st.binary(max_size=50).map(lambda b: b.hex() + "." + b.hex()),
+                 st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=3)))
+def test_anything_but_a_heartbeat_is_refused_in_words(token):
+    from server.runs.sandbox.tickets import read_heartbeat
+    with pytest.raises(Refused):
+        read_heartbeat(SECRET, token, NOW)

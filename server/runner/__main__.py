@@ -8,6 +8,11 @@ Its settings, from the environment:
     RUNNER_HOST    the address to listen on (127.0.0.1)
     RUNNER_PORT    the port (0: any free one; the serving line says which)
     RUNNER_PARENT  (a server's child runner) the pid it stops with
+    RUNNER_CAPACITY  sandboxes it runs at once at most (default: 4 per CPU)
+    RUNNER_SERVER  the web tier's address (http://host:port): register there with a heartbeat a
+                   second, for a server whose runners come and go (no RUNNERS needed)
+    RUNNER_ADDRESS the address the web tier reaches it at (ws://host:port; default from
+                   RUNNER_HOST and the port it listens on)
 
 and the server's own sandbox settings (SANDBOX, SANDBOX_PYTHON, RUN_*,
 SANDBOX_UID_BASE, DATA_DIR for its font cache and its sandboxes' homes, in
@@ -19,6 +24,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
 import sys
 
@@ -83,12 +89,21 @@ def main(argv: list[str] | None = None) -> int:
               "(which isolates nothing). Install bubblewrap, or start Docker with the sandbox image.",
               file=sys.stderr)
         return 2
-    return asyncio.run(serve(cfg, runner_id, key))
+    server = os.environ.get("RUNNER_SERVER", "").rstrip("/")
+    capacity_text = os.environ.get("RUNNER_CAPACITY", "") or str(4 * (os.cpu_count() or 1))
+    if server and not re.match(r"^https?://[^/\s]+$", server) or not capacity_text.isdigit() \
+            or not 1 <= int(capacity_text) <= 10000 \
+            or server and os.environ.get("RUNNER_HOST", "") in ("0.0.0.0", "::") and not os.environ.get("RUNNER_ADDRESS"):
+        print("Set RUNNER_SERVER to the web tier's http(s)://host:port, RUNNER_CAPACITY to a number of sandboxes "
+              "(1-10000), and with RUNNER_HOST=0.0.0.0 RUNNER_ADDRESS to the ws://host:port the web tier "
+              "reaches this runner at.", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(cfg, runner_id, key, int(capacity_text), server))
 
 
-async def serve(cfg: config.Config, runner_id: str, key: bytes) -> int:
+async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, server: str) -> int:
     kind = sandbox.create(cfg)
-    runner = Runner(cfg, kind, runner_id, key)
+    runner = Runner(cfg, kind, runner_id, key, capacity)
     await asyncio.get_running_loop().run_in_executor(None, runner.remove_leftovers)
     sockets = bind_sockets(int(os.environ.get("RUNNER_PORT", "0")), os.environ.get("RUNNER_HOST", "127.0.0.1"))
     http = HTTPServer(runner.app())
@@ -96,11 +111,17 @@ async def serve(cfg: config.Config, runner_id: str, key: bytes) -> int:
     host, port = sockets[0].getsockname()[:2]
     print(f"runner {runner_id} serving ws://{host}:{port} ({sandbox.describe(kind.name, kind.defences())})",
           flush=True)
+    beating = None
+    if server:
+        address = os.environ.get("RUNNER_ADDRESS") or f"ws://{host}:{port}"
+        beating = asyncio.ensure_future(runner.heartbeats(server, address))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
+    if beating is not None:
+        beating.cancel()
     http.stop()
     for socket in list(runner.sandboxes):
         socket.close(1001, "the runner stops")

@@ -42,14 +42,14 @@ import logging
 import os
 from typing import Any
 
-from tornado import web, websocket
+from tornado import httpclient, web, websocket
 
 from ..config import Config
 from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
 from ..errors import Refused as Declined
 from ..runs.cgroups import tag_alive, worker_tag
 from ..runs.disk_guard import DiskGuard
-from ..runs.sandbox.tickets import Refused, Tickets, proof
+from ..runs.sandbox.tickets import Refused, Tickets, heartbeat, proof
 from ..runs.scratch import make_folder, remove_folder
 from .homes import HomeCopy
 
@@ -59,17 +59,20 @@ MAX_MESSAGE = 4 << 20  # a `go` frame carries the program's code and the attempt
 CHUNK = 64 << 10  # launcher output relayed at a time
 PIECE = 1 << 20  # of a file read back, per message
 REFUSED = 4401
+FULL = 4503
+HEARTBEAT_SECONDS = 1.0
 PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
 
 
 class Runner:
     """What the runner's sockets share: its kind of sandbox and its tickets."""
 
-    def __init__(self, cfg: Config, kind: SandboxKind, runner_id: str, key: bytes) -> None:
+    def __init__(self, cfg: Config, kind: SandboxKind, runner_id: str, key: bytes, capacity: int = 1000) -> None:
         self.cfg = cfg
         self.kind = kind
         self.id = runner_id
         self.key = key
+        self.capacity = capacity  # sandboxes at once: one more is refused (FULL), and the web tier asks another
         self.tickets = Tickets(key, runner_id)
         self.sandboxes: set["SandboxSocket"] = set()  # live, for the count and the drain
 
@@ -83,6 +86,26 @@ class Runner:
         """Where its sandboxes' homes are: its own, never the storage
         (__main__ points STORAGE_ROOT there)."""
         return self.cfg.STORAGE_ROOT
+
+    async def heartbeats(self, server: str, address: str) -> None:
+        """Tell the web tier at `server`, every HEARTBEAT_SECONDS, that this
+        runner listens at `address` and how busy it is (placement/)."""
+        client = httpclient.AsyncHTTPClient()
+        failing = False
+        while True:
+            body = json.dumps({"heartbeat": heartbeat(self.key, self.id, address, self.capacity,
+                                                      len(self.sandboxes))})
+            try:
+                await client.fetch(server + "/api/runners/heartbeat", method="POST", body=body,
+                                   headers={"Content-Type": "application/json"}, request_timeout=HEARTBEAT_SECONDS * 2)
+                if failing:
+                    log.info("the web tier at %s takes this runner's heartbeats again", server)
+                failing = False
+            except (OSError, httpclient.HTTPError) as e:
+                if not failing:  # once per episode
+                    log.warning("the web tier at %s did not take this runner's heartbeat: %s", server, e)
+                failing = True
+            await asyncio.sleep(HEARTBEAT_SECONDS)
 
     def remove_leftovers(self) -> int:
         """The homes of runners that are gone (kill -9, a crash) go:
@@ -133,6 +156,10 @@ class SandboxSocket(websocket.WebSocketHandler):
         except Refused as e:
             log.warning("refused a sandbox socket from %s: %s", self.request.remote_ip, e)
             self.close(REFUSED, "refused")
+            return
+        if len(self.runner.sandboxes) >= self.runner.capacity:
+            log.info("refused a sandbox: %d run here already (RUNNER_CAPACITY)", len(self.runner.sandboxes))
+            self.close(FULL, "full")
             return
         # A program's output and its end are small messages the web tier waits
         # for: without this, Nagle's algorithm held the end ~40 ms for an ACK.

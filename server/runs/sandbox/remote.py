@@ -17,6 +17,7 @@ child process (ChildRunner: the embedded default, one command), with a key
 that never leaves the two processes, and starts it again if it stops.
 """
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from tornado import httpclient, websocket
 
 from ... import config
 from ...config import Config
+from ...placement.registry import Registry
 from ..disk_guard import GroupWrites
 from .tickets import issue, proof_holds, runner_key
 from . import Held, HomeCopy
@@ -48,6 +50,8 @@ PING_INTERVAL = 0.5
 SILENCE = 2.0
 KILL_WAIT = 10.0
 DOWN_SECONDS = 5.0
+ROOM_WAIT = 30.0  # seconds a start waits for a runner with room before it fails (and is tried once more)
+ROOM_POLL = 0.5
 MAX_MESSAGE = 4 << 20
 MAX_PENDING = 4 << 20  # bytes sent to a runner and not yet written to its socket
 
@@ -142,17 +146,19 @@ class RemoteKind:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.child = None if cfg.RUNNERS else ChildRunner(cfg)
+        self.registry: Registry | None = None  # set by the worker: the runners that registered
+        self.child = None if cfg.RUNNERS or cfg.RUNNER_SECRET else ChildRunner(cfg)
         if self.child is not None:
             self.runners = {ChildRunner.ID: ""}  # its address once it runs
             self.keys = {ChildRunner.ID: self.child.key}
         elif not cfg.RUNNER_SECRET:
             raise SandboxError("SANDBOX=remote with RUNNERS needs RUNNER_SECRET, from which each runner's key is made")
         else:
-            self.runners = dict(cfg.RUNNERS)
+            self.runners = dict(cfg.RUNNERS)  # and those that register, as they come (`candidates`)
             self.keys = {runner: runner_key(cfg.RUNNER_SECRET, runner) for runner in self.runners}
-        self.busy = {runner: 0 for runner in self.runners}  # this worker's sandboxes on each
-        self.down_until = {runner: 0.0 for runner in self.runners}
+        self.busy: dict[str, int] = collections.defaultdict(int)  # this worker's sandboxes on each
+        self.down_until: dict[str, float] = collections.defaultdict(float)
+        self.load: dict[str, float] = {}  # a registered runner's busy share, as its heartbeat said
         self.seen_defences: dict[str, dict[str, Any]] = {}
 
     def defences(self) -> dict[str, Any]:
@@ -170,28 +176,46 @@ class RemoteKind:
         if self.child is not None:
             self.child.close()
 
-    def order(self) -> list[str]:
-        """The runners to try, least busy first, those refused lately last."""
+    async def candidates(self) -> list[str]:
+        """The runners to try: those in RUNNERS and those alive in the
+        registry with room, least busy first, those refused lately last."""
+        static = {runner for runner, _ in self.cfg.RUNNERS} if self.child is None else set(self.runners)
+        names = set(static)
+        if self.registry is not None and self.child is None:
+            self.load = {}
+            for registered in await self.registry.alive():
+                if registered.id in static or registered.busy >= registered.capacity:
+                    continue  # (RUNNERS names it for good; one that is full says so)
+                if registered.id not in self.keys:
+                    self.keys[registered.id] = runner_key(self.cfg.RUNNER_SECRET, registered.id)
+                self.runners[registered.id] = registered.address
+                self.load[registered.id] = registered.busy / max(1, registered.capacity)
+                names.add(registered.id)
         now = time.monotonic()
-        return sorted(self.runners, key=lambda r: (self.down_until[r] > now, self.busy[r], r))
+        return sorted(names, key=lambda r: (self.down_until[r] > now, self.load.get(r, 0.0), self.busy[r], r))
 
     async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> "RemoteSandbox":
         """A sandbox on the least busy runner that starts one; its home
         there is a folder of the runner's own, not `home`, which the job
-        keeps in step with it (runs/shipping.py)."""
+        keeps in step with it (runs/shipping.py). With no runner that has
+        room, it waits (ROOM_WAIT at most) for one to register or free up,
+        in its place in the line of starts (starts.py)."""
         if self.child is not None:
             self.runners[ChildRunner.ID] = await self.child.address()
-        reasons = []
-        for runner in self.order():
-            try:
-                sandbox = await RemoteSandbox.open(self, runner, uid, settings)
-            except SandboxError as e:
-                self.down_until[runner] = time.monotonic() + DOWN_SECONDS
-                log.warning("runner %s: %s", runner, e)
-                reasons.append(f"{runner}: {e}")
-                continue
-            return sandbox
-        raise SandboxError("no runner could start a sandbox (" + "; ".join(reasons) + ")")
+        deadline = time.monotonic() + ROOM_WAIT
+        reasons: list[str] = []
+        while True:
+            for runner in await self.candidates():
+                try:
+                    return await RemoteSandbox.open(self, runner, uid, settings)
+                except SandboxError as e:
+                    self.down_until[runner] = time.monotonic() + DOWN_SECONDS
+                    log.warning("runner %s: %s", runner, e)
+                    reasons = (reasons + [f"{runner}: {e}"])[-4:]
+            if time.monotonic() >= deadline:
+                raise SandboxError("no runner could start a sandbox (" + ("; ".join(reasons) or "none has room")
+                                   + ")")
+            await asyncio.sleep(ROOM_POLL)
 
 
 class RemoteSandbox:

@@ -13,6 +13,12 @@ from the secret), not the database.
 - Runner to web: the runner's first answer carries `proof(key, sandbox)`,
   which only the holder of that runner's key can make for that sandbox, so
   an address that answers in a runner's place is refused.
+- A runner's heartbeat (`heartbeat`), which registers its address and room
+  with the web tier, is signed with its key for that purpose alone (a
+  ticket or a proof is never a heartbeat) and carries the time it was made
+  in nanoseconds: the web tier keeps a runner's latest in PostgreSQL and
+  takes only a later one, so a heartbeat seen on the wire cannot be
+  replayed to any web worker or host (`read_heartbeat`).
 
 HMAC-SHA256 from the standard library: a signature over a few fields, no
 JWT library, no algorithm named by the message.
@@ -22,6 +28,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from typing import Any
@@ -57,13 +64,28 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
 
 
+def _signed(key: bytes, purpose: bytes, fields: dict[str, Any]) -> str:
+    """`fields` and their signature for `purpose`, as text: body.signature."""
+    body = json.dumps(fields, separators=(",", ":"), sort_keys=True).encode()
+    return _b64(body) + "." + _b64(_sign(key, purpose, body))
+
+
+def _opened(token: Any, what: str) -> tuple[bytes, bytes]:
+    """(body, signature) of what _signed made; Refused("not a `what`") else."""
+    if not isinstance(token, str) or len(token) > MAX_TICKET or token.count(".") != 1:
+        raise Refused(f"not a {what}")
+    body_text, signature_text = token.split(".")
+    try:
+        return _unb64(body_text), _unb64(signature_text)
+    except (binascii.Error, ValueError):
+        raise Refused(f"not a {what}") from None
+
+
 def issue(key: bytes, runner: str, now: float | None = None) -> tuple[str, str]:
     """(ticket, sandbox id): the web tier's ask for one sandbox on `runner`."""
     sandbox = secrets.token_urlsafe(12)
     expires = (time.time() if now is None else now) + TICKET_SECONDS
-    body = json.dumps({"runner": runner, "sandbox": sandbox, "expires": round(expires, 3)},
-                      separators=(",", ":"), sort_keys=True).encode()
-    return _b64(body) + "." + _b64(_sign(key, b"ticket", body)), sandbox
+    return _signed(key, b"ticket", {"runner": runner, "sandbox": sandbox, "expires": round(expires, 3)}), sandbox
 
 
 def proof(key: bytes, sandbox: str) -> str:
@@ -88,13 +110,7 @@ class Tickets:
     def accept(self, ticket: Any, now: float | None = None) -> str:
         """The sandbox id of a good ticket; Refused otherwise."""
         now = time.time() if now is None else now
-        if not isinstance(ticket, str) or len(ticket) > MAX_TICKET or ticket.count(".") != 1:
-            raise Refused("not a ticket")
-        body_text, signature_text = ticket.split(".")
-        try:
-            body, signature = _unb64(body_text), _unb64(signature_text)
-        except (binascii.Error, ValueError):
-            raise Refused("not a ticket") from None
+        body, signature = _opened(ticket, "ticket")
         if not hmac.compare_digest(_sign(self.key, b"ticket", body), signature):
             raise Refused("a ticket not signed with this runner's key")
         try:
@@ -117,3 +133,37 @@ class Tickets:
             raise Refused("a ticket already used (a replay)")
         self.seen[sandbox] = expires
         return sandbox
+
+
+def heartbeat(key: bytes, runner: str, address: str, capacity: int, busy: int, now_ns: int | None = None) -> str:
+    """Runner `runner`'s signed word that it listens at `address` and runs
+    `busy` of at most `capacity` sandboxes, as of now."""
+    return _signed(key, b"heartbeat", {"runner": runner, "address": address, "capacity": capacity, "busy": busy,
+                                       "sent": time.time_ns() if now_ns is None else now_ns})
+
+
+def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[str, Any]:
+    """The fields of a heartbeat signed by the runner it names (its key made
+    from `secret`) and made within TICKET_SECONDS; Refused otherwise. Its
+    `sent` must still be later than the runner's last (the caller's part)."""
+    now = time.time() if now is None else now
+    body, signature = _opened(token, "heartbeat")
+    try:
+        fields = json.loads(body)
+        runner = fields["runner"]
+        key = runner_key(secret, runner)
+    except (ValueError, TypeError, KeyError):
+        raise Refused("not a heartbeat") from None
+    if not hmac.compare_digest(_sign(key, b"heartbeat", body), signature):
+        raise Refused(f"a heartbeat for runner {runner!r} not signed with its key")
+    address, capacity, busy, sent = fields.get("address"), fields.get("capacity"), fields.get("busy"), \
+        fields.get("sent")
+    if not isinstance(address, str) or not _ADDRESS.match(address) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62 for n in (capacity, busy, sent)):
+        raise Refused("a signed heartbeat without its fields")
+    if abs(sent / 1e9 - now) > TICKET_SECONDS:
+        raise Refused("a heartbeat too old or from too far ahead")
+    return {"runner": runner, "address": address, "capacity": capacity, "busy": busy, "sent": sent}
+
+
+_ADDRESS = re.compile(r"^wss?://[A-Za-z0-9.\-\[\]:]{1,200}$")
