@@ -42,9 +42,11 @@ system-deps:
 
 # The IDE on the embedded defaults: data in ./data, a private PostgreSQL,
 # demo accounts printed at first start.
+# Students' programs on a child runner (a process of its own without the
+# server's secrets: docs/operators.md, "Runners") unless SANDBOX says otherwise.
 start: server-deps $(VENV)/.installed-runtime
 	@echo "==> Starting the server (the first start also makes its PostgreSQL database under ./data)"
-	DEMO=$${DEMO:-1} $(PY) -m server
+	DEMO=$${DEMO:-1} SANDBOX=$${SANDBOX:-remote} $(PY) -m server
 
 # mypy over server/ (mypy.ini: strict for files/ and exercises/, child/ code
 # aside), before the tests: a type error fails the build.

@@ -8,7 +8,8 @@ Its settings, from the environment:
     RUNNER_HOST    the address to listen on (127.0.0.1)
     RUNNER_PORT    the port (0: any free one; the serving line says which)
     RUNNER_PARENT  (a server's child runner) the pid it stops with
-    RUNNER_CAPACITY  sandboxes it runs at once at most (default: 4 per CPU)
+    RUNNER_CAPACITY  sandboxes it holds at once at most, ready or running: each student with an IDE
+                   open holds one (default: 50 per CPU; an idle one is a waiting interpreter)
     RUNNER_SERVER  the web tier's address (http://host:port): register there with a heartbeat a
                    second, for a server whose runners come and go (no RUNNERS needed)
     RUNNER_ADDRESS the address the web tier reaches it at (ws://host:port; default from
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     server = os.environ.get("RUNNER_SERVER", "").rstrip("/")
-    capacity_text = os.environ.get("RUNNER_CAPACITY", "") or str(4 * (os.cpu_count() or 1))
+    capacity_text = os.environ.get("RUNNER_CAPACITY", "") or str(50 * (os.cpu_count() or 1))
     if server and not re.match(r"^https?://[^/\s]+$", server) or not capacity_text.isdigit() \
             or not 1 <= int(capacity_text) <= 10000 \
             or server and os.environ.get("RUNNER_HOST", "") in ("0.0.0.0", "::") and not os.environ.get("RUNNER_ADDRESS"):

@@ -119,9 +119,14 @@ def resolve(cfg: Config) -> str:
     """The sandbox kind to use: SANDBOX, or for `auto` the best that works
     here. Called once, before the workers are forked."""
     if cfg.SANDBOX == "remote":
+        from .docker import DockerKind
         from .remote import RemoteKind
-        RemoteKind(cfg)  # refuses settings it cannot work with
-        return "remote"
+        if RemoteKind(cfg).child is None or LocalKind.works(cfg) or DockerKind.works(cfg):
+            return "remote"
+        # The embedded default (`make start`) on a host where no sandbox isolates.
+        log.warning("SANDBOX=remote with no RUNNERS starts a child runner, which needs bubblewrap or Docker; "
+                    "neither works here, so the server picks what does (SANDBOX=auto)")
+        cfg = cfg.but(SANDBOX="auto")
     if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalKind.works(cfg)):
         LocalKind.probe_storage(cfg)
         kind = "local"
@@ -160,8 +165,11 @@ def announce(cfg: Config) -> str:
 
 def describe(name: str, defences: dict[str, Any]) -> str:
     if name == "remote":
-        return ("student programs run on the runners " + ", ".join(defences["runners"])
-                + " (each says what holds them there when it starts)")
+        runners = defences["runners"]
+        where = ("a runner each worker starts as its child" if runners == ["local"] else
+                 "the runners that register" if not runners else
+                 "the runners " + ", ".join(runners) + " and those that register")
+        return f"student programs run on {where} (each says what holds them there when it starts)"
     parts = [f"student programs run in the {name} sandbox"]
     if name == "process":
         parts.append("student code is NOT isolated from the server: use it for development only; "

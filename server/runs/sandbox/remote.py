@@ -167,7 +167,8 @@ class RemoteKind:
         seen = next(iter(self.seen_defences.values()), {})
         return {"seccomp": seen.get("seccomp"), "cgroup": seen.get("cgroup"), "own_uid": seen.get("own_uid"),
                 "namespaces": seen.get("namespaces"), "user_namespaces": seen.get("user_namespaces"),
-                "host_paths_hidden": seen.get("host_paths_hidden", True), "runners": sorted(self.runners)}
+                "host_paths_hidden": seen.get("host_paths_hidden", True),
+                "runners": sorted(self.runners) if self.child is not None else sorted(r for r, _ in self.cfg.RUNNERS)}
 
     async def cleanup_leftovers(self) -> int:
         return 0  # a runner kills the sandbox of every socket that closes
