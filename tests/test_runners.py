@@ -432,3 +432,33 @@ def test_a_heartbeat_not_signed_by_its_runner_or_replayed_is_refused_and_logged(
     log = server.output()
     for why in ("not signed with its key", "not a heartbeat", "too old", "not later than its last"):
         assert why in log, why
+
+
+def test_a_fleets_runners_enroll_with_its_key_and_none_can_take_anothers_name(start_server, runners):
+    """Runners an autoscaler starts alike hold only their fleet's key: each
+    names itself, enrolls once and is given a key of its own; a member that
+    was escaped from cannot enroll under a name taken, nor speak for one."""
+    import requests
+    from server.runs.sandbox.tickets import fleet_key, heartbeat
+    server = start_server(SANDBOX="remote", RUNNER_SECRET=SECRET, **LIMITS)
+    fleet = fleet_key(SECRET, "ecs")
+    for name in ("a", "b"):
+        runners(name, RUNNER_SERVER=server.url, RUNNER_FLEET="ecs", RUNNER_FLEET_KEY=fleet.hex())
+    until(lambda: len(registered(server)) == 2, "both fleet runners to enroll")
+    names = registered(server)
+    assert all(name.startswith("ecs-") for name in names) and len(set(names)) == 2, names
+    exit_, rc = run(server, student(server, "ada"), "print('on the fleet')\n")
+    assert exit_["reason"] == "ok" and "on the fleet" in rc.output(), exit_
+
+    def beat(token):
+        return requests.post(server.url + "/api/runners/heartbeat", json={"heartbeat": token}, timeout=10)
+    taken = beat(heartbeat(fleet, names[0], "ws://127.0.0.1:9", 4, 0, fleet="ecs"))
+    assert taken.status_code == 409 and taken.json()["error"] == "enrolled" and "key" not in taken.text, taken.text
+    as_runner = beat(heartbeat(fleet, names[0], "ws://127.0.0.1:9", 4, 0))  # the fleet's key is no runner's
+    assert as_runner.status_code == 403
+    foreign = beat(heartbeat(fleet, "other-1", "ws://127.0.0.1:9", 4, 0, fleet="ecs"))  # not named after the fleet
+    assert foreign.status_code == 403
+    wrong_fleet = beat(heartbeat(fleet, "web-1", "ws://127.0.0.1:9", 4, 0, fleet="web"))
+    assert wrong_fleet.status_code == 403
+    assert registered(server) == names
+    assert "that name is enrolled already" in server.output()

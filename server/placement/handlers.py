@@ -1,9 +1,10 @@
 """POST /api/runners/heartbeat: a runner says it is alive, where it listens
-and how busy it is (registry.py). No session and no cookie: the heartbeat's
-signature, by the key of the runner it names, is its only credential."""
+and how busy it is (registry.py); a fleet member's first one enrolls it and
+is answered with its own key (runs/sandbox/tickets.py). No session and no
+cookie: the heartbeat's signature is its only credential."""
 import logging
 
-from ..runs.sandbox.tickets import Refused, read_heartbeat
+from ..runs.sandbox.tickets import Refused, read_heartbeat, runner_key
 from ..web import ApiError, BaseHandler
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,13 @@ class HeartbeatHandler(BaseHandler):
             log.warning("refused a runner's heartbeat from %s: %s", self.request.remote_ip, e)
             raise ApiError(403, "refused", "This heartbeat is not signed by the runner it names, or is "
                                            "too old.") from None
+        if fields["fleet"] is not None:
+            if not await self.ctx.registry.enroll(fields):
+                log.warning("refused to enroll runner %s from %s: that name is enrolled already",
+                            fields["runner"], self.request.remote_ip)
+                raise ApiError(409, "enrolled", "A runner of this name enrolled already.")
+            log.info("runner %s of fleet %s enrolled, at %s", fields["runner"], fields["fleet"], fields["address"])
+            return self.finish_json({"ok": True, "key": runner_key(cfg.RUNNER_SECRET, str(fields["runner"])).hex()})
         if not await self.ctx.registry.record(fields):
             log.warning("refused runner %s's heartbeat from %s: not later than its last (a replay?)",
                         fields["runner"], self.request.remote_ip)

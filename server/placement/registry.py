@@ -43,6 +43,17 @@ class Registry:
             fields["runner"], fields["address"], fields["capacity"], fields["busy"], fields["sent"])
         return done.endswith(" 1")
 
+    async def enroll(self, fields: dict[str, object]) -> bool:
+        """A fleet member's first heartbeat: False when its name is enrolled
+        already (a member taking another's name), which nothing changes."""
+        done = await self.pool.execute(
+            "INSERT INTO runners (id, address, capacity, busy, sent) VALUES ($1, $2, $3, $4, $5) "
+            "ON CONFLICT (id) DO NOTHING",
+            fields["runner"], fields["address"], fields["capacity"], fields["busy"], fields["sent"])
+        # Runners an autoscaler stopped long ago are forgotten (a fleet member's name is never reused).
+        await self.pool.execute("DELETE FROM runners WHERE seen < now() - interval '1 day'")
+        return done.endswith(" 1")
+
     async def alive(self) -> list[Registered]:
         """The runners heard from in the last ALIVE_SECONDS (as of at most
         READ_SECONDS ago)."""

@@ -5,6 +5,9 @@ Its settings, from the environment:
 
     RUNNER_ID      its name, as the web tier's RUNNERS gives it (a-z, 0-9, -)
     RUNNER_KEY     its key: `python -m server.runner --key ID` prints it from RUNNER_SECRET
+    RUNNER_FLEET, RUNNER_FLEET_KEY  instead of those two, for runners an autoscaler starts alike:
+                   it names itself FLEET-<random> and enrolls with the fleet's key
+                   (`--fleet-key FLEET`) at RUNNER_SERVER, which answers with its own key
     RUNNER_HOST    the address to listen on (127.0.0.1)
     RUNNER_PORT    the port (0: any free one; the serving line says which)
     RUNNER_PARENT  (a server's child runner) the pid it stops with
@@ -26,6 +29,7 @@ import asyncio
 import logging
 import os
 import re
+import secrets
 import signal
 import sys
 
@@ -37,7 +41,7 @@ from ..runs import sandbox
 from ..runs.sandbox import SandboxError
 from ..config import RUNNER_ID
 from ..parent import die_with_parent
-from ..runs.sandbox.tickets import runner_key
+from ..runs.sandbox.tickets import fleet_key, runner_key
 from .service import Runner
 
 log = logging.getLogger("server.runner")
@@ -49,16 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server.runner", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--key", metavar="ID", help="print runner ID's key (from RUNNER_SECRET) and exit")
+    parser.add_argument("--fleet-key", metavar="FLEET", help="print fleet FLEET's key (from RUNNER_SECRET) and exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.key:
+    if args.key or args.fleet_key:
         secret = os.environ.get("RUNNER_SECRET", "")
         if len(secret) < 32:
             print("Set RUNNER_SECRET (at least 32 characters, the web tier's) to make a runner's key.",
                   file=sys.stderr)
             return 2
-        print(runner_key(secret, args.key).hex())
+        print((runner_key(secret, args.key) if args.key else fleet_key(secret, args.fleet_key)).hex())
         return 0
     if os.environ.get("RUNNER_PARENT", "").isdigit():
         die_with_parent(int(os.environ["RUNNER_PARENT"]))
@@ -67,14 +72,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"A runner must not hold {', '.join(held)}: unset them in its environment. It needs only "
               "RUNNER_ID, RUNNER_KEY, DATA_DIR and the sandbox settings.", file=sys.stderr)
         return 2
-    runner_id, key_hex = os.environ.get("RUNNER_ID", ""), os.environ.get("RUNNER_KEY", "")
+    fleet = os.environ.get("RUNNER_FLEET", "")
+    if fleet:  # a fleet member names itself, and is given its own key as it enrolls (tickets.py)
+        runner_id, key_hex = f"{fleet}-{secrets.token_hex(5)}", os.environ.get("RUNNER_FLEET_KEY", "")
+    else:
+        runner_id, key_hex = os.environ.get("RUNNER_ID", ""), os.environ.get("RUNNER_KEY", "")
     try:
         key = bytes.fromhex(key_hex)
     except ValueError:
         key = b""
-    if not RUNNER_ID.match(runner_id) or len(key) != 32:
-        print("Set RUNNER_ID (a-z, 0-9 and -) and RUNNER_KEY (64 hex digits, from "
-              "`python -m server.runner --key ID` where RUNNER_SECRET is set).", file=sys.stderr)
+    if not RUNNER_ID.match(runner_id) or len(runner_id) > 40 or len(key) != 32 \
+            or fleet and not os.environ.get("RUNNER_SERVER"):
+        print("Set RUNNER_ID (a-z, 0-9 and -) and RUNNER_KEY (64 hex digits, from `python -m server.runner --key "
+              "ID` where RUNNER_SECRET is set); or, for one of a fleet, RUNNER_FLEET (a-z, 0-9 and -, up to 29), "
+              "RUNNER_FLEET_KEY (from --fleet-key FLEET) and RUNNER_SERVER.", file=sys.stderr)
         return 2
     try:
         cfg = config.load(os.environ)
@@ -99,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
               "(1-10000), and with RUNNER_HOST=0.0.0.0 RUNNER_ADDRESS to the ws://host:port the web tier "
               "reaches this runner at.", file=sys.stderr)
         return 2
-    return asyncio.run(serve(cfg, runner_id, key, int(capacity_text), server))
+    return asyncio.run(serve(cfg, runner_id, key, int(capacity_text), server, fleet or None))
 
 
-async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, server: str) -> int:
+async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, server: str,
+                fleet: str | None) -> int:
     kind = sandbox.create(cfg)
-    runner = Runner(cfg, kind, runner_id, key, capacity)
+    runner = Runner(cfg, kind, runner_id, key, capacity, fleet)
     await asyncio.get_running_loop().run_in_executor(None, runner.remove_leftovers)
     sockets = bind_sockets(int(os.environ.get("RUNNER_PORT", "0")), os.environ.get("RUNNER_HOST", "127.0.0.1"))
     http = HTTPServer(runner.app())

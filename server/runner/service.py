@@ -67,13 +67,16 @@ PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
 class Runner:
     """What the runner's sockets share: its kind of sandbox and its tickets."""
 
-    def __init__(self, cfg: Config, kind: SandboxKind, runner_id: str, key: bytes, capacity: int = 1000) -> None:
+    def __init__(self, cfg: Config, kind: SandboxKind, runner_id: str, key: bytes, capacity: int = 1000,
+                 fleet: str | None = None) -> None:
         self.cfg = cfg
         self.kind = kind
         self.id = runner_id
-        self.key = key
         self.capacity = capacity  # sandboxes at once: one more is refused (FULL), and the web tier asks another
-        self.tickets = Tickets(key, runner_id)
+        self.fleet = fleet  # of a fleet: `key` is the fleet's until the web tier gives it its own (enrolled)
+        self.fleet_key = key if fleet else None
+        self.key = b"" if fleet else key
+        self.tickets: Tickets | None = None if fleet else Tickets(key, runner_id)
         self.sandboxes: set["SandboxSocket"] = set()  # live, for the count and the drain
 
     def app(self) -> web.Application:
@@ -93,19 +96,31 @@ class Runner:
         client = httpclient.AsyncHTTPClient()
         failing = False
         while True:
-            body = json.dumps({"heartbeat": heartbeat(self.key, self.id, address, self.capacity,
-                                                      len(self.sandboxes))})
+            enrolling = self.tickets is None
+            beat = heartbeat(self.fleet_key or b"", self.id, address, self.capacity, 0, fleet=self.fleet) \
+                if enrolling else heartbeat(self.key, self.id, address, self.capacity, len(self.sandboxes))
             try:
-                await client.fetch(server + "/api/runners/heartbeat", method="POST", body=body,
-                                   headers={"Content-Type": "application/json"}, request_timeout=HEARTBEAT_SECONDS * 2)
+                answer = await client.fetch(server + "/api/runners/heartbeat", method="POST",
+                                            body=json.dumps({"heartbeat": beat}),
+                                            headers={"Content-Type": "application/json"},
+                                            request_timeout=HEARTBEAT_SECONDS * 2)
+                if enrolling:
+                    self.enrolled(bytes.fromhex(json.loads(answer.body)["key"]))
                 if failing:
                     log.info("the web tier at %s takes this runner's heartbeats again", server)
                 failing = False
-            except (OSError, httpclient.HTTPError) as e:
+            except (OSError, httpclient.HTTPError, ValueError, KeyError, TypeError) as e:
                 if not failing:  # once per episode
                     log.warning("the web tier at %s did not take this runner's heartbeat: %s", server, e)
                 failing = True
             await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def enrolled(self, key: bytes) -> None:
+        """The web tier gave this fleet member its own key: it takes tickets from now on."""
+        if len(key) != 32:
+            raise ValueError("a runner's key has 32 bytes")
+        self.key, self.tickets = key, Tickets(key, self.id)
+        log.info("runner %s enrolled in fleet %s", self.id, self.fleet)
 
     def remove_leftovers(self) -> int:
         """The homes of runners that are gone (kill -9, a crash) go:
@@ -152,6 +167,8 @@ class SandboxSocket(websocket.WebSocketHandler):
         try:
             if not header.startswith("Ticket "):
                 raise Refused("no ticket")
+            if self.runner.tickets is None:
+                raise Refused("not enrolled yet: no ticket can be for this runner")
             self.sandbox_id = self.runner.tickets.accept(header[len("Ticket "):])
         except Refused as e:
             log.warning("refused a sandbox socket from %s: %s", self.request.remote_ip, e)

@@ -19,6 +19,13 @@ from the secret), not the database.
   in nanoseconds: the web tier keeps a runner's latest in PostgreSQL and
   takes only a later one, so a heartbeat seen on the wire cannot be
   replayed to any web worker or host (`read_heartbeat`).
+- Runners an autoscaler starts are alike: they hold their fleet's key
+  (`fleet_key`), which only enrolls. Each names itself "<fleet>-<random>"
+  and sends a first heartbeat signed with the fleet's key; the web tier
+  enrolls a name once (PostgreSQL says whether it is new) and answers with
+  that runner's own key, made from RUNNER_SECRET as any runner's. So a
+  fleet member escaped from cannot take another's name: that name is
+  enrolled already, and only its own key speaks for it from then on.
 
 HMAC-SHA256 from the standard library: a signature over a few fields, no
 JWT library, no algorithm named by the message.
@@ -49,6 +56,14 @@ def runner_key(secret: str, runner: str) -> bytes:
     if not RUNNER_ID.match(runner):
         raise ValueError(f"not a runner id: {runner!r}")
     return hmac.new(secret.encode(), b"pyclassroom runner key\x00" + runner.encode(), hashlib.sha256).digest()
+
+
+def fleet_key(secret: str, fleet: str) -> bytes:
+    """The key runners of fleet `fleet` enroll with (never a runner's own:
+    a fleet member gets its own key from the web tier as it enrolls)."""
+    if not RUNNER_ID.match(fleet):
+        raise ValueError(f"not a fleet name: {fleet!r}")
+    return hmac.new(secret.encode(), b"pyclassroom runner fleet key\x00" + fleet.encode(), hashlib.sha256).digest()
 
 
 def _sign(key: bytes, purpose: bytes, body: bytes) -> bytes:
@@ -135,11 +150,16 @@ class Tickets:
         return sandbox
 
 
-def heartbeat(key: bytes, runner: str, address: str, capacity: int, busy: int, now_ns: int | None = None) -> str:
+def heartbeat(key: bytes, runner: str, address: str, capacity: int, busy: int, now_ns: int | None = None,
+              fleet: str | None = None) -> str:
     """Runner `runner`'s signed word that it listens at `address` and runs
-    `busy` of at most `capacity` sandboxes, as of now."""
-    return _signed(key, b"heartbeat", {"runner": runner, "address": address, "capacity": capacity, "busy": busy,
-                                       "sent": time.time_ns() if now_ns is None else now_ns})
+    `busy` of at most `capacity` sandboxes, as of now. With `fleet`, the
+    first heartbeat of a fleet member, signed with the fleet's key: it
+    enrolls `runner` (which must be "<fleet>-..."), and the web tier answers
+    with the runner's own key."""
+    return _signed(key, b"enroll" if fleet else b"heartbeat",
+                   {"runner": runner, "address": address, "capacity": capacity, "busy": busy,
+                    "sent": time.time_ns() if now_ns is None else now_ns, **({"fleet": fleet} if fleet else {})})
 
 
 def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[str, Any]:
@@ -150,12 +170,17 @@ def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[st
     body, signature = _opened(token, "heartbeat")
     try:
         fields = json.loads(body)
-        runner = fields["runner"]
-        key = runner_key(secret, runner)
-    except (ValueError, TypeError, KeyError):
+        runner, fleet = fields["runner"], fields.get("fleet")
+        if not RUNNER_ID.match(runner):
+            raise ValueError("not a runner id")
+        key = runner_key(secret, runner) if fleet is None else fleet_key(secret, fleet)
+    except (ValueError, TypeError, KeyError, AttributeError):
         raise Refused("not a heartbeat") from None
-    if not hmac.compare_digest(_sign(key, b"heartbeat", body), signature):
-        raise Refused(f"a heartbeat for runner {runner!r} not signed with its key")
+    if not hmac.compare_digest(_sign(key, b"heartbeat" if fleet is None else b"enroll", body), signature):
+        raise Refused(f"a heartbeat for runner {runner!r} not signed with its key"
+                      if fleet is None else f"an enrollment for fleet {fleet!r} not signed with its key")
+    if fleet is not None and not runner.startswith(fleet + "-"):
+        raise Refused(f"an enrollment in fleet {fleet!r} of a runner not named after it ({runner!r})")
     address, capacity, busy, sent = fields.get("address"), fields.get("capacity"), fields.get("busy"), \
         fields.get("sent")
     if not isinstance(address, str) or not _ADDRESS.match(address) or not all(
@@ -163,7 +188,7 @@ def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[st
         raise Refused("a signed heartbeat without its fields")
     if abs(sent / 1e9 - now) > TICKET_SECONDS:
         raise Refused("a heartbeat too old or from too far ahead")
-    return {"runner": runner, "address": address, "capacity": capacity, "busy": busy, "sent": sent}
+    return {"runner": runner, "address": address, "capacity": capacity, "busy": busy, "sent": sent, "fleet": fleet}
 
 
 _ADDRESS = re.compile(r"^wss?://[A-Za-z0-9.\-\[\]:]{1,200}$")
