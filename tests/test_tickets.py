@@ -91,7 +91,7 @@ def test_a_heartbeat_is_read_only_with_its_runners_key_and_in_time():
     now_ns = int(NOW * 1e9)
     token = heartbeat(runner_key(SECRET, "r1"), "r1", "ws://10.0.1.5:8790", 8, 3, now_ns)
     assert read_heartbeat(SECRET, token, NOW) == {"runner": "r1", "address": "ws://10.0.1.5:8790", "capacity": 8,
-                                                  "busy": 3, "sent": now_ns}
+                                                  "busy": 3, "sent": now_ns, "fleet": None}
     wrong = (heartbeat(runner_key(SECRET + "!", "r1"), "r1", "ws://x:1", 8, 3, now_ns),  # another secret's key
              heartbeat(runner_key(SECRET, "r2"), "r1", "ws://x:1", 8, 3, now_ns),  # r2's key, naming r1
              issue(runner_key(SECRET, "r1"), "r1", NOW)[0],  # a ticket, though signed with r1's key
