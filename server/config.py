@@ -146,6 +146,20 @@ def _key(text: str) -> str:
 RUNNER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # a runner's name: in logs, tickets, its key
 
 
+@_allowing("a-z, 0-9 and -, up to 29 characters, or empty")
+def _fleet(text: str) -> str:
+    if text and (not RUNNER_ID.match(text) or len(text) > 29):
+        raise ValueError("expected a-z, 0-9 and -, up to 29 characters")
+    return text
+
+
+@_allowing("64 hex digits, or empty")
+def _hex_key(text: str) -> str:
+    if text and not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise ValueError("expected 64 hex digits (openssl rand -hex 32)")
+    return text
+
+
 @_allowing("id=ws://host:port ..., or empty")
 def _runners(text: str) -> tuple[tuple[str, str], ...]:
     runners: list[tuple[str, str]] = []
@@ -239,6 +253,11 @@ SETTINGS = [
     Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
             "(`python -m server.runner --key ID`), which also lets runners register; the runners never hold it",
             secret=True),
+    Setting("RUNNER_FLEET", _fleet, "", "with SANDBOX=remote, the fleet whose runners may enroll (runners an "
+            "autoscaler starts alike, with the same RUNNER_FLEET and RUNNER_FLEET_KEY): each is given a key of "
+            "its own as it enrolls"),
+    Setting("RUNNER_FLEET_KEY", _hex_key, "", "the key RUNNER_FLEET's runners enroll with (openssl rand -hex 32); "
+            "it only enrolls", secret=True),
     Setting("SANDBOX_PYTHON", _text, "/usr/bin/python3",
             "interpreter for local and process sandboxes (needs numpy and matplotlib for plots)"),
     Setting("SANDBOX_IMAGE", _text, "pyclassroom-sandbox:latest", "Docker image of the docker sandbox"),
@@ -336,6 +355,8 @@ class Config:
     SANDBOX: str
     RUNNERS: tuple[tuple[str, str], ...]
     RUNNER_SECRET: str
+    RUNNER_FLEET: str
+    RUNNER_FLEET_KEY: str
     SANDBOX_PYTHON: str
     SANDBOX_IMAGE: str
     SANDBOX_UID_BASE: int

@@ -439,9 +439,10 @@ def test_a_fleets_runners_enroll_with_its_key_and_none_can_take_anothers_name(st
     names itself, enrolls once and is given a key of its own; a member that
     was escaped from cannot enroll under a name taken, nor speak for one."""
     import requests
-    from server.runs.sandbox.tickets import fleet_key, heartbeat
-    server = start_server(SANDBOX="remote", RUNNER_SECRET=SECRET, **LIMITS)
-    fleet = fleet_key(SECRET, "ecs")
+    from server.runs.sandbox.tickets import heartbeat
+    fleet = os.urandom(32)
+    server = start_server(SANDBOX="remote", RUNNER_SECRET=SECRET, RUNNER_FLEET="ecs", RUNNER_FLEET_KEY=fleet.hex(),
+                          **LIMITS)
     for name in ("a", "b"):
         runners(name, RUNNER_SERVER=server.url, RUNNER_FLEET="ecs", RUNNER_FLEET_KEY=fleet.hex())
     until(lambda: len(registered(server)) == 2, "both fleet runners to enroll")

@@ -39,7 +39,8 @@ def test_the_table_sorts_every_setting_into_a_kind_tested_here():
     kinds = INTEGERS + CHOICES + SWITCHES
     others = {s.name for s in config.SETTINGS if s not in kinds}
     assert others == {"HOST", "PUBLIC_URL", "DATABASE_URL", "DATA_DIR", "STORAGE_ROOT", "COOKIE_SECRET",
-                      "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE", "RUNNERS", "RUNNER_SECRET"}
+                      "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE", "RUNNERS", "RUNNER_SECRET",
+                      "RUNNER_FLEET", "RUNNER_FLEET_KEY"}
     assert len(INTEGERS) > 40
 
 
@@ -106,6 +107,19 @@ def test_runners_are_ids_and_websocket_addresses_each_named_once():
                   "r1=ws://a:1 r1=ws://b:2", "=ws://a:1", "-r=ws://a:1"):
         said = refusal({"RUNNERS": wrong})
         assert said.startswith(f"RUNNERS={wrong!r} is not valid: expected ") and "\n" not in said, said
+
+
+def test_a_runner_fleet_is_a_name_and_its_key_64_hex_digits_never_printed():
+    key = "0123456789abcdef" * 4
+    loaded = config.load({"RUNNER_FLEET": "ecs-runners", "RUNNER_FLEET_KEY": key})
+    assert (loaded.RUNNER_FLEET, loaded.RUNNER_FLEET_KEY) == ("ecs-runners", key)
+    assert (config.load({}).RUNNER_FLEET, config.load({}).RUNNER_FLEET_KEY) == ("", "")
+    for wrong in ("ECS", "-ecs", "a" * 30, "ecs runners", "ecs_1"):
+        assert refusal({"RUNNER_FLEET": wrong}).startswith(f"RUNNER_FLEET={wrong!r} is not valid: expected ")
+    for wrong in ("0123", key.upper(), key + "0", "g" * 64, "secret-of-the-fleet-with-64-characters" + "x" * 26):
+        said = refusal({"RUNNER_FLEET_KEY": wrong})
+        assert said.startswith("RUNNER_FLEET_KEY='********' is not valid: expected 64 hex digits"), said
+        assert wrong not in said
 
 
 @pytest.mark.parametrize("value, kept", [

@@ -113,15 +113,16 @@ def test_anything_but_a_heartbeat_is_refused_in_words(token):
 
 
 def test_a_fleet_key_enrolls_only_its_members_and_is_no_runners_key():
-    from server.runs.sandbox.tickets import fleet_key, heartbeat, read_heartbeat
+    from server.runs.sandbox.tickets import heartbeat, read_heartbeat
     now_ns = int(NOW * 1e9)
-    fleet = fleet_key(SECRET, "ecs")
-    assert fleet not in (runner_key(SECRET, "ecs"), fleet_key(SECRET, "web"), fleet_key(SECRET + "!", "ecs"))
-    enrolled = read_heartbeat(SECRET, heartbeat(fleet, "ecs-1a2b", "ws://x:1", 8, 0, now_ns, fleet="ecs"), NOW)
+    fleet = bytes(range(32))
+    fleets = {"ecs": fleet}
+    enrolled = read_heartbeat(SECRET, heartbeat(fleet, "ecs-1a2b", "ws://x:1", 8, 0, now_ns, fleet="ecs"), NOW,
+                              fleets)
     assert enrolled["fleet"] == "ecs" and enrolled["runner"] == "ecs-1a2b"
     for token in (heartbeat(fleet, "ecs-1a2b", "ws://x:1", 8, 0, now_ns),  # a fleet's key speaks for no runner
                   heartbeat(fleet, "web-1", "ws://x:1", 8, 0, now_ns, fleet="ecs"),  # not a member's name
-                  heartbeat(fleet, "web-1", "ws://x:1", 8, 0, now_ns, fleet="web"),  # another fleet's
+                  heartbeat(fleet, "web-1", "ws://x:1", 8, 0, now_ns, fleet="web"),  # a fleet it does not take
                   heartbeat(runner_key(SECRET, "ecs-1a2b"), "ecs-1a2b", "ws://x:1", 8, 0, now_ns, fleet="ecs")):
         with pytest.raises(Refused):
-            read_heartbeat(SECRET, token, NOW)
+            read_heartbeat(SECRET, token, NOW, fleets)

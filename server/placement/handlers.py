@@ -22,7 +22,8 @@ class HeartbeatHandler(BaseHandler):
             raise ApiError(404, "not_found", "This server takes no runners (it needs SANDBOX=remote and "
                                              "RUNNER_SECRET).")
         try:
-            fields = read_heartbeat(cfg.RUNNER_SECRET, self.json_body().get("heartbeat"))
+            fleets = {cfg.RUNNER_FLEET: bytes.fromhex(cfg.RUNNER_FLEET_KEY)} if cfg.RUNNER_FLEET_KEY else {}
+            fields = read_heartbeat(cfg.RUNNER_SECRET, self.json_body().get("heartbeat"), fleets=fleets)
         except Refused as e:
             log.warning("refused a runner's heartbeat from %s: %s", self.request.remote_ip, e)
             raise ApiError(403, "refused", "This heartbeat is not signed by the runner it names, or is "

@@ -6,8 +6,8 @@ Its settings, from the environment:
     RUNNER_ID      its name, as the web tier's RUNNERS gives it (a-z, 0-9, -)
     RUNNER_KEY     its key: `python -m server.runner --key ID` prints it from RUNNER_SECRET
     RUNNER_FLEET, RUNNER_FLEET_KEY  instead of those two, for runners an autoscaler starts alike:
-                   it names itself FLEET-<random> and enrolls with the fleet's key
-                   (`--fleet-key FLEET`) at RUNNER_SERVER, which answers with its own key
+                   it names itself FLEET-<random> and enrolls with the fleet's key (the web
+                   tier's RUNNER_FLEET_KEY) at RUNNER_SERVER, which answers with its own key
     RUNNER_HOST    the address to listen on (127.0.0.1)
     RUNNER_PORT    the port (0: any free one; the serving line says which)
     RUNNER_PARENT  (a server's child runner) the pid it stops with
@@ -41,7 +41,7 @@ from ..runs import sandbox
 from ..runs.sandbox import SandboxError
 from ..config import RUNNER_ID
 from ..parent import die_with_parent
-from ..runs.sandbox.tickets import fleet_key, runner_key
+from ..runs.sandbox.tickets import runner_key
 from .service import Runner
 
 log = logging.getLogger("server.runner")
@@ -53,17 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server.runner", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--key", metavar="ID", help="print runner ID's key (from RUNNER_SECRET) and exit")
-    parser.add_argument("--fleet-key", metavar="FLEET", help="print fleet FLEET's key (from RUNNER_SECRET) and exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.key or args.fleet_key:
+    if args.key:
         secret = os.environ.get("RUNNER_SECRET", "")
         if len(secret) < 32:
             print("Set RUNNER_SECRET (at least 32 characters, the web tier's) to make a runner's key.",
                   file=sys.stderr)
             return 2
-        print((runner_key(secret, args.key) if args.key else fleet_key(secret, args.fleet_key)).hex())
+        print(runner_key(secret, args.key).hex())
         return 0
     if os.environ.get("RUNNER_PARENT", "").isdigit():
         die_with_parent(int(os.environ["RUNNER_PARENT"]))
@@ -85,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             or fleet and not os.environ.get("RUNNER_SERVER"):
         print("Set RUNNER_ID (a-z, 0-9 and -) and RUNNER_KEY (64 hex digits, from `python -m server.runner --key "
               "ID` where RUNNER_SECRET is set); or, for one of a fleet, RUNNER_FLEET (a-z, 0-9 and -, up to 29), "
-              "RUNNER_FLEET_KEY (from --fleet-key FLEET) and RUNNER_SERVER.", file=sys.stderr)
+              "RUNNER_FLEET_KEY (the web tier's) and RUNNER_SERVER.", file=sys.stderr)
         return 2
     try:
         cfg = config.load(os.environ)

@@ -20,7 +20,7 @@ from the secret), not the database.
   takes only a later one, so a heartbeat seen on the wire cannot be
   replayed to any web worker or host (`read_heartbeat`).
 - Runners an autoscaler starts are alike: they hold their fleet's key
-  (`fleet_key`), which only enrolls. Each names itself "<fleet>-<random>"
+  (RUNNER_FLEET_KEY, which the web tier holds too), which only enrolls. Each names itself "<fleet>-<random>"
   and sends a first heartbeat signed with the fleet's key; the web tier
   enrolls a name once (PostgreSQL says whether it is new) and answers with
   that runner's own key, made from RUNNER_SECRET as any runner's. So a
@@ -56,14 +56,6 @@ def runner_key(secret: str, runner: str) -> bytes:
     if not RUNNER_ID.match(runner):
         raise ValueError(f"not a runner id: {runner!r}")
     return hmac.new(secret.encode(), b"pyclassroom runner key\x00" + runner.encode(), hashlib.sha256).digest()
-
-
-def fleet_key(secret: str, fleet: str) -> bytes:
-    """The key runners of fleet `fleet` enroll with (never a runner's own:
-    a fleet member gets its own key from the web tier as it enrolls)."""
-    if not RUNNER_ID.match(fleet):
-        raise ValueError(f"not a fleet name: {fleet!r}")
-    return hmac.new(secret.encode(), b"pyclassroom runner fleet key\x00" + fleet.encode(), hashlib.sha256).digest()
 
 
 def _sign(key: bytes, purpose: bytes, body: bytes) -> bytes:
@@ -162,10 +154,12 @@ def heartbeat(key: bytes, runner: str, address: str, capacity: int, busy: int, n
                     "sent": time.time_ns() if now_ns is None else now_ns, **({"fleet": fleet} if fleet else {})})
 
 
-def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[str, Any]:
+def read_heartbeat(secret: str, token: Any, now: float | None = None,
+                   fleets: dict[str, bytes] | None = None) -> dict[str, Any]:
     """The fields of a heartbeat signed by the runner it names (its key made
-    from `secret`) and made within TICKET_SECONDS; Refused otherwise. Its
-    `sent` must still be later than the runner's last (the caller's part)."""
+    from `secret`), or of an enrollment signed with its fleet's key (of
+    `fleets`), made within TICKET_SECONDS; Refused otherwise. Its `sent`
+    must still be later than the runner's last (the caller's part)."""
     now = time.time() if now is None else now
     body, signature = _opened(token, "heartbeat")
     try:
@@ -173,7 +167,9 @@ def read_heartbeat(secret: str, token: Any, now: float | None = None) -> dict[st
         runner, fleet = fields["runner"], fields.get("fleet")
         if not RUNNER_ID.match(runner):
             raise ValueError("not a runner id")
-        key = runner_key(secret, runner) if fleet is None else fleet_key(secret, fleet)
+        if fleet is not None and fleet not in (fleets or {}):
+            raise Refused(f"an enrollment in fleet {fleet!r}, which this server does not take")
+        key = runner_key(secret, runner) if fleet is None else (fleets or {})[fleet]
     except (ValueError, TypeError, KeyError, AttributeError):
         raise Refused("not a heartbeat") from None
     if not hmac.compare_digest(_sign(key, b"heartbeat" if fleet is None else b"enroll", body), signature):
