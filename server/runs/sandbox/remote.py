@@ -282,6 +282,10 @@ class RemoteSandbox:
             ws = await websocket.websocket_connect(request, max_message_size=MAX_MESSAGE)
         except (OSError, httpclient.HTTPClientError, websocket.WebSocketError, asyncio.TimeoutError) as e:
             raise SandboxError(f"could not reach it ({e})") from None
+        if ws.protocol is not None:
+            # Puts, collects and input are small messages answered at once:
+            # Nagle's algorithm held each ~40 ms for an acknowledgement.
+            ws.protocol.set_nodelay(True)
         try:
             await ws.write_message(json.dumps({"uid": uid, "settings": settings}))
             answer = await asyncio.wait_for(ws.read_message(), PREPARE_TIMEOUT)
