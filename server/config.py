@@ -253,6 +253,9 @@ SETTINGS = [
     Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
             "(`python -m server.runner --key ID`), which also lets runners register; the runners never hold it",
             secret=True),
+    Setting("CLOUDWATCH_NAMESPACE", _text, "", "with SANDBOX=remote, the CloudWatch namespace each worker puts "
+            "RunnerDemandPercent into every minute, for the runners' autoscaling (boto3, the task's role); "
+            "empty: none"),
     Setting("RUNNER_FLEET", _fleet, "", "with SANDBOX=remote, the fleet whose runners may enroll (runners an "
             "autoscaler starts alike, with the same RUNNER_FLEET and RUNNER_FLEET_KEY): each is given a key of "
             "its own as it enrolls"),
@@ -355,6 +358,7 @@ class Config:
     SANDBOX: str
     RUNNERS: tuple[tuple[str, str], ...]
     RUNNER_SECRET: str
+    CLOUDWATCH_NAMESPACE: str
     RUNNER_FLEET: str
     RUNNER_FLEET_KEY: str
     SANDBOX_PYTHON: str

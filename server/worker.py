@@ -39,6 +39,7 @@ from .files.service import Files
 from .files.store import Limits, Store
 from .runs import manager, runlock, sandbox
 from .runs.admission import Admission
+from .placement.demand import Publisher
 from .placement.registry import Registry
 from .runs.sandbox import SandboxKind
 from .runs.sandbox.remote import RemoteKind
@@ -231,13 +232,15 @@ async def serve(cfg: Config, instance: Instance, sockets: list[socket.socket], d
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    housekeeping = asyncio.create_task(periodic(ctx))
-    flushing = asyncio.create_task(flusher(ctx))
+    tasks = [asyncio.create_task(periodic(ctx)), asyncio.create_task(flusher(ctx))]
+    if cfg.SANDBOX == "remote" and cfg.CLOUDWATCH_NAMESPACE:  # the runners' autoscaling reads it
+        tasks.append(asyncio.create_task(Publisher(cfg.CLOUDWATCH_NAMESPACE).publish(
+            ctx.registry.alive, lambda: len(ctx.jobs.warm.starts.line.waiting))))
     ctx.teaching.start()
     on_ready()
     await stop.wait()
-    housekeeping.cancel()
-    flushing.cancel()
+    for task in tasks:
+        task.cancel()
     await drain(ctx, server)
 
 

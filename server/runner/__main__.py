@@ -15,8 +15,8 @@ Its settings, from the environment:
                    open holds one (default: 50 per CPU; an idle one is a waiting interpreter)
     RUNNER_SERVER  the web tier's address (http://host:port): register there with a heartbeat a
                    second, for a server whose runners come and go (no RUNNERS needed)
-    RUNNER_ADDRESS the address the web tier reaches it at (ws://host:port; default from
-                   RUNNER_HOST and the port it listens on)
+    RUNNER_ADDRESS the address the web tier reaches it at (ws://host:port; default: RUNNER_HOST,
+                   or with 0.0.0.0 the address its packets to RUNNER_SERVER leave from, and the port)
 
 and the server's own sandbox settings (SANDBOX, SANDBOX_PYTHON, RUN_*,
 SANDBOX_UID_BASE, DATA_DIR for its font cache and its sandboxes' homes, in
@@ -31,7 +31,9 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sys
+from urllib.parse import urlsplit
 
 from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
@@ -103,11 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     server = os.environ.get("RUNNER_SERVER", "").rstrip("/")
     capacity_text = os.environ.get("RUNNER_CAPACITY", "") or str(50 * (os.cpu_count() or 1))
     if server and not re.match(r"^https?://[^/\s]+$", server) or not capacity_text.isdigit() \
-            or not 1 <= int(capacity_text) <= 10000 \
-            or server and os.environ.get("RUNNER_HOST", "") in ("0.0.0.0", "::") and not os.environ.get("RUNNER_ADDRESS"):
-        print("Set RUNNER_SERVER to the web tier's http(s)://host:port, RUNNER_CAPACITY to a number of sandboxes "
-              "(1-10000), and with RUNNER_HOST=0.0.0.0 RUNNER_ADDRESS to the ws://host:port the web tier "
-              "reaches this runner at.", file=sys.stderr)
+            or not 1 <= int(capacity_text) <= 10000:
+        print("Set RUNNER_SERVER to the web tier's http(s)://host:port and RUNNER_CAPACITY to a number of "
+              "sandboxes (1-10000).", file=sys.stderr)
         return 2
     return asyncio.run(serve(cfg, runner_id, key, int(capacity_text), server, fleet or None))
 
@@ -125,7 +125,7 @@ async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, s
           flush=True)
     beating = None
     if server:
-        address = os.environ.get("RUNNER_ADDRESS") or f"ws://{host}:{port}"
+        address = os.environ.get("RUNNER_ADDRESS") or f"ws://{reachable_host(host, server)}:{port}"
         beating = asyncio.ensure_future(runner.heartbeats(server, address))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -140,6 +140,18 @@ async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, s
     await asyncio.sleep(0.1)
     kind.close()
     return 0
+
+
+def reachable_host(host: str, server: str) -> str:
+    """The address the web tier at `server` reaches this runner at, when it
+    listens on all of them (a task's own, given by its platform): the one
+    its packets to the web tier leave from (a UDP connect sends nothing)."""
+    if host not in ("0.0.0.0", "::"):
+        return host
+    parts = urlsplit(server)
+    with socket.socket(socket.AF_INET6 if host == "::" else socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((parts.hostname or "", parts.port or 80))
+        return str(probe.getsockname()[0])
 
 
 if __name__ == "__main__":
