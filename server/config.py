@@ -153,6 +153,13 @@ def _fleet(text: str) -> str:
     return text
 
 
+@_allowing("letters, digits and . - _ / # : (not AWS/...), or empty")
+def _namespace(text: str) -> str:
+    if text and (not re.fullmatch(r"[A-Za-z0-9.\-_/#:]{1,255}", text) or text.startswith("AWS/")):
+        raise ValueError("expected letters, digits and . - _ / # : up to 255, not starting with AWS/")
+    return text
+
+
 @_allowing("64 hex digits, or empty")
 def _hex_key(text: str) -> str:
     if text and not re.fullmatch(r"[0-9a-f]{64}", text):
@@ -253,7 +260,7 @@ SETTINGS = [
     Setting("RUNNER_SECRET", _key, "", "with SANDBOX=remote, the key each runner's own is made from "
             "(`python -m server.runner --key ID`), which also lets runners register; the runners never hold it",
             secret=True),
-    Setting("CLOUDWATCH_NAMESPACE", _text, "", "with SANDBOX=remote, the CloudWatch namespace each worker puts "
+    Setting("CLOUDWATCH_NAMESPACE", _namespace, "", "with SANDBOX=remote, the CloudWatch namespace each worker puts "
             "RunnerDemandPercent into every minute, for the runners' autoscaling (boto3, the task's role); "
             "empty: none"),
     Setting("RUNNER_FLEET", _fleet, "", "with SANDBOX=remote, the fleet whose runners may enroll (runners an "

@@ -40,7 +40,7 @@ def test_the_table_sorts_every_setting_into_a_kind_tested_here():
     others = {s.name for s in config.SETTINGS if s not in kinds}
     assert others == {"HOST", "PUBLIC_URL", "DATABASE_URL", "DATA_DIR", "STORAGE_ROOT", "COOKIE_SECRET",
                       "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE", "RUNNERS", "RUNNER_SECRET",
-                      "RUNNER_FLEET", "RUNNER_FLEET_KEY"}
+                      "RUNNER_FLEET", "RUNNER_FLEET_KEY", "CLOUDWATCH_NAMESPACE"}
     assert len(INTEGERS) > 40
 
 
@@ -107,6 +107,14 @@ def test_runners_are_ids_and_websocket_addresses_each_named_once():
                   "r1=ws://a:1 r1=ws://b:2", "=ws://a:1", "-r=ws://a:1"):
         said = refusal({"RUNNERS": wrong})
         assert said.startswith(f"RUNNERS={wrong!r} is not valid: expected ") and "\n" not in said, said
+
+
+def test_a_cloudwatch_namespace_is_one_cloudwatch_takes():
+    assert config.load({"CLOUDWATCH_NAMESPACE": "PyClassroom/prod-stack"}).CLOUDWATCH_NAMESPACE == \
+        "PyClassroom/prod-stack"
+    for wrong in ("AWS/ECS", "has space", "x" * 256, "ümlaut"):
+        said = refusal({"CLOUDWATCH_NAMESPACE": wrong})
+        assert said.startswith(f"CLOUDWATCH_NAMESPACE={wrong!r} is not valid: expected "), said
 
 
 def test_a_runner_fleet_is_a_name_and_its_key_64_hex_digits_never_printed():
