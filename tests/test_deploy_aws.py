@@ -1,5 +1,5 @@
-"""deploy/efs_throughput.py and deploy/set_process_mode.py against moto's
-AWS (EFS, CloudWatch, ECS) and botocore's Stubber (for update_file_system,
+"""deploy/efs_throughput.py, deploy/set_process_mode.py and deploy/programs_run_on.py against moto's
+AWS (EFS, CloudWatch, ECS) and botocore's Stubber (for update_file_system and CloudFormation,
 which moto does not implement, and for exact request checks). No AWS
 account or network is used."""
 import datetime as dt
@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from deploy import efs_throughput as efs_tool
+from deploy import programs_run_on as where_tool
 from deploy import set_process_mode as ecs_tool
 
 REGION = "eu-west-1"
@@ -626,3 +627,79 @@ def test_scripts_run_from_the_command_line():
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert "usage:" in done.stdout
+
+
+# --- programs_run_on (Stubber: CloudFormation as it answers) -------------------
+
+STACK = "pyclassroom"
+STACK_PARAMETERS = ("VpcId", "ServerImage", "ProgramsRunOn", "MinRunners")
+
+
+def stack_description(status="UPDATE_COMPLETE", on="runners", reason=None):
+    described = {"StackName": STACK, "CreationTime": dt.datetime(2026, 1, 1, tzinfo=UTC), "StackStatus": status,
+                 "Capabilities": ["CAPABILITY_IAM"],
+                 "Parameters": [{"ParameterKey": key, "ParameterValue": on if key == "ProgramsRunOn" else "x"}
+                                for key in STACK_PARAMETERS]}
+    if reason:
+        described["StackStatusReason"] = reason
+    return {"Stacks": [described]}
+
+
+def run_where(argv, stubbed_calls):
+    client = boto3.client("cloudformation", region_name=REGION)
+    out = io.StringIO()
+    with Stubber(client) as stubber:
+        for method, response, params in stubbed_calls:
+            stubber.add_response(method, response, params)
+        code = where_tool.main(argv, cfn=client, sleep=lambda s: None, clock=iter(range(0, 10**6, 10)).__next__,
+                               out=out)
+        stubber.assert_no_pending_responses()
+    return code, out.getvalue()
+
+
+def test_programs_go_back_into_the_server_with_one_parameter_and_nothing_else():
+    update = {"StackName": STACK, "UsePreviousTemplate": True, "Capabilities": ["CAPABILITY_IAM"],
+              "Parameters": [{"ParameterKey": "VpcId", "UsePreviousValue": True},
+                             {"ParameterKey": "ServerImage", "UsePreviousValue": True},
+                             {"ParameterKey": "ProgramsRunOn", "ParameterValue": "server"},
+                             {"ParameterKey": "MinRunners", "UsePreviousValue": True}]}
+    code, out = run_where(["server", "--stack", STACK], [
+        ("describe_stacks", stack_description(), {"StackName": STACK}),
+        ("update_stack", {"StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/pyclassroom/1"}, update),
+        ("describe_stacks", stack_description("UPDATE_IN_PROGRESS"), {"StackName": STACK}),
+        ("describe_stacks", stack_description("UPDATE_COMPLETE", on="server"), {"StackName": STACK})])
+    assert code == 0 and "ProgramsRunOn -> server" in out and "run on the server" in out, out
+
+
+def test_programs_already_where_asked_change_nothing_and_a_dry_run_sends_nothing():
+    code, out = run_where(["runners", "--stack", STACK], [
+        ("describe_stacks", stack_description(on="runners"), {"StackName": STACK})])
+    assert code == 0 and "nothing to do" in out
+    code, out = run_where(["server", "--stack", STACK, "--dry-run"], [
+        ("describe_stacks", stack_description(on="runners"), {"StackName": STACK})])
+    assert code == 0 and '"ParameterValue": "server"' in out
+
+
+def test_an_update_cloudformation_rolled_back_is_an_error_that_says_where_to_look(capsys):
+    code, _ = run_where(["server", "--stack", STACK], [
+        ("describe_stacks", stack_description(), {"StackName": STACK}),
+        ("update_stack", {"StackId": "arn:aws:cloudformation:eu-west-1:123456789012:stack/pyclassroom/1"}, None),
+        ("describe_stacks", stack_description("UPDATE_ROLLBACK_COMPLETE", reason="Resource failed"),
+         {"StackName": STACK})])
+    err = capsys.readouterr().err
+    assert code == 1 and "UPDATE_ROLLBACK_COMPLETE (Resource failed)" in err and "describe-stack-events" in err
+
+
+def test_a_stack_without_runners_is_told_to_update_its_template_first(capsys):
+    described = stack_description()
+    described["Stacks"][0]["Parameters"] = [p for p in described["Stacks"][0]["Parameters"]
+                                            if p["ParameterKey"] != "ProgramsRunOn"]
+    code, _ = run_where(["server", "--stack", STACK], [("describe_stacks", described, {"StackName": STACK})])
+    assert code == 1 and "has no ProgramsRunOn parameter" in capsys.readouterr().err
+
+
+def test_the_parameter_it_changes_is_the_templates():
+    from cfnlint.decode import decode
+    template, _ = decode(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "deploy",
+                                      "cloudformation.yaml"))
+    assert template["Parameters"][where_tool.PARAMETER]["AllowedValues"] == ["runners", "server"]

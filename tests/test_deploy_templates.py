@@ -91,8 +91,42 @@ def test_cloudformation_storage_and_database_are_encrypted_and_secret(template):
     assert not [p for p in template["Parameters"] if re.search("password|secret", p, re.I)]
 
 
+NO_VALUE = object()
+
+
+def evaluated(template, **parameters):
+    """The template's resources' properties as CloudFormation makes them
+    with `parameters` (the rest at their defaults): each Fn::If decided and
+    AWS::NoValue dropped. Other functions stay as written."""
+    values = {name: spec.get("Default") for name, spec in template["Parameters"].items()} | parameters
+
+    def condition(node):
+        [(function, args)] = node.items()
+        assert function == "Fn::Equals", node  # the only kind this template uses
+        return [values[a["Ref"]] if isinstance(a, dict) else a for a in args][0] == \
+            [values[a["Ref"]] if isinstance(a, dict) else a for a in args][1]
+    conditions = {name: condition(node) for name, node in template.get("Conditions", {}).items()}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node == {"Ref": "AWS::NoValue"}:
+                return NO_VALUE
+            if set(node) == {"Fn::If"}:
+                name, yes, no = node["Fn::If"]
+                return walk(yes if conditions[name] else no)
+            return {k: w for k, w in ((k, walk(v)) for k, v in node.items()) if w is not NO_VALUE}
+        if isinstance(node, list):
+            return [w for w in map(walk, node) if w is not NO_VALUE]
+        return node
+    return {name: walk(r.get("Properties", {})) for name, r in template["Resources"].items()}
+
+
+def env_of(container):
+    return {e["Name"]: e["Value"] for e in container.get("Environment", [])}
+
+
 def test_cloudformation_service_runs_the_server_as_configured(template):
-    task = resource(template, "TaskDefinition")
+    task = evaluated(template, ProgramsRunOn="server")["TaskDefinition"]
     assert task["RequiresCompatibilities"] == ["EC2"]
     container = task["ContainerDefinitions"][0]
     env = {e["Name"]: e["Value"] for e in container["Environment"]}
@@ -100,8 +134,8 @@ def test_cloudformation_service_runs_the_server_as_configured(template):
     assert {s["Name"] for s in container["Secrets"]} == {"DATABASE_URL", "COOKIE_SECRET"}
     assert not SECRET_SETTINGS & set(env)
     assert container["StopTimeout"] >= int(env["SHUTDOWN_TIMEOUT"]) + 5
-    assert task["Volumes"][0]["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
-    assert "AccessPointId" in task["Volumes"][0]["EFSVolumeConfiguration"]["AuthorizationConfig"]
+    [efs] = [v["EFSVolumeConfiguration"] for v in task["Volumes"] if "EFSVolumeConfiguration" in v]
+    assert efs["TransitEncryption"] == "ENABLED" and "AccessPointId" in efs["AuthorizationConfig"]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
     assert "/healthz" in " ".join(container["HealthCheck"]["Command"])
     target = resource(template, "ScalableTarget")
@@ -118,6 +152,116 @@ def test_cloudformation_service_runs_the_server_as_configured(template):
     assert {k: v for k, v in json_env.items() if k != "TORNADO_PROCESSES"} == \
         {k: v for k, v in env.items() if k != "TORNADO_PROCESSES"}
     assert json_container["stopTimeout"] == container["StopTimeout"]
+
+
+def test_cloudformation_runs_programs_on_runners_that_reach_nothing_but_the_server(template):
+    """The default: the server unprivileged on Fargate, the programs on
+    runners with no role, no files, no secret but the fleet's key, in a
+    security group that reaches the server's port alone."""
+    made = evaluated(template)
+    server = made["TaskDefinition"]
+    web = server["ContainerDefinitions"][0]
+    assert env_of(web)["SANDBOX"] == "remote" and "FARGATE" in server["RequiresCompatibilities"]
+    assert "Capabilities" not in web["LinuxParameters"] and web["ReadonlyRootFilesystem"] is True
+    assert {"/tmp", "/mnt/efs"} == {m["ContainerPath"] for m in web["MountPoints"]}
+    assert made["Service"]["CapacityProviderStrategy"] == [{"CapacityProvider": "FARGATE", "Weight": 1}]
+    assert {s["Name"] for s in web["Secrets"]} == {"DATABASE_URL", "COOKIE_SECRET", "RUNNER_SECRET",
+                                                   "RUNNER_FLEET_KEY"}
+
+    runner_task = made["RunnerTaskDefinition"]
+    [runner] = runner_task["ContainerDefinitions"]
+    env = env_of(runner)
+    assert "TaskRoleArn" not in runner_task and "Volumes" not in runner_task and "MountPoints" not in runner
+    assert [s["Name"] for s in runner["Secrets"]] == ["RUNNER_FLEET_KEY"]
+    assert not {"DATABASE_URL", "COOKIE_SECRET", "RUNNER_SECRET", "STORAGE_ROOT", "ADMIN_PASSWORD"} & set(env)
+    assert runner["Command"] == ["python", "-m", "server.runner"] and env["SANDBOX"] == "local"
+    assert env["RUNNER_FLEET"] == env_of(web)["RUNNER_FLEET"]
+    assert runner["PortMappings"] == [{"ContainerPort": int(env["RUNNER_PORT"]), "Protocol": "tcp"}]
+    # The address it registers at is the server's name in the stack's private namespace.
+    assert env["RUNNER_SERVER"] == {"Fn::Sub": "http://server.${AWS::StackName}.pyclassroom.internal:8888"}
+    assert made["Namespace"]["Name"] == {"Fn::Sub": "${AWS::StackName}.pyclassroom.internal"}
+    assert made["ServerDiscovery"]["Name"] == "server"
+    assert made["Service"]["ServiceRegistries"] == [{"RegistryArn": {"Fn::GetAtt": ["ServerDiscovery", "Arn"]}}]
+    for setting in ("SANDBOX", "DATA_DIR"):
+        config.BY_NAME[setting].parse(env[setting])
+
+    # Its network: in from the server's tasks on its port, out to their port only.
+    group = made["RunnerSecurityGroup"]
+    assert group["SecurityGroupIngress"] == [
+        {"IpProtocol": "tcp", "FromPort": 8790, "ToPort": 8790, "SourceSecurityGroupId": {"Ref": "TaskSecurityGroup"},
+         "Description": "sandboxes asked by the server"}]
+    assert [(e["FromPort"], e["DestinationSecurityGroupId"]) for e in group["SecurityGroupEgress"]] == \
+        [(8888, {"Ref": "TaskSecurityGroup"})]
+    back = made["TaskFromRunners"]
+    assert (back["GroupId"], back["FromPort"], back["SourceSecurityGroupId"]) == \
+        ({"Ref": "TaskSecurityGroup"}, 8888, {"Ref": "RunnerSecurityGroup"})
+    for guarded in ("EfsSecurityGroup", "DatabaseSecurityGroup"):
+        assert "RunnerSecurityGroup" not in json.dumps(made[guarded]), guarded
+    # No task reaches the instances' metadata (their role's credentials).
+    assert "ECS_AWSVPC_BLOCK_IMDS=true" in json.dumps(made["LaunchTemplate"])
+
+    # Scaled on what the server publishes, where its role may publish it.
+    from server.placement.demand import METRIC
+    metric = made["RunnerDemandScalingPolicy"]["TargetTrackingScalingPolicyConfiguration"][
+        "CustomizedMetricSpecification"]
+    assert metric["MetricName"] == METRIC and metric["Namespace"] == env_of(web)["CLOUDWATCH_NAMESPACE"]
+    publish = [p for p in made["TaskRole"]["Policies"] if p["PolicyName"] == "publish-runner-demand"][0]
+    [statement] = publish["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "cloudwatch:PutMetricData"
+    assert statement["Condition"]["StringEquals"]["cloudwatch:namespace"] == metric["Namespace"]
+    target = made["RunnerScalableTarget"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == ({"Ref": "MinRunners"}, {"Ref": "MaxRunners"})
+
+
+def test_cloudformation_takes_the_programs_back_into_the_server_with_one_parameter(template):
+    """ProgramsRunOn=server: bubblewrap in the server task again (SYS_ADMIN,
+    on the EC2 instances), and no runner."""
+    made = evaluated(template, ProgramsRunOn="server")
+    web = made["TaskDefinition"]["ContainerDefinitions"][0]
+    assert env_of(web)["SANDBOX"] == "local" and web["LinuxParameters"]["Capabilities"] == {"Add": ["SYS_ADMIN"]}
+    assert web["ReadonlyRootFilesystem"] is False
+    assert not {"RUNNER_FLEET", "CLOUDWATCH_NAMESPACE"} & set(env_of(web))
+    assert {s["Name"] for s in web["Secrets"]} == {"DATABASE_URL", "COOKIE_SECRET"}
+    assert made["Service"]["CapacityProviderStrategy"] == [{"CapacityProvider": {"Ref": "CapacityProvider"},
+                                                            "Weight": 1}]
+    assert made["RunnerService"]["DesiredCount"] == 0
+    assert (made["RunnerScalableTarget"]["MinCapacity"], made["RunnerScalableTarget"]["MaxCapacity"]) == (0, 0)
+
+
+def test_the_runners_scaling_is_a_valid_application_auto_scaling_policy(template, monkeypatch):
+    """The runner service's target and policy, as the template makes them,
+    registered with Application Auto Scaling (moto)."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "eu-west-1")):
+        monkeypatch.setenv(name, value)
+    made = evaluated(template)
+    stack = "pyclassroom"
+
+    def sub(value):
+        return value["Fn::Sub"].replace("${AWS::StackName}", stack) if isinstance(value, dict) else value
+    with mock_aws():
+        ecs = boto3.client("ecs")
+        ecs.create_cluster(clusterName=stack)
+        [runner] = made["RunnerTaskDefinition"]["ContainerDefinitions"]
+        ecs.register_task_definition(family=f"{stack}-runner", networkMode="awsvpc", requiresCompatibilities=["EC2"],
+                                     containerDefinitions=[{"name": runner["Name"], "image": "pyclassroom:1.4.0",
+                                                            "memory": 4096, "command": runner["Command"]}])
+        ecs.create_service(cluster=stack, serviceName="runners", taskDefinition=f"{stack}-runner", desiredCount=1)
+        scaling = boto3.client("application-autoscaling")
+        target = made["RunnerScalableTarget"]
+        scaling.register_scalable_target(ServiceNamespace=target["ServiceNamespace"],
+                                         ScalableDimension=target["ScalableDimension"],
+                                         ResourceId=f"service/{stack}/runners", MinCapacity=1, MaxCapacity=8)
+        policy = made["RunnerDemandScalingPolicy"]
+        tracking = dict(policy["TargetTrackingScalingPolicyConfiguration"], TargetValue=60.0)
+        tracking["CustomizedMetricSpecification"] = {k: sub(v) for k, v in
+                                                     tracking["CustomizedMetricSpecification"].items()}
+        scaling.put_scaling_policy(PolicyName=sub(policy["PolicyName"]), ServiceNamespace="ecs",
+                                   ResourceId=f"service/{stack}/runners", ScalableDimension="ecs:service:DesiredCount",
+                                   PolicyType=policy["PolicyType"], TargetTrackingScalingPolicyConfiguration=tracking)
+        [kept] = scaling.describe_scaling_policies(ServiceNamespace="ecs")["ScalingPolicies"]
+        spec = kept["TargetTrackingScalingPolicyConfiguration"]["CustomizedMetricSpecification"]
+        assert (spec["Namespace"], spec["MetricName"]) == (f"PyClassroom/{stack}", "RunnerDemandPercent")
 
 
 # --- task-definition.json ----------------------------------------------------
