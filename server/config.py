@@ -253,6 +253,9 @@ SETTINGS = [
     Setting("SANDBOX", _choice("auto", "local", "docker", "process", "remote"), "auto",
             "where student code runs: local (bubblewrap), docker, process (no isolation: development "
             "only), remote (on the runners of RUNNERS); auto picks the best that works here"),
+    Setting("RUNNER_SANDBOX", _choice("auto", "local", "docker"), "auto",
+            "with SANDBOX=remote and no RUNNERS, the sandbox each worker's child runner starts programs in; "
+            "auto picks the best that works here"),
     Setting("RUNNERS", _runners, "",
             "with SANDBOX=remote, runners (`python -m server.runner`) always asked for sandboxes: "
             "id=ws://host:port, separated by spaces; others may register with a heartbeat (RUNNER_SECRET set); "
@@ -364,6 +367,7 @@ class Config:
     FS_DELAY_MS: int
     SANDBOX: str
     RUNNERS: tuple[tuple[str, str], ...]
+    RUNNER_SANDBOX: str
     RUNNER_SECRET: str
     CLOUDWATCH_NAMESPACE: str
     RUNNER_FLEET: str

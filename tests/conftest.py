@@ -320,8 +320,12 @@ def docker_image():
 # -- servers for the run tests, per sandbox kind ---------------------------------
 
 def _sandbox_server(request, servers, kind):
-    if kind == "docker":
+    if kind.endswith("docker"):
         request.getfixturevalue("docker_image")
+    if kind.startswith("remote"):  # on the worker's child runner, in its local or docker sandbox
+        yield from _shared(servers, SANDBOX="remote", RUNNER_SANDBOX=kind.partition("-")[2] or "local",
+                           **RUN_LIMITS)
+        return
     yield from _shared(servers, SANDBOX=kind, **RUN_LIMITS)
 
 
@@ -331,10 +335,11 @@ def sandbox_server(request, shared_servers):
     yield from _sandbox_server(request, shared_servers, request.param)
 
 
-@pytest.fixture(params=["local", "docker", "remote"])
+@pytest.fixture(params=["local", "docker", "remote", "remote-docker"])
 def isolated_server(request, shared_servers):
     """A shared server whose sandbox promises isolation (remote: on the
-    worker's child runner, in the local sandbox there)."""
+    worker's child runner, in the local sandbox there; remote-docker: in
+    the docker sandbox there)."""
     yield from _sandbox_server(request, shared_servers, request.param)
 
 

@@ -320,6 +320,11 @@ def test_an_ended_session_stops_the_program_and_closes_every_socket(two_workers_
 
 
 def _defences(server):
+    """What /api/status says holds programs (on runners: as the child runner
+    said when it started, at the first program)."""
+    if server.env["SANDBOX"] == "remote":
+        exit_, _ = run(server, student(server, "defences"), "print(1)\n")
+        assert exit_["reason"] == "ok", exit_
     admin = server.client()
     admin.login_ok("admin", ADMIN_PASSWORD)
     return admin.get("/api/status").json()["defences"]
@@ -370,12 +375,8 @@ def test_the_server_says_which_defences_this_machine_gives(isolated_server):
     from server.runs import cgroups
     server = isolated_server
     kind = server.env["SANDBOX"]
-    if kind == "remote":
-        # The worker's child runner says what holds programs there once it has
-        # started (at the first program), in its local sandbox.
-        exit_, _ = run(server, student(server, "defences"), "print(1)\n")
-        assert exit_["reason"] == "ok", exit_
-        kind = "local"
+    if kind == "remote":  # the sandbox of the worker's child runner
+        kind = server.env["RUNNER_SANDBOX"]
     defences = _defences(server)
     has_seccomp = subprocess.run(["/usr/bin/python3", "-c", "import seccomp"], capture_output=True).returncode == 0
     assert defences["seccomp"] == has_seccomp

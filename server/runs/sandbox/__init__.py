@@ -121,11 +121,14 @@ def resolve(cfg: Config) -> str:
     if cfg.SANDBOX == "remote":
         from .docker import DockerKind
         from .remote import RemoteKind
-        if RemoteKind(cfg).child is None or LocalKind.works(cfg) or DockerKind.works(cfg):
+        runner = cfg.RUNNER_SANDBOX
+        if RemoteKind(cfg).child is None or runner in ("auto", "local") and LocalKind.works(cfg) \
+                or runner in ("auto", "docker") and DockerKind.works(cfg):
             return "remote"
         # The embedded default (`make start`) on a host where no sandbox isolates.
-        log.warning("SANDBOX=remote with no RUNNERS starts a child runner, which needs bubblewrap or Docker; "
-                    "neither works here, so the server picks what does (SANDBOX=auto)")
+        log.warning("SANDBOX=remote with no RUNNERS starts a child runner, which needs bubblewrap or Docker "
+                    "(RUNNER_SANDBOX=%s); that does not work here, so the server picks what does (SANDBOX=auto)",
+                    runner)
         cfg = cfg.but(SANDBOX="auto")
     if cfg.SANDBOX == "local" or (cfg.SANDBOX == "auto" and LocalKind.works(cfg)):
         LocalKind.probe_storage(cfg)

@@ -88,7 +88,7 @@ class ChildRunner:
             if setting.name.startswith(("SANDBOX_", "RUN_")):
                 value = getattr(self.cfg, setting.name)
                 env[setting.name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
-        return {**env, "SANDBOX": "auto", "DATA_DIR": os.path.join(self.cfg.DATA_DIR, "runner"),
+        return {**env, "SANDBOX": self.cfg.RUNNER_SANDBOX, "DATA_DIR": os.path.join(self.cfg.DATA_DIR, "runner"),
                 "LOG_LEVEL": self.cfg.LOG_LEVEL, "RUNNER_ID": self.ID, "RUNNER_KEY": self.key.hex(),
                 "RUNNER_HOST": "127.0.0.1", "RUNNER_PORT": "0", "RUNNER_PARENT": str(os.getpid())}
 
