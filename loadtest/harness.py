@@ -154,9 +154,10 @@ class RunnerProcess(Stoppable):
     DATA_DIR `folder` (its sandboxes' homes too); nothing of the server's.
     Ready once it prints its serving line (`url`)."""
 
-    def __init__(self, runner_id, secret, folder, env=None, log=None):
+    def __init__(self, runner_id, secret, folder, env=None, log=None, wrap=()):
         from server.runs.sandbox.tickets import runner_key
         self.id = runner_id
+        self.wrap = list(wrap)  # a command it runs under (namespaces of its own: tests/test_runner_host.py)
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "RUNNER_ID": runner_id,
                     "RUNNER_KEY": runner_key(secret, runner_id).hex(), "RUNNER_HOST": "127.0.0.1",
                     "RUNNER_PORT": "0", "SANDBOX": "local", "DATA_DIR": folder,
@@ -170,7 +171,7 @@ class RunnerProcess(Stoppable):
 
     def start(self, timeout=START_TIMEOUT):
         from server.runs.sandbox.remote import SERVING
-        self.proc = subprocess.Popen([sys.executable, "-m", "server.runner"], cwd=server_root(), env=self.env,
+        self.proc = subprocess.Popen(self.wrap + [sys.executable, "-m", "server.runner"], cwd=server_root(), env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)
         serving = threading.Event()
