@@ -26,13 +26,12 @@ import secrets
 import socket
 import sys
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Protocol, Sequence
 
 from tornado import httpclient, websocket
 
 from ... import config
 from ...config import Config
-from ...placement.registry import Registry
 from ..disk_guard import GroupWrites
 from .tickets import issue, proof_holds, runner_key
 from . import Held, HomeCopy
@@ -60,6 +59,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 SERVING = re.compile(r"^runner \S+ serving (ws://\S+)")
 CHILD_START_TIMEOUT = 60.0
 CHILD_LINES = 40  # of what a child runner said before it failed to start, for the error
+
+
+class Heard(Protocol):
+    """A runner as its latest heartbeat said (placement/registry.py's Registered)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def busy(self) -> int: ...
+
+
+class Registry(Protocol):
+    """The runners that registered (placement/registry.py, which the worker gives)."""
+
+    async def alive(self) -> Sequence[Heard]: ...
 
 
 class ChildRunner:
