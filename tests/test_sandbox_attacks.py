@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from loadtest.run_client import RunClient
-from tests.runs_support import (assert_all_released, launcher_pids, metric,
+from tests.runs_support import (assert_all_released, launcher_pids, lock_of, metric,
                                 no_processes_of, probe, run, sandbox_uid, save, student, wait_for, REUSE_PROBE)
 from loadtest.harness import ADMIN_PASSWORD
 
@@ -171,6 +171,8 @@ def test_closing_the_socket_ends_daemons_that_left_the_process_group(isolated_se
             await rc.until("output", 60)
     asyncio.run(go())  # the socket closes with the program running
     assert no_processes_of(server, ada.username)
+    # On a runner the program wrote a copy of the home, taken back as its job ends: after that, nothing writes.
+    assert wait_for(lambda: lock_of(server, ada.username) is None)
     assert _heartbeat_stopped(server, ada.username)
     assert_all_released(server, ada)
 

@@ -219,11 +219,11 @@ class RemoteKind:
         keeps in step with it (runs/shipping.py). With no runner that has
         room, it waits (ROOM_WAIT at most) for one to register or free up,
         in its place in the line of starts (starts.py)."""
-        if self.child is not None:
-            self.runners[ChildRunner.ID] = await self.child.address()
         deadline = time.monotonic() + ROOM_WAIT
         reasons: list[str] = []
         while True:
+            if self.child is not None:  # (started again if it stopped)
+                self.runners[ChildRunner.ID] = await self.child.address()
             for runner in await self.candidates():
                 try:
                     return await RemoteSandbox.open(self, runner, uid, settings)
