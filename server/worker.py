@@ -122,6 +122,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.registry = Registry(ctx.pool)
     if isinstance(ctx.sandbox_kind, RemoteKind):
         ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS
+        ctx.sandbox_kind.draining = lambda: ctx.draining  # a start waiting for a runner gives up at shutdown
     # Every sandbox this worker starts waits its turn there (runs/starts.py).
     starts = Starts(ctx.sandbox_kind, ctx.cfg, ctx.processes)
     warm = WarmSandboxes(starts, ctx.files.ensure_home, lambda user: run_uid(ctx.cfg, user["id"]),

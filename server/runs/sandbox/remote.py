@@ -26,7 +26,7 @@ import secrets
 import socket
 import sys
 import time
-from typing import Any, AsyncIterator, Protocol, Sequence
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from tornado import httpclient, websocket
 
@@ -165,6 +165,7 @@ class RemoteKind:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.registry: Registry | None = None  # set by the worker: the runners that registered
+        self.draining: Callable[[], bool] = lambda: False  # set by the worker: True once it shuts down
         self.child = None if cfg.RUNNERS or cfg.RUNNER_SECRET else ChildRunner(cfg)
         if self.child is not None:
             self.runners = {ChildRunner.ID: ""}  # its address once it runs
@@ -231,7 +232,7 @@ class RemoteKind:
                     self.down_until[runner] = time.monotonic() + DOWN_SECONDS
                     log.warning("runner %s: %s", runner, e)
                     reasons = (reasons + [f"{runner}: {e}"])[-4:]
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self.draining():  # (a worker that shuts down waits for nobody)
                 raise SandboxError("no runner could start a sandbox (" + ("; ".join(reasons) or "none has room")
                                    + ")")
             await asyncio.sleep(ROOM_POLL)
