@@ -39,7 +39,6 @@ import base64
 import binascii
 import json
 import logging
-import os
 from typing import Any
 
 from tornado import httpclient, web, websocket
@@ -47,17 +46,17 @@ from tornado import httpclient, web, websocket
 from ..config import Config
 from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
 from ..errors import Refused as Declined
-from ..runs.cgroups import tag_alive, worker_tag
+from ..runs.cgroups import worker_tag
 from ..runs.disk_guard import DiskGuard
 from ..runs.sandbox.tickets import Refused, Tickets, heartbeat, proof
-from ..runs.scratch import make_folder, remove_folder
+from ..runs.scratch import make_folder, remove_folder, remove_orphans
+from ..runs.shipping import as_pieces
 from .homes import HomeCopy
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 4 << 20  # a `go` frame carries the program's code and the attempt's checks
 CHUNK = 64 << 10  # launcher output relayed at a time
-PIECE = 1 << 20  # of a file read back, per message
 REFUSED = 4401
 FULL = 4503
 HEARTBEAT_SECONDS = 1.0
@@ -125,14 +124,7 @@ class Runner:
     def remove_leftovers(self) -> int:
         """The homes of runners that are gone (kill -9, a crash) go:
         how many. Blocking: call it before serving."""
-        try:
-            names = os.listdir(self.homes())
-        except FileNotFoundError:
-            return 0
-        gone = [name for name in names if not tag_alive(name.split(".", 1)[0])]
-        for name in gone:
-            remove_folder(os.path.join(self.homes(), name))
-        return len(gone)
+        return remove_orphans(self.homes())
 
 
 class Health(web.RequestHandler):
@@ -346,11 +338,8 @@ class SandboxSocket(websocket.WebSocketHandler):
             if data is None:  # (nothing of the program runs now: a file read back does not change)
                 changes.skipped.append((path, "changed"))
                 continue
-            for at in range(0, max(len(data), 1), PIECE):
-                piece = data[at:at + PIECE]
-                last = at + PIECE >= len(data)
-                await self._send({"type": "file", "path": path, "data": base64.b64encode(piece).decode(), "at": at,
-                                  **({"etag": etag} if last else {})})
+            for piece in as_pieces(path, data, etag):  # as the web tier's puts are cut
+                await self._send({"type": "file", **piece})
         await self._send({"type": "collected", "skipped": changes.skipped, "deleted": changes.deleted,
                           "partial": changes.partial})
 

@@ -353,16 +353,17 @@ class Job:
             self.debug = DebugSession(self.sink.send, self, **options)  # pauses: the IDE's, not the teacher's view
             channel = self.debug.from_program
         home = self.sandboxes.holds_home
-        if home and sandbox.copy is not None:  # it runs elsewhere, on a copy of the home
+        copied = sandbox.copy if home else None  # it runs elsewhere, on a copy of the home
+        if copied is not None:
             try:
-                await shipping.send(jobs.files, user["username"], sandbox.copy, jobs.cfg.MAX_FILE_BYTES)
+                await shipping.send(jobs.files, user["username"], copied, jobs.cfg.MAX_FILE_BYTES)
             except SandboxError as e:
                 log.warning("could not send %s's files to their sandbox: %s", user["username"], e)
                 sandboxed, self.sandboxed = self.sandboxed, None
                 await self.sandboxes.give_back(user, sandboxed, ran=True, reusable=False)  # it goes
                 return SANDBOX_FAILED
         # (A copy's home is not walked here while it runs: the runner guards it.)
-        walked = home and sandbox.copy is None
+        walked = home and copied is None
         self.run = Run(spec, sandbox, self._send_teed, over_quota=(lambda: self._over_quota(area)) if walked else None,
                        disk_guard=self._disk_guard(sandbox, area, used), channel=channel, debug=self.debug)
         if self.debug is not None:
@@ -374,8 +375,8 @@ class Job:
             self.run.stop("killed")
         await self._send_teed({"type": "started", "run_id": self.run.id})
         message = await self.run.go(copy)
-        if home and sandbox.copy is not None:
-            await self._take_back(sandbox.copy)
+        if copied is not None:
+            await self._take_back(copied)
         metrics.RUN_DURATION.observe(message["duration"])
         if not request.placed:  # (the line's estimates are of the runs that wait in it)
             jobs.took.append(message["duration"])

@@ -135,13 +135,17 @@ def scratch_folder(cfg: Config) -> str:
 def remove_leftovers(cfg: Config) -> int:
     """Remove the scratch folders of workers that are gone (a crash, kill -9
     in the middle of an attempt): how many. Blocking: call it in a thread."""
-    removed = 0
+    return remove_orphans(scratch_folder(cfg))
+
+
+def remove_orphans(parent: str) -> int:
+    """Remove the folders in `parent` that make_folder named after a
+    process that is gone (worker_tag() + "."): how many. Blocking."""
     try:
-        names = os.listdir(scratch_folder(cfg))
+        names = os.listdir(parent)
     except FileNotFoundError:
         return 0
-    for name in names:
-        if not tag_alive(name.split(".", 1)[0]):
-            remove_folder(os.path.join(scratch_folder(cfg), name))
-            removed += 1
-    return removed
+    gone = [name for name in names if not tag_alive(name.split(".", 1)[0])]
+    for name in gone:
+        remove_folder(os.path.join(parent, name))
+    return len(gone)

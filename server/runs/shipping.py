@@ -37,16 +37,15 @@ async def send(files: "Files", username: str, copy: HomeCopy, max_file: int) -> 
     """Bring the copy in step with the home: Refused when the storage fails,
     SandboxError when the runner does."""
     home = Area.home(username)
-    entries, _ = await files.tree(username, home, ())
-    present = {entry["path"]: entry for entry in entries if entry["kind"] == "file"}
+    present = await _files_in(files, username)
     deleted = [path for path in copy.held if path not in present]
     for path in deleted:
         del copy.held[path]
     pieces: list[dict[str, Any]] = []
     size = 0
-    for path, entry in present.items():
+    for path, listed in present.items():
         held = copy.held.get(path)
-        if held is not None and held[:2] == (entry["size"], entry["modified"]):
+        if held is not None and held[:2] == listed:
             continue
         try:
             data, etag, meta = await files.read(username, home, paths.parse(path), limit=max_file)
@@ -141,8 +140,7 @@ async def _deleted(files: "Files", username: str, copy: HomeCopy, deleted: list[
     held = {path: copy.held.pop(path, None) for path in deleted if isinstance(path, str)}
     if not any(held.values()):
         return []
-    entries, _ = await files.tree(username, home, ())
-    now = {entry["path"]: (entry["size"], entry["modified"]) for entry in entries if entry["kind"] == "file"}
+    now = await _files_in(files, username)
     for path, was in held.items():
         if was is None or path not in now:
             continue
@@ -157,3 +155,9 @@ async def _deleted(files: "Files", username: str, copy: HomeCopy, deleted: list[
             copy.held[path] = None
             told.append(f"Your program deleted '{path}', but it could not be deleted here: {e.message}")
     return told
+
+
+async def _files_in(files: "Files", username: str) -> dict[str, tuple[int, float]]:
+    """path -> (size, modified) of each file of the home, as its tree lists them."""
+    entries, _ = await files.tree(username, Area.home(username), ())
+    return {entry["path"]: (entry["size"], entry["modified"]) for entry in entries if entry["kind"] == "file"}

@@ -10,11 +10,14 @@ that stops answering (nothing, not even a pong, for SILENCE seconds) or
 whose socket breaks ends the sandbox as `lost`, which the student is told
 in those words.
 
-The runners are chosen least busy first (by this worker's own count of its
-sandboxes on each); one that refuses or cannot be reached is skipped for
-DOWN_SECONDS. With no RUNNERS, each worker starts a runner of its own as a
-child process (ChildRunner: the embedded default, one command), with a key
-that never leaves the two processes, and starts it again if it stops.
+The runners are those of RUNNERS and those that registered (placement/),
+tried least busy first (by their heartbeats' load, then this worker's own
+count of its sandboxes on each); one that refuses or cannot be reached is
+tried last for DOWN_SECONDS, and a start with no runner to take it waits
+(ROOM_WAIT) for one. With neither RUNNERS nor RUNNER_SECRET, each worker
+starts a runner of its own as a child process (ChildRunner: the embedded
+default, one command), with a key that never leaves the two processes,
+and starts it again if it stops.
 """
 import asyncio
 import collections
@@ -242,7 +245,7 @@ class RemoteSandbox:
     """One sandbox on a runner, as StartedSandbox has it. Its home is a
     copy on the runner (HomeCopy: put, collect)."""
 
-    writes: GroupWrites | None = None  # the runner's cgroup is not reachable from here: no disk guard yet
+    writes: GroupWrites | None = None  # the runner's cgroup is not reachable from here: it guards (`guard`)
 
     def __init__(self, kind: RemoteKind, runner: str, ws: websocket.WebSocketClientConnection,
                  feed: asyncio.StreamWriter, stdout: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
@@ -405,7 +408,7 @@ class RemoteSandbox:
                 return
 
     def guard(self, room: int, file_bytes: int, limit: int | None) -> "RemoteGuard":
-        self.guarded = RemoteGuard(self)
+        self.guarded = RemoteGuard()
         self._op("guard", room=room, file=file_bytes, limit=limit)
         return self.guarded
 
@@ -460,8 +463,7 @@ class RemoteGuard:
     sandbox's cgroup and its copy of the home, which freezes and kills the
     run there and says so ("disk_limit") before anything that follows."""
 
-    def __init__(self, sandbox: RemoteSandbox) -> None:
-        self.sandbox = sandbox
+    def __init__(self) -> None:
         self.over = asyncio.Event()
         self.written = 0
         self.walks = 0
