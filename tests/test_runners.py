@@ -202,6 +202,20 @@ def test_a_runner_works_on_a_copy_of_the_home_kept_in_step_both_ways(remote_serv
     assert held.returncode == 2 and "must not hold STORAGE_ROOT" in held.stderr
 
 
+def test_files_larger_than_a_piece_cross_both_ways_whole(remote_server):
+    """A file of several 1 MiB pieces goes to the runner and another comes back, byte for byte."""
+    import hashlib
+    client = student(remote_server, "ada")
+    data = os.urandom(5 << 19).hex()[: (5 << 20) // 2]  # 2.5 MB of text: three pieces
+    save(client, "big.txt", data)
+    code = ("import hashlib\ntext = open('big.txt').read()\nprint(hashlib.sha256(text.encode()).hexdigest())\n"
+            "open('back.txt', 'w').write(text[::-1])\n")
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok" and hashlib.sha256(data.encode()).hexdigest() in rc.output(), (exit_, rc.output())
+    r = client.request("GET", "/api/files/home/back.txt?download=1")  # (too long for the editor's view)
+    assert r.status_code == 200 and r.content == data[::-1].encode()
+
+
 def test_a_file_saved_while_the_program_ran_is_kept_and_the_student_told(remote_server):
     client = student(remote_server, "ada")
     save(client, "notes.txt", "first")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the files service is the worker's; only its type is needed 
 log = logging.getLogger(__name__)
 
 PIECE = 1 << 20  # bytes of a file per piece (base64 makes 1.4 MiB of a runner's 4 MiB message)
-BATCH = 4 << 20 // 3  # bytes of pieces (in base64) per put, within a runner's message
+BATCH = (4 << 20) // 3  # bytes of pieces (in base64) per put: with one piece past it, within a runner's 4 MiB
 TOLD = 4  # sentences about files not taken back, at most, per run
 
 
