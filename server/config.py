@@ -148,7 +148,7 @@ RUNNER_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # a runner's name: in logs
 
 @_allowing("a-z, 0-9 and -, up to 29 characters, or empty")
 def _fleet(text: str) -> str:
-    if text and (not RUNNER_ID.match(text) or len(text) > 29):
+    if text and (not RUNNER_ID.fullmatch(text) or len(text) > 29):
         raise ValueError("expected a-z, 0-9 and -, up to 29 characters")
     return text
 
@@ -173,7 +173,7 @@ def _runners(text: str) -> tuple[tuple[str, str], ...]:
     for item in text.split():
         runner, _, url = item.partition("=")
         parts = urlsplit(url)
-        if not RUNNER_ID.match(runner) or parts.scheme not in ("ws", "wss") \
+        if not RUNNER_ID.fullmatch(runner) or parts.scheme not in ("ws", "wss") \
                 or not parts.hostname or parts.path not in ("", "/"):
             raise ValueError("expected id=ws://host:port for each runner (id: a-z, 0-9 and -), "
                              "separated by spaces")

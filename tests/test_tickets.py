@@ -21,7 +21,7 @@ def test_a_runners_key_is_its_own_and_one_way():
     assert runner_key(SECRET, "r1") != runner_key(SECRET, "r2")
     assert runner_key(SECRET, "r1") != runner_key(SECRET + "!", "r1")
     assert len(runner_key(SECRET, "r1")) == 32
-    for bad in ("", "R1", "r 1", "../r1", "-r1", "r" * 64):
+    for bad in ("", "R1", "r 1", "../r1", "-r1", "r" * 64, "r1\n"):
         with pytest.raises(ValueError):
             runner_key(SECRET, bad)
 
@@ -98,6 +98,7 @@ def test_a_heartbeat_is_read_only_with_its_runners_key_and_in_time():
              heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", 8, 3, now_ns - 31 * 10**9),  # too old
              heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", 8, 3, now_ns + 31 * 10**9),  # from too far ahead
              heartbeat(runner_key(SECRET, "r1"), "r1", "http://x:1", 8, 3, now_ns),  # not a runner's address
+             heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1\n", 8, 3, now_ns),  # nor with a line after it
              heartbeat(runner_key(SECRET, "r1"), "r1", "ws://x:1", -1, 3, now_ns))
     for token in wrong:
         with pytest.raises(Refused):

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         key = bytes.fromhex(key_hex)
     except ValueError:
         key = b""
-    if not RUNNER_ID.match(runner_id) or len(runner_id) > 40 or len(key) != 32 \
+    if not RUNNER_ID.fullmatch(runner_id) or len(runner_id) > 40 or len(key) != 32 \
             or fleet and not os.environ.get("RUNNER_SERVER"):
         print("Set RUNNER_ID (a-z, 0-9 and -) and RUNNER_KEY (64 hex digits, from `python -m server.runner --key "
               "ID` where RUNNER_SECRET is set); or, for one of a fleet, RUNNER_FLEET (a-z, 0-9 and -, up to 29), "

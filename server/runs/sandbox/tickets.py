@@ -53,7 +53,7 @@ class Refused(Exception):
 
 def runner_key(secret: str, runner: str) -> bytes:
     """The key of runner `runner`, made from the web tier's RUNNER_SECRET."""
-    if not RUNNER_ID.match(runner):
+    if not RUNNER_ID.fullmatch(runner):
         raise ValueError(f"not a runner id: {runner!r}")
     return hmac.new(secret.encode(), b"pyclassroom runner key\x00" + runner.encode(), hashlib.sha256).digest()
 
@@ -165,7 +165,7 @@ def read_heartbeat(secret: str, token: Any, now: float | None = None,
     try:
         fields = json.loads(body)
         runner, fleet = fields["runner"], fields.get("fleet")
-        if not RUNNER_ID.match(runner):
+        if not RUNNER_ID.fullmatch(runner):
             raise ValueError("not a runner id")
         if fleet is not None and fleet not in (fleets or {}):
             raise Refused(f"an enrollment in fleet {fleet!r}, which this server does not take")
@@ -179,7 +179,7 @@ def read_heartbeat(secret: str, token: Any, now: float | None = None,
         raise Refused(f"an enrollment in fleet {fleet!r} of a runner not named after it ({runner!r})")
     address, capacity, busy, sent = fields.get("address"), fields.get("capacity"), fields.get("busy"), \
         fields.get("sent")
-    if not isinstance(address, str) or not _ADDRESS.match(address) or not all(
+    if not isinstance(address, str) or not _ADDRESS.fullmatch(address) or not all(
             isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 62 for n in (capacity, busy, sent)):
         raise Refused("a signed heartbeat without its fields")
     if abs(sent / 1e9 - now) > TICKET_SECONDS:
