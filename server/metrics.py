@@ -37,6 +37,11 @@ SANDBOX_STARTING = Gauge("pyclassroom_sandbox_starts_waiting", "Sandbox starts w
                          multiprocess_mode="livesum")
 SANDBOX_REUSED = Counter("pyclassroom_sandbox_reused_total",
                          "Sandboxes made ready again after a run, to serve the same student's next run")
+RUNNER_FILES_SENT = Counter("pyclassroom_runner_files_sent_total",
+                            "Files of students' homes sent to runners' copies before runs")
+RUNNER_COPIES_ADOPTED = Counter("pyclassroom_runner_copies_adopted_total",
+                                "New sandboxes on runners that started with the copy of the home a sandbox before "
+                                "them left there, so that only what changed was sent")
 RUN_DURATION = Histogram("pyclassroom_run_duration_seconds", "How long runs lasted",
                          buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900))
 RUN_EXITS = Counter("pyclassroom_run_exits_total", "Runs ended, by reason", ["reason"])

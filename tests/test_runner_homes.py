@@ -59,6 +59,36 @@ def test_a_file_rewritten_with_the_same_content_is_not_taken_back(copy):
     assert copy.changes(MB, MB).written == []
 
 
+def test_a_new_sandbox_takes_a_kept_copy_less_what_changed_since_it_was_known(copy, tmp_path):
+    """A copy kept from the sandbox before (runner/service.py, "keep") moves
+    into the new sandbox's home; what its web tier would not know goes."""
+    put(copy, "same.txt", b"as sent")
+    put(copy, "sub/deep.txt", b"as sent too")
+    put(copy, "touched.txt", b"rewritten the same")
+    put(copy, "changed.txt", b"as sent")
+    put(copy, "removed.txt", b"as sent")
+    home = lambda *names: os.path.join(copy.folder, *names)  # noqa: E731
+    with open(home("changed.txt"), "w") as f:  # (a run whose changes were never taken back)
+        f.write("changed")
+    os.utime(home("touched.txt"), ns=(1, 1))
+    os.remove(home("removed.txt"))
+    with open(home("stray.txt"), "w") as f:
+        f.write("never sent")
+    os.mkfifo(home("sub", "pipe"))
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / "same.txt").mkdir()  # whatever is in the way goes
+    taker = HomeCopy(str(new), None)
+    taker.take(copy)
+    assert os.listdir(copy.folder) == []
+    assert sorted(taker.known) == ["same.txt", "sub/deep.txt", "touched.txt"]
+    assert taker.known["same.txt"][0] == etag_of(b"as sent")
+    assert (new / "same.txt").read_bytes() == b"as sent" and (new / "sub" / "deep.txt").read_bytes() == b"as sent too"
+    assert not (new / "changed.txt").exists() and not (new / "stray.txt").exists()
+    changes = taker.changes(MB, MB)
+    assert (changes.written, changes.deleted) == ([], [])  # it holds what it knows, and only that
+
+
 def test_what_does_not_fit_is_skipped_with_why(copy):
     for name, size in (("big.bin", 3 * MB), ("a.txt", 600 << 10), ("b.txt", 600 << 10)):
         with open(os.path.join(copy.folder, name), "wb") as f:

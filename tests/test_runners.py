@@ -18,7 +18,7 @@ from tornado import httpclient, websocket
 
 from loadtest.harness import RunnerProcess
 from server.runs.sandbox.tickets import issue, runner_key
-from tests.runs_support import LIMITS, run, save, student
+from tests.runs_support import LIMITS, metric, run, save, student
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECRET = "a-runner-secret-for-the-tests-" + "x" * 16
@@ -79,13 +79,13 @@ def test_the_runner_holds_no_secret_and_refuses_to_start_with_one(remote_server,
     assert held.returncode == 2 and "must not hold DATABASE_URL" in held.stderr
 
 
-async def knock(url, ticket, uid=None, settings=None):
+async def knock(url, ticket, uid=None, settings=None, **more):
     """Open a sandbox socket on a runner with `ticket` and ask for a sandbox
     for `uid`: (close code, first message)."""
     headers = {"Authorization": "Ticket " + ticket} if ticket is not None else {}
     request = httpclient.HTTPRequest(url + "/sandbox", headers=headers, connect_timeout=10, request_timeout=10)
     ws = await websocket.websocket_connect(request)
-    await ws.write_message(json.dumps({"uid": uid, "settings": {} if settings is None else settings}))
+    await ws.write_message(json.dumps({"uid": uid, "settings": {} if settings is None else settings, **more}))
     message = await asyncio.wait_for(ws.read_message(), TIMEOUT)
     return ws.close_code, message
 
@@ -163,10 +163,13 @@ def test_an_address_that_answers_in_a_runners_place_is_refused_and_the_run_goes_
 def test_a_runner_refuses_a_sandbox_asked_for_with_what_makes_no_sense(runners):
     runner = runners("r1")
     key = runner_key(SECRET, "r1")
-    for uid, settings in ((0, {}), (-5, {}), ("1000", {}), (True, {}), (None, []), (None, "x")):
-        code, message = asyncio.run(knock(runner.url, issue(key, "r1")[0], uid, settings))
+    keys = ("../x", "A" * 32, "0" * 31, 7, ["0" * 32], "0" * 32 + "\n")  # a key to keep its home under: 32 hex digits
+    for uid, settings, keep in ([(0, {}, None), (-5, {}, None), ("1000", {}, None), (True, {}, None), (None, [], None),
+                                 (None, "x", None)] + [(None, {}, keep) for keep in keys]):
+        code, message = asyncio.run(knock(runner.url, issue(key, "r1")[0], uid, settings, keep=keep))
         said = json.loads(message)
-        assert said == {"type": "error", "message": "a sandbox is asked for with a uid and settings"}, (uid, settings)
+        assert said == {"type": "error", "message": "a sandbox is asked for with a uid, settings, and a key to keep "
+                                                    "its home or none"}, (uid, settings, keep)
 
 
 def test_a_runner_works_on_a_copy_of_the_home_kept_in_step_both_ways(remote_server):
@@ -240,6 +243,39 @@ def test_a_file_saved_while_the_program_ran_is_kept_and_the_student_told(remote_
     assert client.request("GET", "/api/files/home/notes.txt").json()["content"] == "the student's"
     exit_, rc = run(remote_server, client, "print(open('notes.txt').read())\n")
     assert "the student's" in rc.output(), rc.output()  # and the copy has the kept version again
+
+
+def test_a_students_next_sandbox_on_a_runner_starts_with_their_copy_and_is_sent_only_what_changed(remote_server):
+    """Each run here is a new connection, so a new sandbox: the runner keeps
+    the copy of ada's home from the sandbox before, and the next takes it."""
+    client = student(remote_server, "ada")
+    for name in "abcde":
+        save(client, name + ".txt", name.upper())
+    code = ("import os\nprint(sorted((n, open(n).read()) for n in os.listdir('.') if n.endswith('.txt')))\n"
+            "open('out.txt', 'w').write('written')\n")
+    sent = lambda: metric(remote_server, "pyclassroom_runner_files_sent_total")  # noqa: E731
+    adopted = lambda: metric(remote_server, "pyclassroom_runner_copies_adopted_total")  # noqa: E731
+
+    before, taken = sent(), adopted()
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok" and "('e.txt', 'E')" in rc.output(), (exit_, rc.output())
+    home = [e for e in client.request("GET", "/api/files/home?tree=1").json()["entries"] if e["kind"] == "file"]
+    assert sent() - before == len(home) - 1  # the whole home (but out.txt, which the run wrote)
+
+    save(client, "b.txt", "B2")
+    assert client.request("DELETE", "/api/files/home/c.txt").status_code in (200, 204)
+    before = sent()
+    exit_, rc = run(remote_server, client, code)
+    assert exit_["reason"] == "ok", exit_
+    assert "('a.txt', 'A'), ('b.txt', 'B2'), ('d.txt', 'D'), ('e.txt', 'E'), ('out.txt', 'written')" \
+        in rc.output(), rc.output()
+    assert adopted() - taken == 1
+    assert sent() - before == 2  # b.txt and main.py (saved again by the test): not the others
+
+    other = student(remote_server, "bob")  # on the same runner: his own home only
+    exit_, rc = run(remote_server, other, code)
+    assert exit_["reason"] == "ok" and "[]" in rc.output() and "A'" not in rc.output(), rc.output()
+    assert adopted() - taken == 1
 
 
 def test_a_program_reaches_no_other_home_on_a_runner(remote_server):

@@ -123,7 +123,7 @@ async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, s
     host, port = sockets[0].getsockname()[:2]
     print(f"runner {runner_id} serving ws://{host}:{port} ({sandbox.describe(kind.name, kind.defences())})",
           flush=True)
-    beating = None
+    forgetting, beating = asyncio.ensure_future(runner.forgets()), None
     if server:
         address = os.environ.get("RUNNER_ADDRESS") or f"ws://{reachable_host(host, server)}:{port}"
         beating = asyncio.ensure_future(runner.heartbeats(server, address))
@@ -138,6 +138,8 @@ async def serve(cfg: config.Config, runner_id: str, key: bytes, capacity: int, s
     for socket in list(runner.sandboxes):
         socket.close(1001, "the runner stops")
     await asyncio.sleep(0.1)
+    forgetting.cancel()
+    await runner.forget(0)
     kind.close()
     return 0
 

@@ -140,6 +140,21 @@ class HomeCopy:
                 del self.known[path]
         return changes
 
+    def take(self, kept: "HomeCopy") -> None:
+        """Become `kept`, a copy a sandbox of the same home left (its files
+        move here: nothing is copied), less whatever changed in it since the
+        web tier last knew it (a run it never took back, a file touched)."""
+        with self._root() as root, kept._root() as old:
+            for name in os.listdir(old):
+                remove_at(root, name)
+                os.rename(name, name, src_dir_fd=old, dst_dir_fd=root)
+        self.known = kept.known
+        changes = self.changes(0, 0)  # (nothing counts as room: whatever changed is only listed)
+        if changes.partial:
+            self.clear()
+        for path in [path for path, _ in changes.written + changes.skipped]:
+            self.delete(path)
+
     def read(self, path: str, etag: str, limit: int) -> bytes | None:
         """The file `path` as `changes` found it; None if it is not that any more."""
         parts = paths.parse(path, allow_root=False)

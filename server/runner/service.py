@@ -6,7 +6,7 @@ One WebSocket (/sandbox) per sandbox. The web tier opens it with a ticket
 for this runner, expired, forged or seen before is refused with close code
 4401 and logged. Then, on the socket:
 
-    web -> runner   text   {"uid", "settings"}  start the sandbox (once, first)
+    web -> runner   text   {"uid", "settings"[, "keep"]}  start the sandbox (once, first)
                     binary  bytes for the launcher's stdin (its frames)
                     text   {"op": "ready" | "kill"}
                     text   {"op": "guard", "room", "file", "limit"}: the next run's write budget (sent
@@ -19,6 +19,12 @@ for this runner, expired, forged or seen before is refused with close code
                             answered with {"type": "file", "path", "data", "at"[, "etag": on its last piece]}
                             for each file written, then {"type": "collected", "skipped": [[path, why]],
                             "deleted": [path], "partial"}
+                    text   {"op": "keep", "held"}: (a sandbox asked for with a "keep" key, once its
+                            program ended) the sandbox ends, but its home is kept for the next sandbox asked for
+                            with that key, with `held`, what the web tier knew of it; answered {"type": "kept"}
+                    text   {"op": "adopt"}: (before the first put) the home kept under the sandbox's key, if
+                            any, becomes its home; answered {"type": "adopted", "held"}: what the web tier
+                            knew of it, less what changed since
     runner -> web   text   {"type": "prepared", "proof", "defences"} | {"type": "error", "message"}
                     binary  the launcher's stdout, as it comes (its frames)
                     text   {"type": "counts", "oom_kills", "cpu_seconds"}, sent before
@@ -29,7 +35,11 @@ for this runner, expired, forged or seen before is refused with close code
 A sandbox's home is a private folder of the runner's (homes.py), which
 holds what the web tier put there and nothing else: a runner never
 reaches the storage. A sandbox lives as long as its socket: a socket that
-closes, for any reason, kills it and removes its home. The runner holds
+closes, for any reason, kills it and removes its home, unless the web
+tier asked for it to be kept ("keep"): then the next sandbox of the same
+home here starts with its files, and only what changed is sent again.
+The key is the web tier's (a MAC of the home's path): the runner learns
+no name from it, and a sandbox of another home or uid never gets the copy. The runner holds
 no secret but its own key: no cookie secret, no database address, no
 cloud credentials (the web tier starts a child runner with an environment
 of its own).
@@ -37,8 +47,12 @@ of its own).
 import asyncio
 import base64
 import binascii
+import collections
+import contextlib
 import json
 import logging
+import re
+import time
 from typing import Any
 
 from tornado import httpclient, web, websocket
@@ -61,6 +75,9 @@ REFUSED = 4401
 FULL = 4503
 HEARTBEAT_SECONDS = 1.0
 PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
+KEEP_WAIT = 3.0  # seconds a sandbox waits for the copy its predecessor is ending with
+KEPT_SECONDS = 900.0  # a home kept for its next sandbox that none took by then goes
+KEY = re.compile(r"[0-9a-f]{32}")
 
 
 class Runner:
@@ -77,6 +94,10 @@ class Runner:
         self.key = b"" if fleet else key
         self.tickets: Tickets | None = None if fleet else Tickets(key, runner_id)
         self.sandboxes: set["SandboxSocket"] = set()  # live, for the count and the drain
+        # key -> (a home kept for the next sandbox asked for with that key, what the web tier knew of it, when);
+        # as many as the sandboxes it may hold, the oldest going first
+        self.ending: dict[str, asyncio.Event] = {}  # key -> set once the sandbox with that key that ends has ended
+        self.kept: collections.OrderedDict[str, tuple[HomeCopy, dict[str, Any], float]] = collections.OrderedDict()
 
     def app(self) -> web.Application:
         return web.Application([(r"/sandbox", SandboxSocket, {"runner": self}),
@@ -121,10 +142,43 @@ class Runner:
         self.key, self.tickets = key, Tickets(key, self.id)
         log.info("runner %s enrolled in fleet %s", self.id, self.fleet)
 
+    async def keep(self, key: str, home: HomeCopy, held: dict[str, Any]) -> None:
+        """Keep `home` for the next sandbox asked for with `key`."""
+        gone = [self.kept.pop(key)[0]] if key in self.kept else []
+        self.kept[key] = (home, held, time.monotonic())
+        while len(self.kept) > self.capacity:
+            gone.append(self.kept.popitem(last=False)[1][0])
+        await _removed(gone)
+
+    async def forget(self, older_than: float = KEPT_SECONDS) -> None:
+        """The homes kept that no sandbox took within `older_than` seconds go."""
+        gone = []
+        while self.kept and time.monotonic() - next(iter(self.kept.values()))[2] >= older_than:
+            gone.append(self.kept.popitem(last=False)[1][0])
+        await _removed(gone)
+
+    async def forgets(self) -> None:
+        while True:
+            await asyncio.sleep(KEPT_SECONDS / 10)
+            await self.forget()
+
+    def adopt(self, key: str, uid: int | None) -> tuple[HomeCopy, dict[str, Any]] | None:
+        """The home kept under `key` and what the web tier knew of it, if
+        its programs ran as `uid` (it is no longer kept)."""
+        if key not in self.kept or self.kept[key][0].uid != uid:
+            return None
+        home, held, _ = self.kept.pop(key)
+        return home, held
+
     def remove_leftovers(self) -> int:
         """The homes of runners that are gone (kill -9, a crash) go:
         how many. Blocking: call it before serving."""
         return remove_orphans(self.homes())
+
+
+async def _removed(homes: list[HomeCopy]) -> None:
+    for home in homes:
+        await asyncio.get_running_loop().run_in_executor(None, remove_folder, home.folder)
 
 
 class Health(web.RequestHandler):
@@ -149,6 +203,8 @@ class SandboxSocket(websocket.WebSocketHandler):
         self.worker: asyncio.Task[None] | None = None
         self.counts: tuple[int, float | None] | None = None
         self.home: HomeCopy | None = None
+        self.keep_key: str | None = None  # the key its home is kept under, if the web tier asked for that
+        self.adopted = False
         self.guarding: asyncio.Task[None] | None = None  # the write budget of its latest run
 
     def check_origin(self, origin: str) -> bool:
@@ -192,7 +248,9 @@ class SandboxSocket(websocket.WebSocketHandler):
             self.preparing = asyncio.ensure_future(self.start_sandbox(asked))
         elif asked.get("op") == "guard":
             self._guard_next(asked)
-        elif asked.get("op") in ("ready", "kill", "put", "collect"):
+        elif asked.get("op") in ("ready", "kill", "put", "collect", "keep", "adopt"):
+            if asked["op"] == "kill":
+                self._ending()
             try:
                 self.ops.put_nowait(asked)
             except asyncio.QueueFull:
@@ -203,10 +261,11 @@ class SandboxSocket(websocket.WebSocketHandler):
     async def start_sandbox(self, asked: dict[str, Any]) -> None:
         loop = asyncio.get_running_loop()
         try:
-            uid, settings = asked.get("uid"), asked.get("settings")
+            uid, settings, keep = asked.get("uid"), asked.get("settings"), asked.get("keep")
             if not (uid is None or (isinstance(uid, int) and not isinstance(uid, bool) and uid > 0)) \
-                    or not isinstance(settings, dict):
-                raise SandboxError("a sandbox is asked for with a uid and settings")
+                    or not isinstance(settings, dict) or not (keep is None or isinstance(keep, str) and KEY.fullmatch(keep)):
+                raise SandboxError("a sandbox is asked for with a uid, settings, and a key to keep its home or none")
+            self.keep_key = keep
             folder = await loop.run_in_executor(None, make_folder, self.runner.homes(), worker_tag() + ".", uid)
             self.home = HomeCopy(folder, uid)
             self.sandbox = await asyncio.wait_for(self.runner.kind.prepare(folder, uid, settings), PREPARE_TIMEOUT)
@@ -263,8 +322,13 @@ class SandboxSocket(websocket.WebSocketHandler):
                 await sandbox.kill()
             elif asked["op"] == "put":
                 await self._put(asked)
-            else:
+            elif asked["op"] == "collect":
                 await self._collect(asked)
+            elif asked["op"] == "adopt":
+                await self._adopt()
+            else:
+                await self._keep(asked)
+                return
 
     def _guard_next(self, asked: dict[str, Any]) -> None:
         """The next run's write budget (before its `go`, which follows on the
@@ -343,16 +407,55 @@ class SandboxSocket(websocket.WebSocketHandler):
         await self._send({"type": "collected", "skipped": changes.skipped, "deleted": changes.deleted,
                           "partial": changes.partial})
 
-    async def _end_sandbox(self) -> None:
+    async def _adopt(self) -> None:
+        """The home kept under this sandbox's key becomes its own (see the
+        module's docstring): what the web tier knew of it, less what changed."""
+        if self.keep_key in self.runner.ending:  # (the sandbox before it ends now: its copy is kept in a moment)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.runner.ending[self.keep_key].wait(), KEEP_WAIT)
+        kept = self.runner.adopt(self.keep_key, self.home.uid) \
+            if self.keep_key and self.home is not None and not self.home.known and not self.adopted else None
+        self.adopted = True  # (once, before any file)
+        held: dict[str, Any] = {}
+        if kept is not None and self.home is not None:
+            old, known = kept
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.home.take, old)
+                held = {path: was for path, was in known.items() if isinstance(was, list) and len(was) == 3
+                        and path in self.home.known and self.home.known[path][0] == was[2]}
+            except (OSError, Declined) as e:
+                log.warning("sandbox %s: the home kept for it could not be taken: %s", self.sandbox_id, e)
+                await asyncio.get_running_loop().run_in_executor(None, self.home.clear)
+            await _removed([old])
+        await self._send({"type": "adopted", "held": held})
+
+    async def _keep(self, asked: dict[str, Any]) -> None:
+        """The sandbox ends; its home is kept under its key, with `held`."""
+        held = asked.get("held")
+        await self._end_sandbox(keep=held if isinstance(held, dict) else None)
+        await self._send({"type": "kept"})
+
+    async def _end_sandbox(self, keep: dict[str, Any] | None = None) -> None:
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None:
             await sandbox.kill()
             await sandbox.release()
         home, self.home = self.home, None
-        if home is not None:
-            await asyncio.get_running_loop().run_in_executor(None, remove_folder, home.folder)
+        if home is not None and keep is not None and self.keep_key is not None:
+            await self.runner.keep(self.keep_key, home, keep)
+        elif home is not None:
+            await _removed([home])
+        if self.keep_key is not None and self.keep_key in self.runner.ending:
+            self.runner.ending.pop(self.keep_key).set()
+
+    def _ending(self) -> None:
+        """Its end has begun: a sandbox of the same home that asks for the
+        copy meanwhile waits for it to be kept (or not)."""
+        if self.keep_key is not None and self.keep_key not in self.runner.ending:
+            self.runner.ending[self.keep_key] = asyncio.Event()
 
     def on_close(self) -> None:
+        self._ending()
         self.runner.sandboxes.discard(self)
         for task in (self.worker, self.guarding):
             if task is not None:

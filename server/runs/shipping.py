@@ -37,6 +37,7 @@ async def send(files: "Files", username: str, copy: HomeCopy, max_file: int) -> 
     """Bring the copy in step with the home: Refused when the storage fails,
     SandboxError when the runner does."""
     home = Area.home(username)
+    await copy.adopt()
     present = await _files_in(files, username)
     deleted = [path for path in copy.held if path not in present]
     for path in deleted:

@@ -41,6 +41,11 @@ class HomeCopy(Protocol):
 
     held: dict[str, Held | None]  # path -> the home's file the copy holds; None: something else by that name
 
+    async def adopt(self) -> None:
+        """Before the copy is first given files: take over the copy of the
+        same home that the runner kept from the sandbox before (only what
+        differs is then sent); nothing to do after that, or where there is none."""
+
     async def put(self, files: list[dict[str, Any]], deleted: list[str], clear: bool = False) -> None:
         """Pieces of files ({"path", "data" in base64, "at", and on a file's
         last piece its "etag"}) into the copy, and `deleted` out of it

@@ -33,10 +33,10 @@ from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from tornado import httpclient, websocket
 
-from ... import config
+from ... import config, metrics
 from ...config import Config
 from ..disk_guard import GroupWrites
-from .tickets import issue, proof_holds, runner_key
+from .tickets import home_key, issue, proof_holds, runner_key
 from . import Held, HomeCopy
 from .launch import STREAM_LIMIT, Exit, SandboxError
 
@@ -54,6 +54,9 @@ KILL_WAIT = 10.0
 DOWN_SECONDS = 5.0
 ROOM_WAIT = 30.0  # seconds a start waits for a runner with room before it fails (and is tried once more)
 ROOM_POLL = 0.5
+AFFINITY_SLACK = 0.2  # busy share by which the runner that kept a home's copy may exceed the freest and still get it
+KEPT_HOMES = 10000  # homes whose runner a worker remembers
+KEEP_WAIT = 5.0  # seconds for a runner to say it kept a home's copy
 MAX_MESSAGE = 4 << 20
 MAX_PENDING = 4 << 20  # bytes sent to a runner and not yet written to its socket
 
@@ -182,6 +185,8 @@ class RemoteKind:
         self.down_until: dict[str, float] = collections.defaultdict(float)
         self.load: dict[str, float] = {}  # a registered runner's busy share, as its heartbeat said
         self.seen_defences: dict[str, dict[str, Any]] = {}
+        # home -> the runner its copy was last kept on by this worker (at most KEPT_HOMES, the latest)
+        self.kept_at: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     def defences(self) -> dict[str, Any]:
         """What the runners said holds student code there (once one has
@@ -217,6 +222,29 @@ class RemoteKind:
         now = time.monotonic()
         return sorted(names, key=lambda r: (self.down_until[r] > now, self.load.get(r, 0.0), self.busy[r], r))
 
+    def where_kept(self, home: str, order: list[str]) -> list[str]:
+        """`order`, with the runner that kept `home`'s copy first if it is
+        nearly as free as the first (AFFINITY_SLACK): a new sandbox there
+        is sent only what changed, but students still move to a runner
+        that is added."""
+        runner = self.kept_at.get(home)
+        if runner not in order or not order or self.down_until[runner] > time.monotonic() \
+                or self.load.get(runner, 0.0) > self.load.get(order[0], 0.0) + AFFINITY_SLACK:
+            return order
+        return [runner] + [r for r in order if r != runner]
+
+    def keeps(self, home: str) -> bool:
+        """Whether `home`'s copy is worth keeping on a runner for its next
+        sandbox: a student's home is; a scratch folder, emptied after each
+        check, is not."""
+        return os.path.commonpath([self.cfg.STORAGE_ROOT, home]) == self.cfg.STORAGE_ROOT
+
+    def was_kept(self, home: str, runner: str) -> None:
+        self.kept_at[home] = runner
+        self.kept_at.move_to_end(home)
+        while len(self.kept_at) > KEPT_HOMES:
+            self.kept_at.popitem(last=False)
+
     async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> "RemoteSandbox":
         """A sandbox on the least busy runner that starts one; its home
         there is a folder of the runner's own, not `home`, which the job
@@ -228,9 +256,9 @@ class RemoteKind:
         while True:
             if self.child is not None:  # (started again if it stopped)
                 self.runners[ChildRunner.ID] = await self.child.address()
-            for runner in await self.candidates():
+            for runner in self.where_kept(home, await self.candidates()):
                 try:
-                    return await RemoteSandbox.open(self, runner, uid, settings)
+                    return await RemoteSandbox.open(self, runner, uid, settings, home if self.keeps(home) else None)
                 except SandboxError as e:
                     self.down_until[runner] = time.monotonic() + DOWN_SECONDS
                     log.warning("runner %s: %s", runner, e)
@@ -264,6 +292,8 @@ class RemoteSandbox:
         self.heard = time.monotonic()  # the runner's last message or pong
         self.copy: HomeCopy | None = self  # its home is a copy on the runner
         self.held: dict[str, Held | None] = {}
+        self.home: str | None = None  # whose copy is kept on the runner after it (`open`)
+        self.adopted = False  # asked for the copy the runner kept, or given files
         self.answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=2)  # to put and collect: read in turn
         self.guarded: RemoteGuard | None = None  # the write budget of its latest run
         setattr(ws, "on_pong", self._heard)  # Tornado calls the connection's on_pong for each pong: this one's is ours
@@ -294,9 +324,12 @@ class RemoteSandbox:
         self.ws.close()
 
     @classmethod
-    async def open(cls, kind: RemoteKind, runner: str, uid: int | None,
-                   settings: dict[str, Any]) -> "RemoteSandbox":
+    async def open(cls, kind: RemoteKind, runner: str, uid: int | None, settings: dict[str, Any],
+                   home: str | None) -> "RemoteSandbox":
+        """A sandbox on `runner`; `home`: the home whose copy the runner keeps
+        for the next sandbox after this one, and gives this one if it has it."""
         ticket, sandbox_id = issue(kind.keys[runner], runner)
+        key = None if home is None else home_key(kind.keys[runner], home)
         request = httpclient.HTTPRequest(kind.runners[runner] + "/sandbox", connect_timeout=CONNECT_TIMEOUT,
                                          request_timeout=CONNECT_TIMEOUT,
                                          headers={"Authorization": "Ticket " + ticket})
@@ -309,7 +342,7 @@ class RemoteSandbox:
             # Nagle's algorithm held each ~40 ms for an acknowledgement.
             ws.protocol.set_nodelay(True)
         try:
-            await ws.write_message(json.dumps({"uid": uid, "settings": settings}))
+            await ws.write_message(json.dumps({"uid": uid, "settings": settings, "keep": key}))
             answer = await asyncio.wait_for(ws.read_message(), PREPARE_TIMEOUT)
         except (websocket.WebSocketClosedError, asyncio.TimeoutError):
             answer = None
@@ -331,6 +364,7 @@ class RemoteSandbox:
         stdout = await asyncio.open_connection(sock=mine, limit=STREAM_LIMIT)
         _, feed = await asyncio.open_connection(sock=theirs)
         sandbox = cls(kind, runner, ws, feed, stdout)
+        sandbox.home = home
         sandbox.reader = asyncio.ensure_future(sandbox._read())
         sandbox.watch = asyncio.ensure_future(sandbox._watch())
         return sandbox
@@ -349,7 +383,7 @@ class RemoteSandbox:
                     await self.feed.drain()
                     continue
                 said = json.loads(message)
-                if said.get("type") in ("put", "file", "collected"):
+                if said.get("type") in ("put", "file", "collected", "adopted", "kept"):
                     await self.answers.put(said)
                 elif said.get("type") == "disk_limit" and self.guarded is not None:
                     self.guarded.said(int(said.get("wrote") or 0), int(said.get("walks") or 0))
@@ -391,7 +425,27 @@ class RemoteSandbox:
 
     # -- its home, a copy on the runner (HomeCopy) ---------------------------------
 
+    async def adopt(self) -> None:
+        if self.adopted:
+            return
+        self.adopted = True
+        if self.home is None:
+            return
+        self._op("adopt")
+        answer = await self._answer()
+        held = answer.get("held")
+        if answer.get("type") != "adopted" or not isinstance(held, dict):
+            raise SandboxError(f"the runner answered an adopt with {answer.get('type')}")
+        for path, was in held.items():
+            if isinstance(was, list) and len(was) == 3 and isinstance(was[0], int) \
+                    and isinstance(was[1], (int, float)) and isinstance(was[2], str):
+                self.held[path] = (was[0], was[1], was[2])
+        if self.held:
+            metrics.RUNNER_COPIES_ADOPTED.inc()
+
     async def put(self, files: list[dict[str, Any]], deleted: list[str], clear: bool = False) -> None:
+        self.adopted = True  # (a copy given files takes no other)
+        metrics.RUNNER_FILES_SENT.inc(sum("etag" in piece for piece in files))
         self._op("put", files=files, deleted=deleted, clear=clear)
         answer = await self._answer()
         if answer.get("type") != "put" or "error" in answer:
@@ -440,7 +494,16 @@ class RemoteSandbox:
 
     async def release(self) -> None:
         """The socket closes (politely: a runner that is gone is not waited
-        for, as Tornado would for 5 s)."""
+        for, as Tornado would for 5 s); the runner keeps the home's copy
+        first, if it has one worth keeping."""
+        if self.home is not None and self.held and self.exit.done() and not self.exit.result().lost:
+            self._op("keep", held={path: list(was) for path, was in self.held.items() if was is not None})
+            try:
+                answer = await asyncio.wait_for(self._answer(), KEEP_WAIT)
+                if answer.get("type") == "kept":
+                    self.kind.was_kept(self.home, self.runner)
+            except (SandboxError, asyncio.TimeoutError):
+                pass  # (then the next sandbox is sent the whole home)
         self.ws.close()
         for task in (self.watch, self.reader):
             if task is not None:

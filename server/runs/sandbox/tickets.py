@@ -58,6 +58,12 @@ def runner_key(secret: str, runner: str) -> bytes:
     return hmac.new(secret.encode(), b"pyclassroom runner key\x00" + runner.encode(), hashlib.sha256).digest()
 
 
+def home_key(key: bytes, home: str) -> str:
+    """The name a runner keeps `home`'s copy under (runner/service.py,
+    "keep"): the same from every worker and host, and no path for the runner."""
+    return _sign(key, b"home", home.encode()).hex()[:32]
+
+
 def _sign(key: bytes, purpose: bytes, body: bytes) -> bytes:
     return hmac.new(key, purpose + b"\x00" + body, hashlib.sha256).digest()
 
