@@ -7,7 +7,8 @@ import re
 import time
 
 READY_WAIT = 30.0  # longest wait for the server to report the warm sandboxes
-METRIC_RE = re.compile(r"^(pyclassroom_sandbox_start_seconds_(?:sum|count)|pyclassroom_sandbox_reused_total)"
+METRIC_RE = re.compile(r"^(pyclassroom_sandbox_start_seconds_(?:sum|count)|pyclassroom_sandbox_reused_total"
+                       r"|pyclassroom_runner_files_sent_total)"
                        r"\s+(\S+)$", re.M)
 
 
