@@ -10,6 +10,7 @@ from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
+from .exams.handlers import ClassExamsHandler, ExamHandler, ExtraTimeHandler, MyExamHandler
 from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, ClassExercisesHandler, ExerciseHandler,
                                  GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
@@ -70,6 +71,10 @@ ROUTES = [
     (r"/api/exercises", MyExercisesHandler),
     (rf"/api/exercises/([0-9]{{1,18}})/{SLUG}", ExerciseHandler),
     (rf"/api/exercises/([0-9]{{1,18}})/{SLUG}/start", StartHandler),
+    (r"/api/classes/([0-9]{1,18})/exams", ClassExamsHandler),
+    (r"/api/exams/([0-9]{1,18})", ExamHandler),
+    (r"/api/exams/([0-9]{1,18})/students/([^/]+)/extra", ExtraTimeHandler),
+    (r"/api/exam", MyExamHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),

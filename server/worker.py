@@ -32,6 +32,7 @@ from .accounts.sessions import Sessions
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .inbox import Inbox
+from .exams.service import Exams
 from .exercises.service import Exercises
 from .files.changes import FileChanges
 from .files.processes import FileProcesses
@@ -71,6 +72,7 @@ class Context:
     inbox: Inbox
     teaching: Teaching
     exercises: Exercises
+    exams: Exams
     jobs: Jobs
     grader: Grader
     runs: manager.RunManager
@@ -119,6 +121,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.inbox = Inbox(ctx.pool, ctx.notify)  # what teaching tells the students' open IDEs
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
+    ctx.exams = ctx.files.exams = Exams(ctx.pool, classes, ctx.exercises)  # (its folders: every change asks it)
     ctx.registry = Registry(ctx.pool)
     if isinstance(ctx.sandbox_kind, RemoteKind):
         ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS

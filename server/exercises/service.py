@@ -264,8 +264,16 @@ class Exercises:
         "copied": [...], "kept": [...]}."""
         found_class = await self.classes.member_of(student, class_id)
         found = await self.exercise(student["username"], found_class["id"], slug)
-        username, checks = student["username"], Area.checks(found_class["id"])
         home = await self.files.area(student, "home", write=True)
+        copied, kept = await self.give_starters(student["username"], found_class["id"], slug, home)
+        return {"folder": slug, "path": f"{slug}/{_exercise_of(found).file}", "copied": copied, "kept": kept}
+
+    async def give_starters(self, username: str, class_id: int, slug: str,
+                            area: Area) -> tuple[builtins.list[str], builtins.list[str]]:
+        """Copy the exercise's starter files into `<slug>/` of `area` (a
+        student's home, or their exam folder), each only if there is no
+        file there yet: (copied, kept) paths."""
+        checks = Area.checks(class_id)
         starter = await self._starter_files(username, checks, slug)
         if len(starter) > MAX_STARTER_FILES:
             raise Refused(409, "too_many_starter_files", "This exercise has too many starter files: "
@@ -278,15 +286,15 @@ class Exercises:
             if data is None:  # no limit was given: never
                 continue
             try:
-                await self.files.save(username, home, (slug,) + parts, data, None)
+                await self.files.save(username, area, (slug,) + parts, data, None)
                 copied.append(f"{slug}/{path}")
             except Refused as e:
                 if e.code not in ("conflict", "not_a_file", "not_a_folder"):
                     raise
                 kept.append(f"{slug}/{path}")
-        if not starter and not await self._exists(username, home, (slug,)):
-            await self.files.mkdir(username, home, (slug,))
-        return {"folder": slug, "path": f"{slug}/{_exercise_of(found).file}", "copied": copied, "kept": kept}
+        if not starter and not await self._exists(username, area, (slug,)):
+            await self.files.mkdir(username, area, (slug,))
+        return copied, kept
 
     async def _exists(self, username: str, area: Area, parts: Parts) -> bool:
         try:

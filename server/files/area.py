@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Area:
-    key: str          # 'home/ada', 'course', 'class/3' or 'checks/3'
+    key: str          # 'home/ada', 'course', 'class/3', 'checks/3' or 'exam/5/ada'
     parts: tuple[str, ...]  # folders below STORAGE_ROOT
     quota: bool       # homes have quotas; the course area does not
 
@@ -37,6 +37,17 @@ class Area:
         """A class's exercises with their checks: its teachers' only (students
         must never read the hidden checks, nor their programs reach them)."""
         return Area(f"checks/{class_id}", ("checks", str(class_id)), False)
+
+    @staticmethod
+    def exam(exam_id: int, username: str) -> "Area":
+        """A student's folder in an exam: theirs until their end, then
+        read-only through every path (exams/service.py)."""
+        return Area(f"exam/{exam_id}/{username}", ("exams", str(exam_id), username), True)
+
+    @property
+    def exam_id(self) -> int | None:
+        """The exam whose folder this is, if it is one."""
+        return int(self.parts[1]) if self.parts[0] == "exams" else None
 
     @property
     def slug(self) -> str:

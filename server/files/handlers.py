@@ -18,7 +18,7 @@ from .store import TEXT_LIMIT, Meta, as_text
 
 log = logging.getLogger(__name__)
 
-AREA = r"(home|course|class/[^/]+|checks/[^/]+|user/[^/]+)"
+AREA = r"(home|course|class/[^/]+|checks/[^/]+|user/[^/]+|exam/[0-9]{1,18}|exams/[0-9]{1,18}/[^/]+)"
 
 
 class FilesBase(ApiHandler):

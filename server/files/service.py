@@ -64,6 +64,8 @@ T = TypeVar("T")
 STAFF = ("teacher", "admin")
 SIGN_IN_WAIT = 1.0  # seconds a sign-in waits for its home to be made
 DOWNLOAD_BLOCK = 256 << 10  # bytes of a download read at a time
+# The store's operations that change an area (an exam folder asks the exam first).
+_WRITES = {Op.SAVE, Op.MKDIR, Op.MOVE, Op.DELETE, Op.RESTORE, Op.TRASH_RESTORE}
 # Operations whose success shows the storage takes changes again (no longer read-only or full).
 _CHANGES = {"save", "upload", "mkdir", "move", "restore", "delete", "home", "push"}
 
@@ -81,6 +83,17 @@ class Membership(Protocol):
         for `user`, there is no such student."""
 
 
+class ExamFolders(Protocol):
+    """What files needs to know of exams (exams/service.py has it)."""
+
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
+        """The exam folder `spec` names (`exam/<id>`, `exams/<id>/<username>`),
+        if `user` may read it (or write it, with `write`); else Refused."""
+
+    async def writable(self, area: Area) -> None:
+        """Refused (exam_over) once `area`, an exam folder, is locked."""
+
+
 class Files:
     def __init__(self, store: Store, processes: FileProcesses, threads: BoundedExecutor, pool: Pool, cfg: Config,
                  classes: Membership):
@@ -95,6 +108,7 @@ class Files:
         self.health = faults.StorageHealth(store.root, cfg.FILE_DEADLINE)  # for /readyz and /api/status
         self._homes_made: set[str] = set()  # usernames whose home is known to be made, in this worker
         self.changes: FileChanges | None = None  # the open IDEs are told of every change (set by the worker)
+        self.exams: ExamFolders | None = None  # whose folders lock at each student's end (set by the worker)
         self.usage = HomeUsage(pool, lambda username: self.measure(username, Area.home(username)))
 
     # -- where a call runs ------------------------------------------------------------
@@ -130,7 +144,13 @@ class Files:
 
     async def _in_process(self, username: str, op: str, operation: Op, *args: object,
                       seconds: float | None = None) -> Any:
-        """The store's `operation` with `args`, in a file process."""
+        """The store's `operation` with `args`, in a file process. One that
+        changes an exam folder asks the exam first (its end locks it)."""
+        area = args[0] if args else None
+        if operation in _WRITES and isinstance(area, Area) and area.exam_id is not None:
+            if self.exams is None:
+                raise Refused(403, "exam_over", "This exam folder can no longer change.")
+            await self.exams.writable(area)
         return await self._placed(username, op, lambda deadline: self.processes.call(operation, *args,
                                                                                       deadline=deadline), seconds)
 
@@ -185,6 +205,13 @@ class Files:
                     if write or e.code not in ("storage_read_only", "storage_full"):
                         raise
             return Area.home(user["username"])
+        if spec.startswith(("exam/", "exams/")):
+            if self.exams is None:
+                raise Refused(404, "no_such_exam", "There is no such exam.")
+            area = await self.exams.area(user, spec, write)
+            if area.key not in self._areas_made:
+                await self.ensure_area(user["username"], area)
+            return area
         if spec == "course" or spec.startswith(("class/", "checks/")):
             area = await self.classes.area(user, spec, write)
             if area.key not in self._areas_made:  # a class's folder is made at its first use

@@ -63,7 +63,7 @@ WELCOME = '''# Welcome to PyClassroom!
 name = input("What is your name? ")
 print(f"Hello, {name}!")
 '''
-_SYSTEM = ("home", "course", "classes", ".system/history", ".system/locks", ".system/usage", ".system/trash",
+_SYSTEM = ("home", "course", "classes", "exams", ".system/history", ".system/locks", ".system/usage", ".system/trash",
            ".system/welcomed")
 
 
@@ -186,7 +186,7 @@ class Store:
     def _make_area_root(self, area: Area) -> bool:
         """Make the area's own folder if missing (a home: 0700, whoever makes
         it: login, a push, a run); True if it was made now."""
-        with paths.opened(self._root_fd, area.parts[:-1]) as fd:
+        with paths.opened(self._root_fd, area.parts[:-1], create=area.exam_id is not None) as fd:  # (exams/<id>/)
             try:
                 os.mkdir(area.parts[-1], 0o700 if area.quota else 0o755, dir_fd=fd)
                 return True

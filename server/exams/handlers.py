@@ -1,0 +1,58 @@
+"""HTTP endpoints of exams: a class's exams and extra time (teachers), the
+exam one is taking (students). Parse, authorize, call the service
+(service.py), answer. The exam folders themselves are files like any
+other: /api/files/exam/<id>/... (files/handlers.py)."""
+from ..accounts import rules
+from ..web import ApiError, ApiHandler
+from .service import Exams
+
+STAFF = ("teacher", "admin")
+
+
+class ExamsBase(ApiHandler):
+    @property
+    def exams(self) -> Exams:
+        return self.ctx.exams
+
+
+class ClassExamsHandler(ExamsBase):
+    """GET a class's exams; POST a new one (teachers)."""
+
+    async def get(self, number: str) -> None:
+        teacher = await self.require_user(*STAFF)
+        self.finish_json({"exams": await self.exams.list(teacher, int(number))})
+
+    async def post(self, number: str) -> None:
+        teacher = await self.require_user(*STAFF)
+        self.finish_json({"exam": await self.exams.create(teacher, int(number), self.json_body())}, status=201)
+
+
+class ExamHandler(ExamsBase):
+    """GET an exam: with every student's end for its teachers, as it is
+    for them for a student of its class."""
+
+    async def get(self, number: str) -> None:
+        user = await self.require_user()
+        if user["role"] in STAFF:
+            self.finish_json({"exam": await self.exams.for_staff(user, int(number))})
+        else:
+            self.finish_json({"exam": await self.exams.for_student(user, int(number))})
+
+
+class ExtraTimeHandler(ExamsBase):
+    """PUT {"minutes"}: a student's extra time in an exam (teachers)."""
+
+    async def put(self, number: str, username: str) -> None:
+        teacher = await self.require_user(*STAFF)
+        if rules.username_problem(username):
+            raise ApiError(404, "no_such_student", "There is no such student in this exam's class.")
+        self.finish_json(await self.exams.give_extra_time(teacher, int(number), username,
+                                                           self.json_body().get("minutes")))
+
+
+class MyExamHandler(ExamsBase):
+    """GET the exam running for the student now, else the next: {"exam": ... | null}."""
+
+    async def get(self) -> None:
+        user = await self.require_user()
+        self.finish_json({"exam": await self.exams.current(user) if user["role"] == "student" else None})

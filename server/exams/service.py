@@ -1,0 +1,286 @@
+"""Exams: a timed test made of a class's exercises, taken by each student
+in a folder of the exam's that stops taking changes at their end.
+
+A teacher of the class makes the exam: its exercises, a start (now or a
+time), a duration or an end, and what students may use (`allows`). Extra
+time is given per student. The clock is PostgreSQL's, the same for every
+worker and host; a student's page is told the time left, never asked.
+
+From the start, each student of the class has a folder of their own in
+the exam (Area.exam), given the exercises' starter files the first time
+they open it. Every change the files service makes there asks `writable`
+first (saves, uploads, folders, moves, deletes, restores from the history
+and the trash), so at the student's end (the exam's, plus their extra
+time) the folder is read-only through every path at once. A save that
+left the browser just before the end is kept: the end is enforced GRACE
+seconds after it. What the folder holds then is the student's submission.
+"""
+import builtins
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+
+from ..db import Pool
+from ..errors import Refused
+from ..files.area import Area
+
+GRACE = timedelta(seconds=5)  # after a student's end: saves on their way still land (README, "Exams")
+ALLOWS = {"run": True, "check": True, "assist": False, "own_files": False, "ask": True}  # and their defaults
+MAX_EXERCISES = 20
+MAX_MINUTES = 24 * 60  # an exam, and extra time, at most a day
+SPEC = re.compile(r"exam/([0-9]{1,18})|exams/([0-9]{1,18})/([^/]+)")  # one's own folder | a student's (staff)
+
+NO_EXAM = (404, "no_such_exam", "There is no such exam.")
+NOT_YET = (403, "exam_not_started", "The exam has not started yet: its folder opens at the start.")
+OVER = (403, "exam_over", "The exam is over for you: your files were handed in as they were at the end, "
+                          "and can no longer change.")
+
+
+class ClassDirectory(Protocol):
+    """What exams need to know of classes (teaching/classes.py has it)."""
+
+    async def teaching(self, user: dict[str, Any], class_id: int | None) -> Any: ...
+
+    async def member_of(self, user: dict[str, Any], class_id: int) -> Any: ...
+
+    async def students(self, class_id: int) -> builtins.list[Any]: ...
+
+
+class ExerciseShelf(Protocol):
+    """What exams need of exercises (exercises/service.py has it)."""
+
+    async def exercise(self, username: str, class_id: int, slug: str) -> Any: ...
+
+    async def give_starters(self, username: str, class_id: int, slug: str, area: Area) -> Any: ...
+
+
+class Exams:
+    def __init__(self, pool: Pool, classes: ClassDirectory, exercises: ExerciseShelf) -> None:
+        self.pool = pool
+        self.classes = classes
+        self.exercises = exercises
+        self._given: set[str] = set()  # exam folders given their starter files by this worker
+
+    # -- teachers --------------------------------------------------------------------
+
+    async def create(self, teacher: dict[str, Any], class_id: int, form: Any) -> dict[str, Any]:
+        """A new exam of the class, from the teacher's form: {title,
+        exercises: [slug], starts: "now" | ISO time, minutes | ends: ISO
+        time, allows: {run, check, assist, own_files, ask}}."""
+        found = await self.classes.teaching(teacher, class_id)
+        if not isinstance(form, dict):
+            raise Refused(400, "bad_exam", "Send the exam as an object with a title, exercises and times.")
+        title = form.get("title")
+        if not isinstance(title, str) or not title.strip() or len(title.strip()) > 100:
+            raise Refused(400, "bad_title", "Give the exam a title of 1 to 100 characters.")
+        slugs = form.get("exercises")
+        if not isinstance(slugs, list) or not 1 <= len(slugs) <= MAX_EXERCISES \
+                or not all(isinstance(s, str) for s in slugs) or len(set(slugs)) != len(slugs):
+            raise Refused(400, "bad_exercises", f"Choose 1 to {MAX_EXERCISES} different exercises of the class.")
+        for slug in slugs:
+            exercise = await self.exercises.exercise(teacher["username"], found["id"], slug)
+            if not exercise.usable:
+                raise Refused(400, "exercise_has_problems",
+                              f"The exercise '{slug}' has problems to fix before it can be in an exam.")
+        now = await self._now()
+        starts = now if form.get("starts", "now") == "now" else _when(form.get("starts"), "starts")
+        if starts < now - timedelta(minutes=1):
+            raise Refused(400, "starts_in_the_past", "The start is in the past: choose now or a later time.")
+        minutes, ends_text = form.get("minutes"), form.get("ends")
+        if (minutes is None) == (ends_text is None):
+            raise Refused(400, "bad_end", "Give either how many minutes the exam lasts or when it ends.")
+        if minutes is not None:
+            ends = starts + timedelta(minutes=_minutes(minutes, "minutes", 1))
+        else:
+            ends = _when(ends_text, "ends")
+        if not starts < ends <= starts + timedelta(minutes=MAX_MINUTES):
+            raise Refused(400, "bad_end", "The exam must end after it starts, and within a day.")
+        allows = form.get("allows", {})
+        if not isinstance(allows, dict) or set(allows) - set(ALLOWS) \
+                or not all(isinstance(v, bool) for v in allows.values()):
+            raise Refused(400, "bad_allows", "Say what students may use with true or false for: "
+                                             + ", ".join(ALLOWS) + ".")
+        row = await self.pool.fetchrow(
+            """INSERT INTO exams (class_id, title, exercises, starts_at, ends_at, allows, created_by)
+               VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) RETURNING *""",
+            found["id"], title.strip(), slugs, starts, ends, json.dumps({**ALLOWS, **allows}), teacher["id"])
+        return _public(row, now)
+
+    async def list(self, teacher: dict[str, Any], class_id: int) -> builtins.list[dict[str, Any]]:
+        """The class's exams, the latest first."""
+        found = await self.classes.teaching(teacher, class_id)
+        rows = await self.pool.fetch("SELECT *, now() AS now FROM exams WHERE class_id = $1 ORDER BY starts_at DESC",
+                                     found["id"])
+        return [_public(row, row["now"]) for row in rows]
+
+    async def for_staff(self, teacher: dict[str, Any], exam_id: int) -> dict[str, Any]:
+        """The exam with each student of the class, their extra time and end."""
+        row = await self._exam(exam_id)
+        await self.classes.teaching(teacher, row["class_id"])
+        students = await self.classes.students(row["class_id"])
+        extra = {r["user_id"]: r["seconds"] for r in await self.pool.fetch(
+            "SELECT user_id, seconds FROM exam_extra_time WHERE exam_id = $1", exam_id)}
+        return {**_public(row, row["now"]), "students": [
+            {"username": s["username"], "display_name": s["display_name"],
+             "extra_minutes": extra.get(s["id"], 0) // 60,
+             "ends": _iso(row["ends_at"] + timedelta(seconds=extra.get(s["id"], 0)))} for s in students]}
+
+    async def give_extra_time(self, teacher: dict[str, Any], exam_id: int, username: str,
+                              minutes: Any) -> dict[str, Any]:
+        """Set a student's extra time (0: none); their end moves with it,
+        also after the exam's end (a folder locked opens again)."""
+        row = await self._exam(exam_id)
+        await self.classes.teaching(teacher, row["class_id"])
+        given = _minutes(minutes, "extra minutes", 0)
+        student = next((s for s in await self.classes.students(row["class_id"]) if s["username"] == username), None)
+        if student is None:
+            raise Refused(404, "no_such_student", "There is no such student in this exam's class.")
+        await self.pool.execute(
+            """INSERT INTO exam_extra_time (exam_id, user_id, seconds) VALUES ($1, $2, $3)
+               ON CONFLICT (exam_id, user_id) DO UPDATE SET seconds = excluded.seconds""",
+            exam_id, student["id"], given * 60)
+        return {"username": username, "extra_minutes": given,
+                "ends": _iso(row["ends_at"] + timedelta(minutes=given))}
+
+    # -- students --------------------------------------------------------------------
+
+    async def current(self, student: dict[str, Any]) -> dict[str, Any] | None:
+        """The exam of the student's classes that is running for them, else
+        the next to start; None when there is neither."""
+        row = await self.pool.fetchrow(
+            """SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra FROM exams e
+               JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
+               LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
+               WHERE e.ends_at + make_interval(secs => coalesce(x.seconds, 0)) > now()
+               ORDER BY (e.starts_at > now()), e.starts_at LIMIT 1""", student["id"])
+        return None if row is None else _for_student(row)
+
+    async def for_student(self, student: dict[str, Any], exam_id: int) -> dict[str, Any]:
+        row = await self._student_row(student, exam_id)
+        return _for_student(row)
+
+    # -- the folders (the files service asks) ------------------------------------------
+
+    async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
+        """The exam folder `spec` names: `exam/<id>` a student's own (from
+        the start; to write, until their end), `exams/<id>/<username>` a
+        student's, for the class's teachers to read."""
+        m = SPEC.fullmatch(spec)
+        if m is None:
+            raise Refused(*NO_EXAM)
+        exam_id, owner = int(m.group(1) or m.group(2)), m.group(3)
+        if owner is not None:
+            if user["role"] == "student":
+                raise Refused(403, "not_your_folder", "You can only open your own exam folder.")
+            row = await self._exam(exam_id)
+            await self.classes.teaching(user, row["class_id"])
+            if write:
+                raise Refused(403, "read_only", "Students' exam folders are read-only for teachers.")
+            if owner not in {s["username"] for s in await self.classes.students(row["class_id"])}:
+                raise Refused(404, "no_such_student", "There is no such student in this exam's class.")
+            return Area.exam(exam_id, owner)
+        if user["role"] != "student":
+            raise Refused(403, "not_a_student", "Only students take exams: open a student's folder by name.")
+        row = await self._student_row(user, exam_id)
+        if row["now"] < row["starts_at"]:
+            raise Refused(*NOT_YET)
+        if write and row["now"] > _end(row) + GRACE:
+            raise Refused(*OVER)
+        area = Area.exam(exam_id, user["username"])
+        if area.key not in self._given and row["now"] <= _end(row):  # (after the end, nothing more is given)
+            for slug in row["exercises"]:
+                await self.exercises.give_starters(user["username"], row["class_id"], slug, area)
+            self._given.add(area.key)
+        return area
+
+    async def writable(self, area: Area) -> None:
+        """Refused (exam_over) once the student whose exam folder `area` is
+        has reached their end, GRACE included."""
+        exam_id = area.exam_id
+        if exam_id is None:
+            return
+        row = await self.pool.fetchrow(
+            """SELECT e.ends_at + make_interval(secs => coalesce(x.seconds, 0)) + $3 > now() AS open
+               FROM exams e JOIN users u ON u.username = $2
+               LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = u.id
+               WHERE e.id = $1""", exam_id, area.parts[2], GRACE)
+        if row is None or not row["open"]:
+            raise Refused(*OVER)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    async def _now(self) -> datetime:
+        now: datetime = await self.pool.fetchval("SELECT now()")
+        return now
+
+    async def _exam(self, exam_id: int) -> Any:
+        row = await self.pool.fetchrow("SELECT *, now() AS now FROM exams WHERE id = $1", exam_id)
+        if row is None:
+            raise Refused(*NO_EXAM)
+        return row
+
+    async def _student_row(self, student: dict[str, Any], exam_id: int) -> Any:
+        """The exam with the student's extra time, if they are in its class
+        (no such exam otherwise: an exam id says nothing to others)."""
+        row = await self.pool.fetchrow(
+            """SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra FROM exams e
+               JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
+               LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
+               WHERE e.id = $2""", student["id"], exam_id)
+        if row is None:
+            raise Refused(*NO_EXAM)
+        return row
+
+
+def _when(value: Any, what: str) -> datetime:
+    """An ISO 8601 time with its offset (a time without one would mean the
+    server's zone, not the teacher's)."""
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) and len(value) <= 40 else None
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise Refused(400, f"bad_{what}", f"Give '{what}' as a date and time with its time zone, "
+                                          "for example 2026-03-01T09:00:00+01:00.")
+    return when.astimezone(timezone.utc)
+
+
+def _minutes(value: Any, what: str, least: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= MAX_MINUTES:
+        raise Refused(400, "bad_minutes", f"Give the {what} as a whole number from {least} to {MAX_MINUTES}.")
+    return value
+
+
+def _end(row: Any) -> datetime:
+    end: datetime = row["ends_at"] + timedelta(seconds=row["extra"])
+    return end
+
+
+def _iso(when: datetime) -> str:
+    return when.astimezone(timezone.utc).isoformat()
+
+
+def _allows(row: Any) -> dict[str, bool]:
+    stored = json.loads(row["allows"]) if isinstance(row["allows"], str) else dict(row["allows"])
+    return {name: bool(stored.get(name, default)) for name, default in ALLOWS.items()}
+
+
+def _state(now: datetime, starts: datetime, ends: datetime) -> str:
+    return "upcoming" if now < starts else "running" if now < ends else "over"
+
+
+def _public(row: Any, now: datetime) -> dict[str, Any]:
+    """An exam as its teachers see it."""
+    return {"id": row["id"], "class_id": row["class_id"], "title": row["title"], "exercises": list(row["exercises"]),
+            "starts": _iso(row["starts_at"]), "ends": _iso(row["ends_at"]), "allows": _allows(row),
+            "state": _state(now, row["starts_at"], row["ends_at"]), "now": _iso(now)}
+
+
+def _for_student(row: Any) -> dict[str, Any]:
+    """An exam as one student sees it: their own end, the server's time, and their folder."""
+    end = _end(row)
+    return {"id": row["id"], "class_id": row["class_id"], "title": row["title"], "exercises": list(row["exercises"]),
+            "starts": _iso(row["starts_at"]), "ends": _iso(end), "extra_minutes": row["extra"] // 60,
+            "allows": _allows(row), "state": _state(row["now"], row["starts_at"], end), "now": _iso(row["now"]),
+            "seconds_left": max(0, round((end - row["now"]).total_seconds())), "folder": f"exam/{row['id']}"}

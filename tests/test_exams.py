@@ -1,0 +1,220 @@
+"""Exams (server/exams/): made by a class's teacher from its exercises,
+taken by each student in a folder of the exam's, on the server's clock,
+and locked at each student's end through every path that changes files.
+Attacks through the API: another student's folder, another class's
+exam, a teacher of another class, a student making an exam, forms that
+make no sense. A real server (the shared one), real PostgreSQL."""
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from server.errors import Refused
+from server.exams.service import Exams
+from server.files.area import Area
+from tests.live_support import a_class, user_of
+from tests.test_exercises import grader_side
+
+GRACE = 5  # exams/service.py GRACE: a student's end is enforced this long after it
+EXERCISE = {"title": "Average", "file": "average.py", "due": None, "instructions": "Write `average(numbers)`.\n",
+            "tests": "", "starter": {"average.py": "def average(numbers):\n    return 0\n"},
+            "checks": [{"id": "shown", "kind": "output", "input": "4\n6\n", "expected": "5.0\n"}]}
+
+
+def room(server, people):
+    """A class of its own with the exercise 'average': (number, teacher, ann, ben)."""
+    teacher, ann, ben = people.teacher("mr-e"), people.student("ann"), people.student("ben")
+    number = a_class(server, teacher, ann, ben)
+    r = teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE)
+    assert r.status_code == 200, r.text
+    return number, teacher, ann, ben
+
+
+def exam(teacher, number, **form):
+    r = teacher.request("POST", f"/api/classes/{number}/exams",
+                        json={"title": "Test 1", "exercises": ["average"], **form})
+    assert r.status_code == 201, r.text
+    return r.json()["exam"]
+
+
+def iso(seconds_from_now):
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds_from_now)).isoformat()
+
+
+def save(client, spec, path, text, etag="*"):
+    return client.request("PUT", f"/api/files/{spec}/{path}", data=text.encode(), headers={"If-Match": etag})
+
+
+def test_a_teacher_makes_an_exam_and_each_student_works_in_a_folder_of_their_own(server, people):
+    number, teacher, ann, ben = room(server, people)
+    made = exam(teacher, number, minutes=30, allows={"assist": True})
+    assert made["state"] == "running" and made["allows"] == {"run": True, "check": True, "assist": True,
+                                                             "own_files": False, "ask": True}
+    mine = ann.request("GET", "/api/exam").json()["exam"]
+    assert (mine["id"], mine["state"], mine["folder"]) == (made["id"], "running", f"exam/{made['id']}")
+    assert 1700 < mine["seconds_left"] <= 1800  # the server's clock says so, not the browser's
+    spec = mine["folder"]
+    listed = ann.request("GET", f"/api/files/{spec}/average").json()["entries"]
+    assert [e["name"] for e in listed] == ["average.py"]  # the exercise's starter, given at the first look
+    assert save(ann, spec, "average/average.py", "def average(n):\n    return sum(n) / len(n)\n").status_code == 200
+    assert ann.request("GET", "/api/files/home/average/average.py").status_code == 404  # not in her home
+
+    seen = teacher.request("GET", f"/api/files/exams/{made['id']}/{ann.username}/average/average.py")
+    assert seen.status_code == 200 and "sum(n)" in seen.json()["content"], seen.text
+    r = save(teacher, f"exams/{made['id']}/{ann.username}", "average/average.py", "changed by the teacher")
+    assert (r.status_code, r.json()["error"]) == (403, "read_only")
+    staff = teacher.request("GET", f"/api/exams/{made['id']}").json()["exam"]
+    assert [s["username"] for s in staff["students"]] == sorted([ann.username, ben.username])
+    assert teacher.request("GET", f"/api/classes/{number}/exams").json()["exams"][0]["id"] == made["id"]
+
+
+def test_at_a_students_end_their_folder_stops_changing_through_every_path(server, people):
+    number, teacher, ann, ben = room(server, people)
+    made = exam(teacher, number, ends=iso(4))
+    spec = f"exam/{made['id']}"
+    r = teacher.request("PUT", f"/api/exams/{made['id']}/students/{ben.username}/extra", json={"minutes": 10})
+    assert r.status_code == 200 and r.json()["extra_minutes"] == 10, r.text
+    assert ben.request("GET", f"/api/exams/{made['id']}").json()["exam"]["extra_minutes"] == 10
+
+    assert save(ann, spec, "answer.py", "first").status_code == 200
+    etag = save(ann, spec, "answer.py", "handed in").json()["etag"]
+    assert save(ann, spec, "gone.py", "to delete").status_code == 200
+    assert ann.request("DELETE", f"/api/files/{spec}/gone.py").status_code == 200
+    version = ann.request("GET", f"/api/history/{spec}/answer.py").json()["versions"][-1]["version"]
+    deleted = ann.request("GET", f"/api/trash/{spec}").json()["entries"][0]["id"]
+    time.sleep(max(0.0, datetime.fromisoformat(made["ends"]).timestamp() - time.time()) + GRACE + 0.5)
+
+    assert ann.request("GET", "/api/exam").json()["exam"] is None  # nothing running for her any more
+    refused = [save(ann, spec, "answer.py", "after the end", etag),
+               save(ann, spec, "new.py", "after the end"),
+               ann.request("POST", f"/api/files/{spec}/later", json={"action": "mkdir"}),
+               ann.request("POST", f"/api/files/{spec}/answer.py", json={"action": "move", "to": "moved.py"}),
+               ann.request("POST", f"/api/files/{spec}/answer.py", json={"action": "restore", "version": version}),
+               ann.request("DELETE", f"/api/files/{spec}/answer.py"),
+               ann.request("POST", f"/api/trash/{spec}", json={"id": deleted}),
+               ann.request("POST", f"/api/upload/{spec}", files={"file": ("up.py", b"uploaded")})]
+    assert [(r.status_code, r.json()["error"]) for r in refused] == [(403, "exam_over")] * len(refused)
+    assert "can no longer change" in refused[0].json()["message"]
+    names = sorted(e["name"] for e in ann.request("GET", f"/api/files/{spec}").json()["entries"])
+    assert names == ["answer.py", "average"]  # and nothing else changed
+    assert ann.request("GET", f"/api/files/{spec}/answer.py").json()["content"] == "handed in"
+
+    assert save(ben, spec, "answer.py", "ben still writes").status_code == 200  # his extra time
+    r = teacher.request("PUT", f"/api/exams/{made['id']}/students/{ben.username}/extra", json={"minutes": 0})
+    assert r.status_code == 200
+    time.sleep(GRACE + 0.5)
+    assert save(ben, spec, "answer.py", "too late").status_code == 403
+
+
+def test_the_files_service_itself_refuses_changes_to_a_locked_folder(server, people):
+    """What changes files without the API (a run's files taken back, starter
+    files) goes through the files service, which asks the exam too."""
+    number, teacher, ann, _ = room(server, people)
+    made = exam(teacher, number, ends=iso(2))
+    assert save(ann, f"exam/{made['id']}", "answer.py", "handed in").status_code == 200
+    time.sleep(max(0.0, datetime.fromisoformat(made["ends"]).timestamp() - time.time()) + GRACE + 0.5)
+    area = Area.exam(made["id"], ann.username)
+
+    async def changes():
+        async with grader_side(server) as exercises:
+            files = exercises.files
+            files.exams = Exams(files.pool, exercises.classes, exercises)
+            refused = []
+            for change in (lambda: files.save(ann.username, area, ("answer.py",), b"changed", None),
+                           lambda: files.mkdir(ann.username, area, ("later",)),
+                           lambda: files.delete(ann.username, area, ("answer.py",)),
+                           lambda: exercises.give_starters(ann.username, number, "average", area)):
+                with pytest.raises(Refused) as e:
+                    await change()
+                refused.append(e.value.code)
+            # A worker that never gave her the starters still shows her the folder.
+            shown = await files.area(user_of(server, ann.username), f"exam/{made['id']}", write=False)
+            return refused, shown
+    assert asyncio.run(changes()) == (["exam_over"] * 4, area)
+    assert ann.request("GET", f"/api/files/exam/{made['id']}/answer.py").json()["content"] == "handed in"
+
+
+def test_nobody_reaches_an_exam_that_is_not_theirs(server, people):
+    number, teacher, ann, ben = room(server, people)
+    outsider, other_teacher = people.student("out"), people.teacher("mr-o")
+    a_class(server, other_teacher, outsider)
+    made = exam(teacher, number, minutes=30)
+    later = exam(teacher, number, starts=iso(3600), minutes=30)
+    assert save(ann, f"exam/{made['id']}", "mine.py", "ann's").status_code == 200
+
+    def answer(client, method, path, **kw):
+        r = client.request(method, path, **kw)
+        return r.status_code, r.json().get("error")
+    assert answer(outsider, "GET", f"/api/exams/{made['id']}") == (404, "no_such_exam")
+    assert answer(outsider, "GET", f"/api/files/exam/{made['id']}") == (404, "no_such_exam")
+    assert answer(ann, "GET", f"/api/files/exams/{made['id']}/{ann.username}") == (403, "not_your_folder")
+    assert answer(ben, "GET", f"/api/files/exam/{made['id']}/mine.py") == (404, "not_found")  # his own folder
+    assert answer(ann, "GET", f"/api/files/exam/{later['id']}") == (403, "exam_not_started")
+    assert answer(ann, "GET", "/api/files/exam/999999999") == (404, "no_such_exam")
+    assert answer(other_teacher, "GET", f"/api/exams/{made['id']}") == (403, "not_your_class")
+    assert answer(other_teacher, "GET", f"/api/files/exams/{made['id']}/{ann.username}/mine.py") \
+        == (403, "not_your_class")
+    assert answer(other_teacher, "POST", f"/api/classes/{number}/exams",
+                  json={"title": "x", "exercises": ["average"], "minutes": 5}) == (403, "not_your_class")
+    assert answer(other_teacher, "PUT", f"/api/exams/{made['id']}/students/{ann.username}/extra",
+                  json={"minutes": 60}) == (403, "not_your_class")
+    assert answer(ann, "POST", f"/api/classes/{number}/exams",
+                  json={"title": "x", "exercises": ["average"], "minutes": 5})[0] == 403
+    assert answer(ann, "PUT", f"/api/exams/{made['id']}/students/{ann.username}/extra", json={"minutes": 60})[0] == 403
+    assert answer(teacher, "GET", f"/api/files/exams/{made['id']}/{outsider.username}") == (404, "no_such_student")
+    assert answer(teacher, "PUT", f"/api/exams/{made['id']}/students/{outsider.username}/extra",
+                  json={"minutes": 5}) == (404, "no_such_student")
+
+
+BAD_FORMS = [
+    ([], "malformed_json"), ({"exercises": ["average"], "minutes": 5}, "bad_title"),
+    ({"title": " ", "exercises": ["average"], "minutes": 5}, "bad_title"),
+    ({"title": "x", "exercises": [], "minutes": 5}, "bad_exercises"),
+    ({"title": "x", "exercises": ["average", "average"], "minutes": 5}, "bad_exercises"),
+    ({"title": "x", "exercises": ["nope"], "minutes": 5}, "no_such_exercise"),
+    ({"title": "x", "exercises": ["../checks"], "minutes": 5}, None),
+    ({"title": "x", "exercises": ["average"]}, "bad_end"),
+    ({"title": "x", "exercises": ["average"], "minutes": 5, "ends": "2030-01-01T10:00:00+00:00"}, "bad_end"),
+    ({"title": "x", "exercises": ["average"], "minutes": 0}, "bad_minutes"),
+    ({"title": "x", "exercises": ["average"], "minutes": True}, "bad_minutes"),
+    ({"title": "x", "exercises": ["average"], "minutes": 5, "starts": "2020-01-01T10:00:00+00:00"},
+     "starts_in_the_past"),
+    ({"title": "x", "exercises": ["average"], "minutes": 5, "starts": "2030-01-01T10:00:00"}, "bad_starts"),
+    ({"title": "x", "exercises": ["average"], "ends": "yesterday"}, "bad_ends"),
+    ({"title": "x", "exercises": ["average"], "minutes": 5, "allows": {"internet": True}}, "bad_allows"),
+    ({"title": "x", "exercises": ["average"], "minutes": 5, "allows": {"run": "yes"}}, "bad_allows"),
+]
+
+
+def test_forms_that_make_no_sense_are_refused_in_words_and_make_nothing(server, people):
+    number, teacher, _, _ = room(server, people)
+    for form, code in BAD_FORMS:
+        r = teacher.request("POST", f"/api/classes/{number}/exams", json=form)
+        assert r.status_code in (400, 404) and r.json()["message"], (form, r.text)
+        assert code is None or r.json()["error"] == code, (form, r.json())
+    r = teacher.request("POST", f"/api/classes/{number}/exams", data=b"{not json",
+                        headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert teacher.request("GET", f"/api/classes/{number}/exams").json()["exams"] == []
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=3), max_leaves=8)
+
+
+@given(form=st.fixed_dictionaries({}, optional={"title": JSON, "exercises": JSON, "starts": JSON, "minutes": JSON,
+                                                 "ends": JSON, "allows": JSON}))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_form_gets_an_exam_or_a_sentence_never_a_server_error(server, people, form):
+    if server.url not in FUZZ:  # (one class for all the examples)
+        FUZZ[server.url] = room(server, people)[:2]
+    number, teacher = FUZZ[server.url]
+    r = teacher.request("POST", f"/api/classes/{number}/exams", json=form)
+    assert r.status_code in (201, 400, 404), (form, r.status_code, r.text)
+    assert r.status_code == 201 or r.json()["message"]
+
+
+FUZZ: dict[str, tuple] = {}
