@@ -100,6 +100,10 @@ def parse_args(argv):
     parser.add_argument("--hogs", type=int, default=60,
                         help="students running endless loops for the responsiveness measurement (default 60; 0: skip)")
     parser.add_argument("--savers", type=int, default=5, help="students saving files meanwhile (default 5)")
+    parser.add_argument("--split-cpus", action="store_true",
+                        help="as if runners had hosts of their own: the server and this load generator on half the "
+                             "CPUs, the runners on the other half (for local: the server and its sandboxes on the "
+                             "first half alone)")
     parser.add_argument("--max-concurrent", type=int, default=200, help="RUN_MAX_CONCURRENT (default 200)")
     parser.add_argument("--cpu-seconds", type=int, default=60, help="RUN_CPU_SECONDS (default 60)")
     server_root_option(parser)
@@ -162,6 +166,7 @@ def main(argv=None):
     print(report(args, info, bare, cfg.SANDBOX_PYTHON, results, skipped))
     if args.json:
         settings = {k: getattr(args, k) for k in ("sandbox", "runners", "students", "duration", "processes", "think",
+                                                  "split_cpus",
                                                   "settle",
                                                   "hogs", "savers", "max_concurrent", "cpu_seconds", "timeout",
                                                   "server_root")}

@@ -323,8 +323,10 @@ def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_c
             bare = bare_interpreter(python)
             # The server's CPU: its workers' (and their children's), and its runners'.
             runner_pids = [r.proc.pid for r in started]
-            runs, responsiveness = run_async(sandbox_session(args, server.url, logins, server.pids + runner_pids),
-                                             deadline)
+            with split_cpus(server.pids, runner_pids) if getattr(args, "split_cpus", False) \
+                    else contextlib.nullcontext():
+                runs, responsiveness = run_async(sandbox_session(args, server.url, logins,
+                                                                 server.pids + runner_pids), deadline)
             server.ensure_running()
     finally:
         # Containers a stopped server should have removed: a finding, and not
@@ -335,6 +337,29 @@ def measure(args, kind, admin_dsn, base, credentials, deadline, python, runner_c
             "runs": [{"sandbox": label, **r} for r in runs], "responsiveness": responsiveness,
             "server_log_problems": dict(log.counts), "server_log_last_problems": list(log.problems),
             "docker_containers_left_after_stop": left}
+
+
+@contextlib.contextmanager
+def split_cpus(server_pids, runner_pids):
+    """As if the runners had a host of their own: the server, its children
+    (sandboxes, for local) and this load generator on the first half of the
+    CPUs, the runners and theirs on the other half (what they start later
+    inherits it). The load generator's own CPUs come back after."""
+    import psutil
+    mine = sorted(os.sched_getaffinity(0))
+    web, rest = mine[:len(mine) // 2], mine[len(mine) // 2:]
+    for pids, cpus in ((server_pids, web), (runner_pids, rest)):
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                for proc in [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        proc.cpu_affinity(cpus)
+    os.sched_setaffinity(0, web)
+    say(f"    the server and this load generator on CPUs {web}, the runners on {rest}")
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 def remove_containers_of(server_pids):
