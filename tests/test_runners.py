@@ -104,10 +104,9 @@ def test_a_runner_refuses_forged_foreign_expired_and_replayed_tickets_and_says_s
     assert message is not None and json.loads(message)["type"] in ("prepared", "error")
     code, message = asyncio.run(knock(runner.url, good))  # the same ticket again: a replay
     assert (code, message) == (4401, None)
-    log = "".join(runner.lines)
     for why in ("no ticket", "not a ticket", "not signed with this runner's key", "for runner 'r2'",
-                "an expired ticket", "already used (a replay)"):
-        assert why in log, why
+                "an expired ticket", "already used (a replay)"):  # (its log reaches us a moment after the close)
+        until(lambda: why in "".join(runner.lines), f"the runner to log {why!r}")
 
 
 class Impostor:

@@ -210,8 +210,10 @@ def test_a_program_printing_10_mb_leaves_the_teacher_the_tail(start_server):
     people = People(server)
     teacher, ada = people.teacher("mrs-t"), people.student("ada")
     number = a_class(server, teacher, ada)
-    save(ada, "flood.py", "import sys\nfor i in range(100_000):\n    print(f'{i:08d}', 'x' * 90)\n"
-                          "print('the end', file=sys.stderr)\n")
+    # stdout and stderr are two streams: under load the launcher may read the
+    # last of the flood after "the end" unless it has been drained by then.
+    save(ada, "flood.py", "import sys, time\nfor i in range(100_000):\n    print(f'{i:08d}', 'x' * 90)\n"
+                          "sys.stdout.flush()\ntime.sleep(1)\nprint('the end', file=sys.stderr)\n")
 
     async def story():
         async with watching(server, teacher, number) as (ws, _pid):

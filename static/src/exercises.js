@@ -75,6 +75,11 @@ export class ExercisesPanel {
   }
 
   drawList() {
+    // A list the same as the one shown stays as it is: replacing its buttons
+    // under a student's click (a reload as they press) would lose the click.
+    const drawn = JSON.stringify([this.error, this.loaded, this.list, this.list.map((e) => dueWords(e.due))]);
+    if (drawn === this.drawn) return;
+    this.drawn = drawn;
     const classes = new Set(this.list.map((e) => e.class.id));
     clear(this.el,
       h("div", { class: "ex-head" }, h("h2", { class: "ex-heading" }, "Exercises"),
@@ -118,6 +123,7 @@ export class ExercisesPanel {
   }
 
   render(focus) {
+    this.drawn = null; // (the list goes: drawn again when it comes back)
     const ex = this.shown;
     const attempt = this.attempts.get(this.key(ex));
     const progress = ex.progress;

@@ -1,1 +1,0 @@
-import{c as a,d as b}from"./chunk.4O24GVXI.js";import"./chunk.DHZD7XBB.js";import"./chunk.KOK2N7PK.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
