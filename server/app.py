@@ -10,7 +10,7 @@ from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
-from .exams.handlers import ClassExamsHandler, ExamHandler, ExtraTimeHandler, MyExamHandler
+from .exams.handlers import ClassExamsHandler, ExamHandler, ExtraTimeHandler, MyExamHandler, SignalsHandler
 from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, ClassExercisesHandler, ExerciseHandler,
                                  GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
@@ -74,6 +74,7 @@ ROUTES = [
     (r"/api/classes/([0-9]{1,18})/exams", ClassExamsHandler),
     (r"/api/exams/([0-9]{1,18})", ExamHandler),
     (r"/api/exams/([0-9]{1,18})/students/([^/]+)/extra", ExtraTimeHandler),
+    (r"/api/exams/([0-9]{1,18})/signals", SignalsHandler),
     (r"/api/exam", MyExamHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),

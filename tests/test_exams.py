@@ -136,6 +136,95 @@ def test_the_files_service_itself_refuses_changes_to_a_locked_folder(server, peo
     assert ann.request("GET", f"/api/files/exam/{made['id']}/answer.py").json()["content"] == "handed in"
 
 
+def exam_run(server, client, path, spec):
+    """Run `path` of the exam folder `spec`: (exit or error message, output)."""
+    from loadtest.run_client import RunClient
+
+    async def go():
+        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path=path, area=spec)
+            seen = []
+            while True:
+                message = await rc.receive(60)
+                seen.append(message)
+                if message["type"] in ("exit", "error"):
+                    return message, "".join(m.get("data", "") for m in seen if m["type"] == "output")
+    return asyncio.run(go())
+
+
+def test_a_student_runs_the_files_of_their_exam_folder_when_the_exam_lets_them(server, people):
+    number, teacher, ann, ben = room(server, people)
+    made = exam(teacher, number, minutes=30)
+    spec = f"exam/{made['id']}"
+    assert save(ann, spec, "average/numbers.txt", "4 6").status_code == 200
+    code = "import statistics\nprint('mean', statistics.mean(map(int, open('numbers.txt').read().split())))\n"
+    assert save(ann, spec, "average/main.py", code).status_code == 200
+    ended, output = exam_run(server, ann, "average/main.py", spec)
+    assert ended["type"] == "exit" and ended["reason"] == "ok" and "mean 5" in output, (ended, output)
+    ended, _ = exam_run(server, ben, "average/main.py", spec)  # his own folder: no such file there
+    assert ended["type"] == "error" and ended["error"] == "not_found", ended
+
+    closed = exam(teacher, number, minutes=30, allows={"run": False})
+    assert save(ann, f"exam/{closed['id']}", "main.py", "print(1)").status_code == 200
+    ended, _ = exam_run(server, ann, "main.py", f"exam/{closed['id']}")
+    assert (ended["type"], ended["error"]) == ("error", "run_off") and "turned off" in ended["message"], ended
+    outsider = people.student("out")
+    ended, _ = exam_run(server, outsider, "average/main.py", spec)
+    assert (ended["type"], ended["error"]) == ("error", "no_such_exam"), ended
+    ended, _ = exam_run(server, ann, "average/main.py", f"exams/{made['id']}/{ann.username}")
+    assert ended["type"] == "error" and ended["error"] == "not_runnable_here", ended
+
+
+def test_what_a_students_page_saw_reaches_the_teacher_as_evidence_with_the_servers_time(server, people):
+    number, teacher, ann, ben = room(server, people)
+    made = exam(teacher, number, minutes=30)
+    url = f"/api/exams/{made['id']}/signals"
+    sent = [{"kind": "paste", "chars": 812, "outside": True}, {"kind": "focus_lost"},
+            {"kind": "focus_back", "away_seconds": 41.5}, {"kind": "offline"}, {"kind": "online", "away_seconds": 3}]
+    for form in sent:
+        r = ann.request("POST", url, json=form)
+        assert r.status_code == 201, r.text
+    # A signal is always the sender's own: a name in it changes nothing.
+    assert ben.request("POST", url, json={"kind": "focus_lost", "username": ann.username}).status_code == 201
+    assert save(ann, f"exam/{made['id']}", "main.py", "print(1)").status_code == 200
+    ended, _ = exam_run(server, ann, "main.py", f"exam/{made['id']}")  # the server records Run itself
+    assert ended["type"] == "exit", ended
+
+    seen = teacher.request("GET", url, params={"student": ann.username}).json()["signals"]
+    assert [(s["kind"], {k: v for k, v in s.items() if k not in ("id", "at", "kind", "username")}) for s in seen] == \
+        [(f["kind"], {k: v for k, v in f.items() if k != "kind"}) for f in sent] + [("run", {})]
+    assert {s["username"] for s in seen} == {ann.username}
+    assert all(abs(datetime.fromisoformat(s["at"]).timestamp() - time.time()) < 120 for s in seen)
+    everyone = teacher.request("GET", url).json()["signals"]
+    assert [s["username"] for s in everyone].count(ben.username) == 1
+    newer = teacher.request("GET", url, params={"after": str(seen[2]["id"])}).json()["signals"]
+    assert newer[0]["id"] > seen[2]["id"]
+
+    refused = [ann.request("POST", url, json=form) for form in (
+        {"kind": "run"}, {"kind": "second_session"}, {"kind": "paste", "chars": -1, "outside": True},
+        {"kind": "paste", "chars": "812", "outside": True}, {"kind": "paste", "chars": 1, "outside": 1},
+        {"kind": "focus_back", "away_seconds": True}, {}, {"kind": ["paste"]})]
+    assert [r.status_code for r in refused] == [400] * len(refused) and all(r.json()["message"] for r in refused)
+    outsider, other_teacher = people.student("out"), people.teacher("mr-o")
+    a_class(server, other_teacher, outsider)
+    assert outsider.request("POST", url, json={"kind": "focus_lost"}).status_code == 404
+    assert other_teacher.request("GET", url).status_code == 403
+    assert ann.request("GET", url).status_code == 403  # a student reads nobody's, not even her own
+    assert teacher.request("POST", url, json={"kind": "focus_lost"}).status_code == 403
+    later = exam(teacher, number, starts=iso(3600), minutes=30)
+    r = ann.request("POST", f"/api/exams/{later['id']}/signals", json={"kind": "focus_lost"})
+    assert (r.status_code, r.json()["error"]) == (409, "exam_not_running")
+
+
+def test_a_page_that_floods_signals_is_told_to_wait(server, people):
+    number, teacher, ann, _ = room(server, people)
+    made = exam(teacher, number, minutes=30)
+    url = f"/api/exams/{made['id']}/signals"
+    codes = [ann.request("POST", url, json={"kind": "focus_lost"}).status_code for _ in range(121)]
+    assert codes[:120] == [201] * 120 and codes[120] == 429
+    assert len(teacher.request("GET", url).json()["signals"]) == 120
+
+
 def test_nobody_reaches_an_exam_that_is_not_theirs(server, people):
     number, teacher, ann, ben = room(server, people)
     outsider, other_teacher = people.student("out"), people.teacher("mr-o")
@@ -200,7 +289,7 @@ def test_forms_that_make_no_sense_are_refused_in_words_and_make_nothing(server, 
     assert teacher.request("GET", f"/api/classes/{number}/exams").json()["exams"] == []
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                   max_size=3), max_leaves=8)
 
@@ -218,3 +307,19 @@ def test_any_form_gets_an_exam_or_a_sentence_never_a_server_error(server, people
 
 
 FUZZ: dict[str, tuple] = {}
+
+
+@given(form=st.dictionaries(st.sampled_from(["kind", "chars", "outside", "away_seconds", "username"]), JSON,
+                            max_size=4))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_signal_is_recorded_or_refused_in_words_never_a_server_error(server, people, form):
+    if server.url not in FUZZ_SIGNALS:
+        number, teacher, ann, _ = room(server, people)
+        FUZZ_SIGNALS[server.url] = (exam(teacher, number, minutes=30)["id"], ann)
+    exam_id, ann = FUZZ_SIGNALS[server.url]
+    r = ann.request("POST", f"/api/exams/{exam_id}/signals", json=form)
+    assert r.status_code in (201, 400, 429), (form, r.status_code, r.text)
+    assert r.status_code == 201 or r.json()["message"]
+
+
+FUZZ_SIGNALS: dict[str, tuple] = {}

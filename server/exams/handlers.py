@@ -56,3 +56,23 @@ class MyExamHandler(ExamsBase):
     async def get(self) -> None:
         user = await self.require_user()
         self.finish_json({"exam": await self.exams.current(user) if user["role"] == "student" else None})
+
+
+class SignalsHandler(ExamsBase):
+    """POST one of the student's own signals ({"kind", ...}: service.py's
+    BROWSER_SIGNALS); GET the exam's, for its teachers (?student=<username>,
+    ?after=<id>)."""
+
+    async def post(self, number: str) -> None:
+        student = await self.require_user("student")
+        self.finish_json({"signal": await self.exams.signal(student, int(number), self.json_body())}, status=201)
+
+    async def get(self, number: str) -> None:
+        teacher = await self.require_user(*STAFF)
+        username = self.get_argument("student", None)
+        if username is not None and rules.username_problem(username):
+            raise ApiError(404, "no_such_student", "There is no such student in this exam's class.")
+        after = self.get_argument("after", "0")
+        if not after.isdigit() or len(after) > 18:
+            raise ApiError(400, "bad_after", "'after' is the id of the last signal you have, a whole number.")
+        self.finish_json({"signals": await self.exams.signals(teacher, int(number), username, int(after))})

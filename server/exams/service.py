@@ -29,6 +29,15 @@ GRACE = timedelta(seconds=5)  # after a student's end: saves on their way still 
 ALLOWS = {"run": True, "check": True, "assist": False, "own_files": False, "ask": True}  # and their defaults
 MAX_EXERCISES = 20
 MAX_MINUTES = 24 * 60  # an exam, and extra time, at most a day
+# What a student's page reports: kind -> {field: what it is (VALUES)}.
+BROWSER_SIGNALS: dict[str, dict[str, str]] = {
+    "paste": {"chars": "count", "outside": "flag"},
+    "focus_lost": {}, "focus_back": {"away_seconds": "seconds"},
+    "offline": {}, "online": {"away_seconds": "seconds"},
+}
+VALUES = {"count": "a whole number from 0", "seconds": "a number of seconds from 0 to 86400", "flag": "true or false"}
+SIGNALS_PER_MINUTE = 120  # per student and exam: a page that floods is told to wait
+SIGNALS_LISTED = 1000
 SPEC = re.compile(r"exam/([0-9]{1,18})|exams/([0-9]{1,18})/([^/]+)")  # one's own folder | a student's (staff)
 
 NO_EXAM = (404, "no_such_exam", "There is no such exam.")
@@ -160,6 +169,53 @@ class Exams:
         row = await self._student_row(student, exam_id)
         return _for_student(row)
 
+    # -- integrity signals: evidence for the teacher, never a verdict -----------------
+
+    async def signal(self, student: dict[str, Any], exam_id: int, form: Any) -> dict[str, Any]:
+        """Record what the student's page saw ({"kind", and for a paste
+        "chars" and "outside", for focus back "away_seconds"}), at the
+        server's time, while the exam runs for them. Always the sender's
+        own: nothing in the form names a student."""
+        row = await self._student_row(student, exam_id)
+        if not row["starts_at"] <= row["now"] <= _end(row) + GRACE:
+            raise Refused(409, "exam_not_running", "The exam is not running for you, so nothing is recorded.")
+        kind = form.get("kind") if isinstance(form, dict) else None
+        if not isinstance(kind, str) or kind not in BROWSER_SIGNALS:
+            raise Refused(400, "not_a_signal", "A signal's kind is one of: " + ", ".join(BROWSER_SIGNALS) + ".")
+        detail = {}
+        for name, what in BROWSER_SIGNALS[kind].items():
+            value = form.get(name)
+            if not _valid(value, what):
+                raise Refused(400, "bad_signal", f"A {kind} signal gives '{name}': {VALUES[what]}.")
+            detail[name] = value
+        lately = await self.pool.fetchval(
+            """SELECT count(*) FROM exam_signals WHERE exam_id = $1 AND user_id = $2
+               AND at > now() - interval '1 minute'""", exam_id, student["id"])
+        if lately >= SIGNALS_PER_MINUTE:
+            raise Refused(429, "too_many_signals", "Your page sent too many signals: it waits a moment.",
+                          retry_after=10)
+        return await self._record(exam_id, student["id"], kind, detail)
+
+    async def signals(self, teacher: dict[str, Any], exam_id: int, username: str | None = None,
+                      after: int = 0) -> builtins.list[dict[str, Any]]:
+        """The exam's signals after the id `after` (of one student's, with
+        `username`), oldest first, SIGNALS_LISTED at most."""
+        row = await self._exam(exam_id)
+        await self.classes.teaching(teacher, row["class_id"])
+        rows = await self.pool.fetch(
+            """SELECT s.id, s.at, s.kind, s.detail, u.username FROM exam_signals s JOIN users u ON u.id = s.user_id
+               WHERE s.exam_id = $1 AND s.id > $2 AND ($3::text IS NULL OR u.username = $3)
+               ORDER BY s.id LIMIT $4""", exam_id, after, username, SIGNALS_LISTED)
+        return [{"id": r["id"], "at": _iso(r["at"]), "username": r["username"], "kind": r["kind"],
+                 **json.loads(r["detail"])} for r in rows]
+
+    async def _record(self, exam_id: int, user_id: int, kind: str, detail: dict[str, Any]) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "INSERT INTO exam_signals (exam_id, user_id, kind, detail) VALUES ($1, $2, $3, $4::jsonb) RETURNING id, at",
+            exam_id, user_id, kind, json.dumps(detail))
+        assert row is not None  # (an INSERT ... RETURNING returns its row)
+        return {"id": row["id"], "at": _iso(row["at"]), "kind": kind, **detail}
+
     # -- the folders (the files service asks) ------------------------------------------
 
     async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
@@ -192,6 +248,20 @@ class Exams:
             for slug in row["exercises"]:
                 await self.exercises.give_starters(user["username"], row["class_id"], slug, area)
             self._given.add(area.key)
+        return area
+
+    async def runnable(self, user: dict[str, Any], spec: str) -> Area:
+        """The student's exam folder `spec` (`exam/<id>`), whose files they
+        may run (as a read-only copy, as a course file runs), if the exam
+        lets them."""
+        if not SPEC.fullmatch(spec) or not spec.startswith("exam/"):
+            raise Refused(*NO_EXAM)
+        area = await self.area(user, spec, write=False)
+        row = await self._student_row(user, int(spec.split("/")[1]))
+        if not _allows(row)["run"]:
+            raise Refused(403, "run_off", "Run is turned off in this exam: your teacher chose so.")
+        if row["now"] <= _end(row):
+            await self._record(row["id"], user["id"], "run", {})
         return area
 
     async def writable(self, area: Area) -> None:
@@ -231,6 +301,14 @@ class Exams:
         if row is None:
             raise Refused(*NO_EXAM)
         return row
+
+
+def _valid(value: Any, what: str) -> bool:
+    if what == "flag":
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float) if what == "seconds" else int):
+        return False
+    return 0 <= value <= (86_400 if what == "seconds" else 10_000_000)
 
 
 def _when(value: Any, what: str) -> datetime:

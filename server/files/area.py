@@ -24,13 +24,17 @@ class Area:
 
     @staticmethod
     def of_key(key: str) -> "Area":
-        """The course folder whose key is `key` ('course', 'class/3'), as a run names it."""
+        """The course folder or exam folder whose key is `key` ('course',
+        'class/3', 'exam/5/ada'), as a run names the folder it copies from."""
         if key == "course":
             return Area.course()
-        kind, _, class_id = key.partition("/")
-        if kind != "class" or not class_id.isdigit():
-            raise ValueError(f"not a course folder's key: {key!r}")
-        return Area.of_class(int(class_id))
+        kind, _, rest = key.partition("/")
+        if kind == "exam" and rest.count("/") == 1 and rest.split("/")[0].isdigit():
+            exam_id, username = rest.split("/")
+            return Area.exam(int(exam_id), username)
+        if kind != "class" or not rest.isdigit():
+            raise ValueError(f"not a course or exam folder's key: {key!r}")
+        return Area.of_class(int(rest))
 
     @staticmethod
     def checks(class_id: int) -> "Area":

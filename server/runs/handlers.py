@@ -150,15 +150,20 @@ class RunSocket(websocket.WebSocketHandler):
         self.application.settings["ctx"].teaching.student_viewing(self.user, path)
 
     async def course_of(self, msg: dict[str, Any]) -> Area | None:
-        """The course folder a `run` names (`area`), if the user may read it
-        (its file then runs as a read-only copy); None for their home."""
+        """The course or exam folder a `run` names (`area`), if the user may
+        read it, and run in it for an exam (its file then runs as a
+        read-only copy); None for their home."""
         spec = msg.get("area", "home")
         if spec == "home":
             return None
+        ctx = self.application.settings["ctx"]
+        if spec.startswith("exam/"):
+            exam_area: Area = await ctx.exams.runnable(self.user, spec)
+            return exam_area
         if spec != "course" and not spec.startswith("class/"):
-            raise Refused(400, "not_runnable_here", "Only your own files and the course folder's can be run. "
-                                                    "Copy this file to My files to run it.")
-        area: Area = await self.application.settings["ctx"].files.area(self.user, spec, write=False)
+            raise Refused(400, "not_runnable_here", "Only your own files, the course folder's and your exam's "
+                                                    "can be run. Copy this file to My files to run it.")
+        area: Area = await ctx.files.area(self.user, spec, write=False)
         return area
 
     async def run_spec(self, msg: dict[str, Any], mode: Mode) -> RunSpec:
