@@ -149,7 +149,8 @@ export function areaUrl(kind, area, path = "") {
 export const isCourse = (area) => area === "course" || area.startsWith("class/");
 
 /** Files of these areas run (and can be debugged): one's own, and a course folder's (as a read-only copy). */
-export const runsHere = (area) => area === "home" || isCourse(area);
+export const isExam = (area) => /^exam\/\d+$/.test(area);
+export const runsHere = (area) => area === "home" || isCourse(area) || isExam(area);
 
 export async function me() {
   try {

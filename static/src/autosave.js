@@ -64,6 +64,12 @@ export class Doc {
     return this.state.doc.toString();
   }
 
+  /** A new state for it (the same text, read-only now), shown at once if it is shown. */
+  renew(state) {
+    if (this.#view) this.#view.setState(state);
+    else this.#state = state;
+  }
+
   get dirty() {
     return this.text() !== this.savedText;
   }

@@ -33,6 +33,7 @@ import { StudentTalk } from "./talk.js";
 import { Breakpoints } from "./debug-marks.js";
 import { DebugPanel } from "./debugger.js";
 import { TypeAhead } from "./typeahead.js";
+import { ExamBar } from "./exam.js";
 
 const typeAhead = new TypeAhead(); // before the first wait: keys typed while the page opens are kept
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
@@ -69,15 +70,21 @@ const courses = classes.map((c) => new FileTree({
 const checkTrees = classes.filter((c) => c.checks).map((c) => new FileTree({
   area: c.checks, title: classes.length > 1 ? `Exercises: ${c.name}` : "Exercises (teachers only)", writable: true,
 }));
-clear($("#files-panel"), home.el, courses.map((tree) => tree.el), checkTrees.map((tree) => tree.el));
+// A student's exam (running, or the next): its folder first in the files, from its start; its clock in the bar.
+const exam = staff ? null : (await get("/api/exam").catch(() => ({ exam: null }))).exam;
+const examTree = exam ? new FileTree({ area: exam.folder, title: `Exam: ${exam.title}`, writable: exam.state === "running" })
+  : null;
+if (examTree) examTree.el.hidden = exam.state === "upcoming";
+clear($("#files-panel"), examTree?.el, home.el, courses.map((tree) => tree.el), checkTrees.map((tree) => tree.el));
 const sidebar = new Sidebar(teacherView ? ["files", "class", "exercises"] : ["files", "exercises"], teacherView ? "class" : "files");
 const roster = teacherView ? (await import("./teacher.js")).classView(classes) : null;
 
 const workspace = new Workspace({
   tabs, editor, saver, staff,
-  trees: () => [home, ...courses, ...checkTrees, roster?.tree].filter(Boolean),
+  trees: () => [examTree, home, ...courses, ...checkTrees, roster?.tree].filter(Boolean),
 });
 workspace.follow(home);
+if (examTree) workspace.follow(examTree);
 for (const tree of [...courses, ...checkTrees]) workspace.follow(tree);
 roster?.addEventListener("open", (e) => workspace.open(e.detail.area, e.detail.path));
 roster?.addEventListener("copy", (e) => workspace.copyToHome(e.detail.area, e.detail.path));
@@ -213,7 +220,17 @@ window.addEventListener("focus", () => workspace.refreshAll());
 // -- start ----------------------------------------------------------------------
 
 socket.connect();
-await Promise.all([home.load(), ...[...courses, ...checkTrees].map((tree) => tree.load()), exercises.load()]);
+const examBar = exam ? new ExamBar({ el: $("#exam-bar"), exam }) : null;
+if (examBar) {
+  examBar.addEventListener("started", () => { examTree.el.hidden = false; examTree.writable = true; examTree.load(); });
+  examBar.addEventListener("over", () => {
+    examTree.writable = false;
+    workspace.lock(exam.folder).then(() => examTree.load());
+  });
+  examBar.watch($("#editor"));
+}
+await Promise.all([home.load(), ...[...courses, ...checkTrees, ...(exam?.state === "running" ? [examTree] : [])]
+  .map((tree) => tree.load()), exercises.load()]);
 if (!(await tabMemory.restore(saver.keptKeys()))) {
   if (!teacherView && home.entries.some((e) => e.path === "hello.py")) await workspace.open("home", "hello.py");
   else workspace.show(null);

@@ -3,7 +3,7 @@
 // version saved elsewhere, and copies (into My files, or "mine" beside a
 // conflicted file). What a doc contains changes only through Doc and the Saver.
 import { h, $, clear, toast } from "./dom.js";
-import { get, areaUrl, isCourse } from "./api.js";
+import { get, areaUrl, isCourse, isExam } from "./api.js";
 import { Doc, STATUS_TEXT } from "./autosave.js";
 import { openDialog, alertDialog } from "./dialog.js";
 import { icon } from "./icons.js";
@@ -25,6 +25,7 @@ export class Workspace extends EventTarget {
     this.trees = trees;
     this.staff = staff;
     this.lastRefresh = 0;
+    this.locked = new Set(); // exam folders whose exam is over for this student
     tabs.addEventListener("select", (e) => this.select(e.detail));
     tabs.addEventListener("close", (e) => this.close(e.detail));
   }
@@ -38,7 +39,21 @@ export class Workspace extends EventTarget {
   }
 
   readOnly(area) {
+    if (isExam(area)) return this.locked.has(area);
     return !(area === "home" || ((isCourse(area) || area.startsWith("checks/")) && this.staff));
+  }
+
+  /** The exam folder `area` stops changing (its exam is over): what is
+   * open of it is saved, then shown read-only. */
+  async lock(area) {
+    this.locked.add(area);
+    const docs = this.tabs.docs.filter((doc) => doc.area === area);
+    await Promise.all(docs.map((doc) => this.saver.flush(doc)));
+    for (const doc of docs) {
+      doc.readOnly = true;
+      doc.renew(this.editor.createState(doc.text(), doc.path, true, doc.area));
+      if (doc === this.tabs.current) this.banner(doc);
+    }
   }
 
   tabsChanged() {
@@ -105,6 +120,11 @@ export class Workspace extends EventTarget {
     const el = $("#doc-banner");
     if (!doc.readOnly) {
       el.hidden = true;
+      return;
+    }
+    if (isExam(doc.area)) {
+      clear(el, icon("lock"), h("span", {}, "Read-only: the exam is over, and this file was handed in as it is."));
+      el.hidden = false;
       return;
     }
     const student = doc.area.startsWith("user/");

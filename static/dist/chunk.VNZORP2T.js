@@ -1,1 +1,0 @@
-import{c as a,d as b}from"./chunk.UHVSJTJE.js";import"./chunk.DHZD7XBB.js";import"./chunk.KOK2N7PK.js";import"./chunk.3WHI2WTV.js";import"./chunk.4YHPBTO2.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};

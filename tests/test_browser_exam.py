@@ -1,0 +1,83 @@
+"""An exam in Chromium (issue 33), as a student takes it: the bar with the
+time left by the server's clock, the exam folder first in the files with
+its starter, typing saved there, Run on it, a paste the teacher reads as a
+signal, and at the end the folder read-only in the page as on the server."""
+import re
+import time
+from datetime import datetime, timedelta, timezone
+
+from tests.browser import LIMITS, assert_accessible, editor, expect, expect_saved, login, replace_text, shot, \
+    student, wait_terminal
+from tests.helpers import create_user
+from tests.live_support import a_class
+
+EXERCISE = {"title": "Average", "file": "average.py", "due": None, "instructions": "Write the average.\n",
+            "tests": "", "starter": {"average.py": "numbers = [4, 6]\nprint('Average: 0')\n"},
+            "checks": [{"id": "shown", "kind": "output", "input": "", "expected": "Average: 5.0\n"}]}
+LENGTH = 40  # seconds the exam lasts: the story, then its end
+
+
+def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page):
+    server = start_server(**LIMITS)
+    student(server, "ada")
+    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
+    number = a_class(server, "grace", "ada", name="8A Python")
+    teacher = server.client()
+    teacher.login_ok("grace", "grace-password")
+    assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+    ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
+    r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 1", "exercises": ["average"],
+                                                           "ends": ends.isoformat()})
+    assert r.status_code == 201, r.text
+    exam = r.json()["exam"]
+    area = f"exam/{exam['id']}"
+
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    bar = page.get_by_role("region", name="Exam", exact=True)
+    expect(bar).to_contain_text("Exam: Test 1")
+    expect(bar.get_by_role("timer")).to_have_text(re.compile(r"^0:[0-5]\d left$"))
+    tree = page.locator(f'.tree-section[data-area="{area}"]')
+    expect(tree).to_contain_text("Exam: Test 1")
+    tree.locator('.tree-row[data-path="average"]').click()
+    tree.locator('.tree-row[data-path="average/average.py"]').click()
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    replace_text(page, "numbers = [4, 6]\nprint('Average:', sum(numbers) / len(numbers))\n")
+    expect_saved(page)
+    saved = teacher.get(f"/api/files/exams/{exam['id']}/ada/average/average.py").json()["content"]
+    assert "sum(numbers)" in saved  # in her exam folder, which her teacher reads
+    page.get_by_role("button", name="Run").click()
+    wait_terminal(page, r"Average: 5\.0")
+
+    # A paste from outside the IDE: the teacher reads it as a signal (nothing is blocked).
+    editor(page).click()
+    page.evaluate("""() => {
+        const data = new DataTransfer();
+        data.setData('text/plain', '# pasted from elsewhere\\n');
+        document.querySelector('#editor .cm-content').dispatchEvent(
+            new ClipboardEvent('paste', {clipboardData: data, bubbles: true, cancelable: true}));
+    }""")
+    expect_saved(page)
+
+    def pastes():
+        signals = teacher.get(f"/api/exams/{exam['id']}/signals", params={"student": "ada"}).json()["signals"]
+        return [s for s in signals if s["kind"] == "paste"]
+    deadline = time.monotonic() + 15  # (a hang guard: the signal is sent as the paste happens)
+    while not pastes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    found = pastes()
+    assert found and found[0]["chars"] == len("# pasted from elsewhere\n") and found[0]["outside"] is True, found
+    assert_accessible(page, "a student's IDE during an exam")
+    shot(page, "80-student-exam")
+
+    # Her end: the page says so, the file turns read-only, and the server agrees.
+    expect(bar.get_by_role("timer")).to_have_text("over", timeout=(LENGTH + 20) * 1000)
+    expect(bar).to_contain_text("handed in")
+    expect(page.locator("#doc-banner")).to_contain_text("the exam is over")
+    expect(editor(page)).to_have_attribute("contenteditable", "false")
+    assert_accessible(page, "a student's IDE after her exam")
+    page.wait_for_timeout(6000)  # (the server's grace for saves on their way)
+    r = server.client()
+    r.login_ok("ada", "ada-password")
+    refused = r.request("PUT", f"/api/files/{area}/average/average.py", data=b"after", headers={"If-Match": "*"})
+    assert refused.status_code == 403 and refused.json()["error"] == "exam_over"
