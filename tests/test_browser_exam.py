@@ -81,3 +81,44 @@ def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page)
     r.login_ok("ada", "ada-password")
     refused = r.request("PUT", f"/api/files/{area}/average/average.py", data=b"after", headers={"If-Match": "*"})
     assert refused.status_code == 403 and refused.json()["error"] == "exam_over"
+
+
+def test_a_teacher_makes_an_exam_with_the_form_and_gives_a_student_extra_time(start_server, new_page):
+    server = start_server(**LIMITS)
+    student(server, "ada")
+    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
+    number = a_class(server, "grace", "ada", name="8A Python")
+    teacher = server.client()
+    teacher.login_ok("grace", "grace-password")
+    assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+
+    page = new_page(server)
+    login(page, "grace", "grace-password", lands_on="/teacher")
+    exams = page.get_by_role("region", name="Exams")
+    expect(exams).to_contain_text("No exams yet")
+    exams.get_by_role("button", name="New exam").click()
+    form = page.get_by_role("dialog", name="New exam")
+    form.get_by_label("Title").fill("Loops test")
+    form.get_by_role("button", name="Make the exam").click()  # no exercise chosen: a sentence, and nothing made
+    expect(form.get_by_role("alert")).to_contain_text("Choose 1 to 20 different exercises")
+    form.get_by_label("Average").check()
+    form.get_by_label("Minutes").fill("30")
+    form.get_by_label("Editing help").check()
+    assert_accessible(page, "the new exam form")
+    form.get_by_role("button", name="Make the exam").click()
+    expect(form).to_have_count(0)
+    row = exams.locator(".exam-row").first
+    expect(row).to_contain_text("Loops test")
+    expect(row).to_contain_text("Running since")
+    made = teacher.get(f"/api/classes/{number}/exams").json()["exams"]
+    assert [(e["title"], e["exercises"], e["allows"]["assist"]) for e in made] == [("Loops test", ["average"], True)]
+
+    row.get_by_role("button").click()
+    students = page.get_by_role("dialog", name="Loops test: students")
+    ada = students.locator('tr[data-username="ada"]')
+    ada.get_by_label("Extra minutes for Ada Student").fill("10")
+    ada.get_by_role("button", name="Give").click()
+    expect(page.locator(".toast.ok", has_text="Ada Student now ends")).to_have_count(1)
+    assert_accessible(page, "an exam's students")
+    shown = teacher.get(f"/api/exams/{made[0]['id']}").json()["exam"]["students"]
+    assert [(s["username"], s["extra_minutes"]) for s in shown] == [("ada", 10)]

@@ -12,6 +12,7 @@ import { openDialog, alertDialog } from "./dialog.js";
 import { FileTree } from "./files.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
 import { ClassExercises } from "./class-exercises.js";
+import { ClassExams } from "./class-exams.js";
 import { StudentDetail } from "./student-detail.js";
 import { IDLE_MINUTES, LIMIT_WORDS, idle } from "./class-tiles.js";
 import { ClassTalk } from "./class-talk.js";
@@ -75,6 +76,7 @@ class ClassView extends EventTarget {
     this.talkEl = h("div", { class: "class-talk-host" });
     this.talk = null; // ClassTalk: raised hands and messages to the class
     this.exercises = new ClassExercises();
+    this.exams = new ClassExams();
     this.exercises.addEventListener("changed", (e) => this.dispatchEvent(new CustomEvent("exercises", { detail: e.detail })));
     clear(el,
       h("div", { class: "class-head" }, classes.length > 1 ? this.picker : h("strong", { class: "class-name" }, classes[0]?.name || "No class"),
@@ -82,7 +84,7 @@ class ClassView extends EventTarget {
       this.summary, this.talkEl, h("div", { class: "roster-tools" }, this.search,
         h("button", { class: "btn small", type: "button", id: "class-passwords", onclick: () => this.passwords() },
           "New passwords and slips")), this.chips, this.note, this.list,
-      this.detailEl, this.exercises.el, this.files);
+      this.detailEl, this.exercises.el, this.exams.el, this.files);
     setInterval(() => { if (!document.hidden) this.render(); }, REDRAW_MS);
     if (!classes.length) this.note.textContent = "You teach no class yet: an admin puts you in one.";
   }
@@ -115,6 +117,7 @@ class ClassView extends EventTarget {
     this.talk = new ClassTalk(this.talkEl, { classId: id, socket: this.socket });
     this.socket.connect();
     this.exercises.show(id, this.classes.find((c) => c.id === id).name);
+    this.exams.show(id);
     this.render();
   }
 

@@ -1,1 +1,0 @@
-import{c as a,d as b}from"./chunk.FQGAPYE6.js";import"./chunk.HVHTVRIF.js";import"./chunk.FQT6DJEJ.js";import"./chunk.3WHI2WTV.js";import"./chunk.4YHPBTO2.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
