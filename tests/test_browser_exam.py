@@ -17,14 +17,20 @@ EXERCISE = {"title": "Average", "file": "average.py", "due": None, "instructions
 LENGTH = 40  # seconds the exam lasts: the story, then its end
 
 
-def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page):
-    server = start_server(**LIMITS)
+def a_class_with_an_exercise(server):
+    """Grace teaches Ada in a class with the exercise Average: (its number, Grace's API client)."""
     student(server, "ada")
     create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
     number = a_class(server, "grace", "ada", name="8A Python")
     teacher = server.client()
     teacher.login_ok("grace", "grace-password")
     assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+    return number, teacher
+
+
+def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page):
+    server = start_server(**LIMITS)
+    number, teacher = a_class_with_an_exercise(server)
     ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
     r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 1", "exercises": ["average"],
                                                            "ends": ends.isoformat()})
@@ -85,12 +91,7 @@ def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page)
 
 def test_a_teacher_makes_an_exam_with_the_form_and_gives_a_student_extra_time(start_server, new_page):
     server = start_server(**LIMITS)
-    student(server, "ada")
-    create_user(server.env["DATABASE_URL"], "grace", "grace-password", role="teacher", display_name="Grace Hopper")
-    number = a_class(server, "grace", "ada", name="8A Python")
-    teacher = server.client()
-    teacher.login_ok("grace", "grace-password")
-    assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+    number, teacher = a_class_with_an_exercise(server)
 
     page = new_page(server)
     login(page, "grace", "grace-password", lands_on="/teacher")
