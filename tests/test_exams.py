@@ -216,6 +216,45 @@ def test_what_a_students_page_saw_reaches_the_teacher_as_evidence_with_the_serve
     assert (r.status_code, r.json()["error"]) == (409, "exam_not_running")
 
 
+def test_a_second_session_is_a_signal_and_every_tab_follows_the_exam_folder(server, people):
+    from loadtest.run_client import RunClient
+    from tests.conftest import PASSWORD
+    number, teacher, ann, _ = room(server, people)
+    made = exam(teacher, number, minutes=30)
+    other = server.client()  # ann again, signed in elsewhere: another session
+    other.login_ok(ann.username, PASSWORD)
+    url = f"/api/exams/{made['id']}/signals"
+
+    def kinds():
+        return [s["kind"] for s in teacher.request("GET", url).json()["signals"]]
+
+    def until(wanted):
+        deadline = time.monotonic() + 30  # (a hang guard)
+        while kinds() != wanted and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return kinds()
+
+    async def story():
+        async with RunClient(server.url, ann.http.cookies.get_dict()) as first:
+            await first.send(type="watch")
+            assert await asyncio.to_thread(until, ["ide_opened"]) == ["ide_opened"]
+            async with RunClient(server.url, ann.http.cookies.get_dict()) as again:  # the same session: a reload
+                await again.send(type="watch")
+                assert await asyncio.to_thread(until, ["ide_opened"] * 2) == ["ide_opened"] * 2
+            async with RunClient(server.url, other.http.cookies.get_dict()) as second:
+                await second.send(type="watch")
+                assert await asyncio.to_thread(until, ["ide_opened"] * 2 + ["second_session"]) \
+                    == ["ide_opened"] * 2 + ["second_session"]
+                r = await asyncio.to_thread(save, ann, f"exam/{made['id']}", "average/average.py", "from tab one")
+                assert r.status_code == 200
+                told = await first.until("files", 30)  # (the other tab's too)
+                told_second = await second.until("files", 30)
+                return told, told_second
+    for told in asyncio.run(story()):
+        assert told["area"] == f"exam/{made['id']}" and any(c["path"] == "average/average.py"
+                                                            for c in told["changes"]), told
+
+
 def test_a_page_that_floods_signals_is_told_to_wait(server, people):
     number, teacher, ann, _ = room(server, people)
     made = exam(teacher, number, minutes=30)

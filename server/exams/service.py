@@ -16,6 +16,7 @@ left the browser just before the end is kept: the end is enforced GRACE
 seconds after it. What the folder holds then is the student's submission.
 """
 import builtins
+import hashlib
 import json
 import re
 from datetime import datetime, timedelta, timezone
@@ -208,6 +209,23 @@ class Exams:
                ORDER BY s.id LIMIT $4""", exam_id, after, username, SIGNALS_LISTED)
         return [{"id": r["id"], "at": _iso(r["at"]), "username": r["username"], "kind": r["kind"],
                  **json.loads(r["detail"])} for r in rows]
+
+    async def ide_opened(self, student: dict[str, Any], session_hash: bytes) -> str | None:
+        """A student's IDE opened: during their exam, recorded (a session not
+        seen before in it, when one was, as `second_session`: another tab
+        signs in again, another device); the exam folder's page name, to
+        follow its changes, or None."""
+        exam = await self.current(student) if student["role"] == "student" else None
+        if exam is None or exam["state"] != "running":
+            return None
+        session = hashlib.sha256(b"exam session\0" + session_hash).hexdigest()[:12]  # (names no session)
+        seen = {json.loads(r["detail"]).get("session") for r in await self.pool.fetch(
+            """SELECT detail FROM exam_signals WHERE exam_id = $1 AND user_id = $2
+               AND kind IN ('ide_opened', 'second_session')""", exam["id"], student["id"])}
+        await self._record(exam["id"], student["id"], "second_session" if seen - {session} else "ide_opened",
+                           {"session": session})
+        folder: str = exam["folder"]
+        return folder
 
     async def _record(self, exam_id: int, user_id: int, kind: str, detail: dict[str, Any]) -> dict[str, Any]:
         row = await self.pool.fetchrow(

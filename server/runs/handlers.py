@@ -11,6 +11,7 @@ hand answered: server/inbox.py).
 """
 import asyncio
 import json
+import logging
 from typing import Any
 
 from tornado import websocket
@@ -24,6 +25,8 @@ from ..web import user_for_session
 from . import debugging, messages
 from .manager import Connection, Reply, RunManager
 from .spec import DebugOptions, Limits, Mode, RunSpec
+
+log = logging.getLogger(__name__)
 
 DEBUG_KINDS = ("step", "step_in", "step_out", "continue", "frame", "breakpoints", "watches")
 
@@ -70,11 +73,13 @@ class RunSocket(websocket.WebSocketHandler):
         files = ctx.files
         self.watch = files.changes.watch({Area.home(self.user["username"]).key: "home"}, self.send)
         self.box = ctx.inbox.open(self.user["id"], self.send)
-        asyncio.ensure_future(self.watch_courses(files))
+        asyncio.ensure_future(self.watch_courses(files, ctx.exams))
 
-    async def watch_courses(self, files: Any) -> None:
+    async def watch_courses(self, files: Any, exams: Any) -> None:
         """The course folders of the user's classes too, once the database
-        says which (a course folder's area key is the page's name for it)."""
+        says which (a course folder's area key is the page's name for it),
+        and the folder of the exam they are taking (which notes the IDE
+        opened, exams/service.py)."""
         try:
             found = await files.classes.visible(self.user)
         except Exception:  # the database is away: the home is followed all the same
@@ -82,6 +87,13 @@ class RunSocket(websocket.WebSocketHandler):
         for c in found:
             if self.watch is not None:
                 files.changes.also(self.watch, c["area"], c["area"])
+        try:
+            exam = await exams.ide_opened(self.user, sessions.token_hash(self.token))
+        except Exception:
+            log.warning("could not note %s's IDE in their exam", self.user["username"], exc_info=True)
+            return
+        if exam is not None and self.watch is not None:
+            files.changes.also(self.watch, Area.exam(int(exam.split("/")[1]), self.user["username"]).key, exam)
 
     def on_close(self) -> None:
         if self.watch is not None:
