@@ -49,9 +49,9 @@ def save(client, spec, path, text, etag="*"):
 
 def test_a_teacher_makes_an_exam_and_each_student_works_in_a_folder_of_their_own(server, people):
     number, teacher, ann, ben = room(server, people)
-    made = exam(teacher, number, minutes=30, allows={"assist": True})
+    made = exam(teacher, number, minutes=30, allows={"assist": True, "own_files": True})
     assert made["state"] == "running" and made["allows"] == {"run": True, "check": True, "assist": True,
-                                                             "own_files": False, "ask": True}
+                                                             "own_files": True, "ask": True}
     mine = ann.request("GET", "/api/exam").json()["exam"]
     assert (mine["id"], mine["state"], mine["folder"]) == (made["id"], "running", f"exam/{made['id']}")
     assert 1700 < mine["seconds_left"] <= 1800  # the server's clock says so, not the browser's
@@ -262,6 +262,44 @@ def test_a_page_that_floods_signals_is_told_to_wait(server, people):
     codes = [ann.request("POST", url, json={"kind": "focus_lost"}).status_code for _ in range(121)]
     assert codes[:120] == [201] * 120 and codes[120] == 429
     assert len(teacher.request("GET", url).json()["signals"]) == 120
+
+
+def test_during_an_exam_without_their_own_files_a_student_reaches_only_its_folder(server, people):
+    from loadtest.run_client import RunClient
+    number, teacher, ann, ben = room(server, people)
+    assert save(ann, "home", "notes.py", "print('my notes')").status_code == 200
+    open_exam = exam(teacher, number, minutes=30, allows={"own_files": True})
+    assert ann.request("GET", "/api/files/home/notes.py").status_code == 200  # that exam allows them
+    kept = exam(teacher, number, ends=iso(6))
+    time.sleep(2.5)  # (what a worker knows of it is 2 s old at most)
+
+    refused = [ann.request("GET", "/api/files/home/notes.py"), save(ann, "home", "notes.py", "changed"),
+               ann.request("GET", "/api/files/course"), ann.request("POST", f"/api/exercises/{number}/average/start")]
+    assert [(r.status_code, r.json()["error"]) for r in refused] == [(403, "exam_running")] * len(refused)
+    assert "only its folder is open" in refused[0].json()["message"]
+    assert teacher.request("GET", f"/api/files/user/{ann.username}/notes.py").status_code == 200  # not her teacher
+
+    async def socket_answers():
+        async with RunClient(server.url, ann.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="notes.py")
+            ran = await rc.until("error", 30)
+            await rc.send(type="check", **{"class": number}, exercise="average")
+            checked = await rc.until("error", 30)
+            return ran, checked
+    for said in asyncio.run(socket_answers()):
+        assert said["error"] == "exam_running", said
+    # Her exam's files run where her own are not: a home of their own.
+    code = "import os\nhome = os.path.expanduser('~')\nprint('home holds', sorted(os.listdir(home)))\n"
+    assert save(ann, f"exam/{kept['id']}", "look.py", code).status_code == 200
+    ended, output = exam_run(server, ann, "look.py", f"exam/{kept['id']}")
+    assert ended["type"] == "exit" and "home holds" in output and "notes.py" not in output, (ended, output)
+    ended, output = exam_run(server, ann, "look.py", f"exam/{kept['id']}")  # and again: nothing is left of the run before
+    assert ended["type"] == "exit" and "notes.py" not in output, (ended, output)
+
+    assert ben.request("GET", "/api/files/home").status_code == 403  # the class's exam: him too
+    time.sleep(max(0.0, datetime.fromisoformat(kept["ends"]).timestamp() - time.time()) + 2.5)
+    assert ann.request("GET", "/api/files/home/notes.py").json()["content"] == "print('my notes')"
+    assert open_exam["allows"]["own_files"] is True
 
 
 def test_nobody_reaches_an_exam_that_is_not_theirs(server, people):

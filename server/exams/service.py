@@ -19,6 +19,7 @@ import builtins
 import hashlib
 import json
 import re
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -39,6 +40,8 @@ BROWSER_SIGNALS: dict[str, dict[str, str]] = {
 VALUES = {"count": "a whole number from 0", "seconds": "a number of seconds from 0 to 86400", "flag": "true or false"}
 SIGNALS_PER_MINUTE = 120  # per student and exam: a page that floods is told to wait
 SIGNALS_LISTED = 1000
+KEPT_SECONDS = 2.0
+KEPT_USERS = 10_000
 SPEC = re.compile(r"exam/([0-9]{1,18})|exams/([0-9]{1,18})/([^/]+)")  # one's own folder | a student's (staff)
 
 NO_EXAM = (404, "no_such_exam", "There is no such exam.")
@@ -71,6 +74,7 @@ class Exams:
         self.classes = classes
         self.exercises = exercises
         self._given: set[str] = set()  # exam folders given their starter files by this worker
+        self._kept: dict[int, tuple[float, bool]] = {}  # user id -> (until when known, kept to an exam's folder)
 
     # -- teachers --------------------------------------------------------------------
 
@@ -233,6 +237,32 @@ class Exams:
             exam_id, user_id, kind, json.dumps(detail))
         assert row is not None  # (an INSERT ... RETURNING returns its row)
         return {"id": row["id"], "at": _iso(row["at"]), "kind": kind, **detail}
+
+    # -- keeping students to the exam's folder ------------------------------------------
+
+    async def keeps_to_its_folder(self, user: dict[str, Any]) -> None:
+        """Refused (exam_running) while an exam that does not allow their own
+        files runs for the student: their home, the course folders, their
+        runs and checks of those wait for its end. Known for KEPT_SECONDS at
+        a time per worker (a second or two more of the home at the start,
+        of the exam's folder alone at the end)."""
+        if user["role"] != "student":
+            return
+        now = time.monotonic()
+        known = self._kept.get(user["id"])
+        if known is None or known[0] < now:
+            kept = await self.pool.fetchval(
+                """SELECT EXISTS (SELECT 1 FROM exams e
+                   JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
+                   LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
+                   WHERE e.starts_at <= now() AND now() < e.ends_at + make_interval(secs => coalesce(x.seconds, 0))
+                   AND NOT coalesce((e.allows->>'own_files')::boolean, false))""", user["id"])
+            known = self._kept[user["id"]] = (now + KEPT_SECONDS, bool(kept))
+            while len(self._kept) > KEPT_USERS:
+                self._kept.pop(next(iter(self._kept)))
+        if known[1]:
+            raise Refused(403, "exam_running", "During the exam only its folder is open: your own files and the "
+                                               "course folder come back when it ends.")
 
     # -- the folders (the files service asks) ------------------------------------------
 

@@ -93,6 +93,9 @@ class ExamFolders(Protocol):
     async def writable(self, area: Area) -> None:
         """Refused (exam_over) once `area`, an exam folder, is locked."""
 
+    async def keeps_to_its_folder(self, user: dict[str, Any]) -> None:
+        """Refused (exam_running) while an exam keeps `user` to its folder."""
+
 
 class Files:
     def __init__(self, store: Store, processes: FileProcesses, threads: BoundedExecutor, pool: Pool, cfg: Config,
@@ -195,6 +198,9 @@ class Files:
     async def area(self, user: dict[str, Any], spec: str, write: bool) -> Area:
         """The Area `spec` names (home, course, class/<id>, checks/<id>, user/<name>), if `user` may
         read it (or write it, with `write`)."""
+        if spec == "home" or spec == "course" or spec.startswith("class/"):
+            if self.exams is not None:
+                await self.exams.keeps_to_its_folder(user)
         if spec == "home":
             if user["username"] not in self._homes_made:
                 # Made at the first file call, not at sign-in, which must not

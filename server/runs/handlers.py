@@ -134,6 +134,7 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "prepare_check":
             return self.manager.prepare_attempt(conn)
         if kind == "check":
+            await self.application.settings["ctx"].exams.keeps_to_its_folder(self.user)  # (checks the home's file)
             return self.manager.attempt(conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
         run = self.manager.running(conn)  # (the table knows no other type: the program's input)
         if run is None:
@@ -166,9 +167,10 @@ class RunSocket(websocket.WebSocketHandler):
         read it, and run in it for an exam (its file then runs as a
         read-only copy); None for their home."""
         spec = msg.get("area", "home")
-        if spec == "home":
-            return None
         ctx = self.application.settings["ctx"]
+        if spec == "home":
+            await ctx.exams.keeps_to_its_folder(self.user)
+            return None
         if spec.startswith("exam/"):
             exam_area: Area = await ctx.exams.runnable(self.user, spec)
             return exam_area

@@ -21,6 +21,7 @@ from ..errors import Refused
 from .debugging import DebugSession
 from .job import Job, Jobs, RunRequest, RunSink, State
 from .run import Run
+from .scratch import ScratchSandbox
 from .spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -161,10 +162,16 @@ class RunManager:
         message `re` that asked for it."""
         if conn.busy:
             raise Refused(409, "already_running", "A program is already running here. Stop it first.")
-        request = RunRequest(spec, conn.student.user, conn.token_hash, console=True)
+        user = conn.student.user
+        # An exam's file runs where the student's own files are not: a sandbox with a home of its own.
+        place = ScratchSandbox(self.jobs.warm.starts, self.jobs.warm.uid_of(user)) \
+            if spec.course is not None and spec.course.startswith("exam/") else None
+        request = RunRequest(spec, user, conn.token_hash, console=True, sandboxes=place)
         job = conn.job = self.jobs.start(request, Reply(conn, re))
         assert job.task is not None  # start() started it
         job.task.add_done_callback(lambda _: self._after(conn, job))
+        if place is not None:
+            job.task.add_done_callback(lambda _: self.jobs.track(place.close()))
 
     def attempt(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
         """Start an attempt: the student's program against an exercise's checks; the

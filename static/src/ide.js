@@ -75,13 +75,17 @@ const exam = staff ? null : (await get("/api/exam").catch(() => ({ exam: null })
 const examTree = exam ? new FileTree({ area: exam.folder, title: `Exam: ${exam.title}`, writable: exam.state === "running" })
   : null;
 if (examTree) examTree.el.hidden = exam.state === "upcoming";
+// An exam that does not allow their own files: while it runs, its folder alone (the server refuses the others).
+let keptToExam = exam?.state === "running" && !exam.allows.own_files;
+const ownTrees = [home, ...courses];
+for (const tree of ownTrees) tree.el.hidden = keptToExam;
 clear($("#files-panel"), examTree?.el, home.el, courses.map((tree) => tree.el), checkTrees.map((tree) => tree.el));
 const sidebar = new Sidebar(teacherView ? ["files", "class", "exercises"] : ["files", "exercises"], teacherView ? "class" : "files");
 const roster = teacherView ? (await import("./teacher.js")).classView(classes) : null;
 
 const workspace = new Workspace({
   tabs, editor, saver, staff,
-  trees: () => [examTree, home, ...courses, ...checkTrees, roster?.tree].filter(Boolean),
+  trees: () => [examTree, home, ...courses, ...checkTrees, roster?.tree].filter((tree) => tree && !tree.el.hidden),
 });
 workspace.follow(home);
 if (examTree) workspace.follow(examTree);
@@ -122,7 +126,7 @@ runControl.addEventListener("starting", () => runErrors.clear());
 // Run found the file changed elsewhere since the editor showed it: show that version.
 runControl.addEventListener("changed", (e) => workspace.refresh(e.detail, true));
 runControl.addEventListener("ended", (e) => {
-  home.load(); // a program may have written files
+  if (!home.el.hidden) home.load(); // a program may have written files
   runErrors.show(e.detail.stderr, e.detail.explanation);
   backToEditor();
 });
@@ -222,16 +226,31 @@ window.addEventListener("focus", () => workspace.refreshAll());
 socket.connect();
 const examBar = exam ? new ExamBar({ el: $("#exam-bar"), exam }) : null;
 if (examBar) {
-  examBar.addEventListener("started", () => { examTree.el.hidden = false; examTree.writable = true; examTree.load(); });
+  examBar.addEventListener("started", () => {
+    // (Its own files close: the page opens again as the exam has it, and what was not saved yet is kept.)
+    if (!exam.allows.own_files) location.reload();
+    examTree.el.hidden = false;
+    examTree.writable = true;
+    examTree.load();
+  });
   examBar.addEventListener("over", () => {
     examTree.writable = false;
     workspace.lock(exam.folder).then(() => examTree.load());
+    if (keptToExam) {
+      keptToExam = false;
+      for (const tree of ownTrees) {
+        tree.el.hidden = false;
+        tree.load();
+      }
+    }
   });
   examBar.watch($("#editor"));
 }
-await Promise.all([home.load(), ...[...courses, ...checkTrees, ...(exam?.state === "running" ? [examTree] : [])]
+await Promise.all([...[...(keptToExam ? [] : ownTrees), ...checkTrees, ...(exam?.state === "running" ? [examTree] : [])]
   .map((tree) => tree.load()), exercises.load()]);
-if (!(await tabMemory.restore(saver.keptKeys()))) {
+if (keptToExam) {
+  workspace.show(null); // (the tabs of its own files wait for the end)
+} else if (!(await tabMemory.restore(saver.keptKeys()))) {
   if (!teacherView && home.entries.some((e) => e.path === "hello.py")) await workspace.open("home", "hello.py");
   else workspace.show(null);
 }
