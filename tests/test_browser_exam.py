@@ -141,3 +141,25 @@ def test_a_student_is_warned_one_minute_before_her_end(start_server, new_page):
     expect(page.get_by_role("timer")).to_have_text(re.compile(r"^1:0\d left$"))
     expect(page.locator(".toast.warn")).to_have_text("1 minute left in the exam. Your files are saved as you type.",
                                                      timeout=30_000)
+
+
+def test_a_student_checks_her_exam_answer_from_the_exercises_tab(start_server, new_page):
+    server = start_server(**LIMITS)
+    number, teacher = a_class_with_an_exercise(server)
+    r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Quiz", "exercises": ["average"], "minutes": 30})
+    assert r.status_code == 201, r.text
+    area = f"exam/{r.json()['exam']['id']}"
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    page.get_by_role("tab", name="Exercises").click()
+    page.locator("#exercises-panel .ex-item", has_text="Average").click()
+    view = page.locator("#exercises-panel .ex-view")
+    expect(view.locator(".ex-file")).to_contain_text("in the exam's folder")
+    view.get_by_role("button", name="Open my file").click()
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    replace_text(page, "numbers = [4, 6]\nprint('Average:', sum(numbers) / len(numbers))\n")
+    view.get_by_role("button", name="Check").click()
+    expect(view.locator(".ex-progress")).to_contain_text("Last check: 1/1", timeout=60_000)
+    checked = teacher.get(f"/api/classes/{number}/exercises/average/attempts/ada").json()
+    assert "sum(numbers)" in checked["source"]  # what was checked: her exam folder's file
+    assert_accessible(page, "an exam's exercise, checked")

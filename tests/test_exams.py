@@ -264,6 +264,40 @@ def test_a_page_that_floods_signals_is_told_to_wait(server, people):
     assert len(teacher.request("GET", url).json()["signals"]) == 120
 
 
+def exam_check(server, client, spec, number, slug="average"):
+    """Press Check on the exam folder's file of `slug`: the attempt, or the error."""
+    from loadtest.run_client import RunClient
+
+    async def go():
+        async with RunClient(server.url, client.http.cookies.get_dict()) as rc:
+            await rc.send(type="check", **{"class": number}, exercise=slug, area=spec)
+            while True:
+                message = await rc.receive(120)
+                if message["type"] == "error" or message["type"] == "check" and message.get("state") == "done":
+                    return message
+    return asyncio.run(go())
+
+
+def test_a_student_checks_the_file_of_her_exam_folder_when_the_exam_lets_her(server, people):
+    number, teacher, ann, ben = room(server, people)
+    made = exam(teacher, number, minutes=30)
+    spec = f"exam/{made['id']}"
+    assert save(ann, "home", "average/average.py", "print('the wrong answer')").status_code in (200, 403)
+    assert save(ann, spec, "average/average.py", "a = float(input())\nb = float(input())\nprint((a + b) / 2)\n") \
+        .status_code == 200
+    done = exam_check(server, ann, spec, number)
+    assert done["type"] == "check" and done["attempt"]["score"] == done["attempt"]["max_score"] == 1, done
+    done = exam_check(server, ben, spec, number)  # his own folder: the starter, which prints 0
+    assert done["type"] == "check" and done["attempt"]["score"] == 0, done
+
+    closed = exam(teacher, number, minutes=30, allows={"check": False})
+    said = exam_check(server, ann, f"exam/{closed['id']}", number)
+    assert (said["type"], said["error"]) == ("error", "check_off") and "turned off" in said["message"], said
+    assert exam_check(server, ann, spec, number, slug="other")["error"] == "no_such_exercise"
+    assert exam_check(server, ann, f"exams/{made['id']}/{ann.username}", number)["error"] == "not_checkable_here"
+    assert exam_check(server, people.student("out"), spec, number)["error"] == "no_such_exam"
+
+
 def test_during_an_exam_without_their_own_files_a_student_reaches_only_its_folder(server, people):
     from loadtest.run_client import RunClient
     number, teacher, ann, ben = room(server, people)

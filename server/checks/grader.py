@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..config import Config
 from ..errors import Refused
+from ..files.area import Area
 from ..exercises import visibility
 from ..exercises.model import Check, Exercise
 from ..files.history import etag_of
@@ -160,10 +161,10 @@ class Grader:
         self.retired: list[ScratchSandbox] = []  # used, idle, to kill once no attempt waits (retire)
 
     def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
-              sink: RunSink) -> "Attempt":
+              sink: RunSink, area: Area | None = None) -> "Attempt":
         if user["id"] in self.attempts:
             raise Refused(409, "check_waiting", "Your check is already on its way: its result comes here.")
-        attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink)
+        attempt = self.attempts[user["id"]] = Attempt(self, user, session, class_id, slug, etag, sink, area)
         self.jobs.track(attempt.live())
         return attempt
 
@@ -226,9 +227,10 @@ class Grader:
 
 class Attempt:
     def __init__(self, grader: Grader, user: dict[str, Any], session: bytes, class_id: int, slug: str,
-                 etag: str | None, sink: RunSink) -> None:
+                 etag: str | None, sink: RunSink, area: Area | None = None) -> None:
         self.grader, self.user, self.session = grader, user, session
         self.class_id, self.slug, self.etag, self.sink = class_id, slug, etag, sink
+        self.area = area  # the exam folder that holds the file checked; None: the home
         self.done = asyncio.Event()
         # The student's program was given to a sandbox: from then on the press is kept, whatever
         # happens (what an attempt does can tell something of its hidden inputs, even when it fails).
@@ -377,7 +379,7 @@ class Attempt:
         file's bytes. Refused when it is not the version the editor shows."""
         username = self.user["username"]
         try:
-            self.snapshot = await self.grader.files.snapshot(username, parts)
+            self.snapshot = await self.grader.files.snapshot(username, parts, self.area)
         except Refused as e:
             if e.code == "file_too_large":
                 raise Refused(413, "too_large", f"{'/'.join(parts)} is too large to check.") from None

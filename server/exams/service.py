@@ -312,6 +312,22 @@ class Exams:
             await self._record(row["id"], user["id"], "run", {})
         return area
 
+    async def checkable(self, user: dict[str, Any], spec: str, class_id: int, slug: str) -> Area:
+        """The student's exam folder `spec` (`exam/<id>`), whose file of the
+        exercise `slug` they may check now: the exam is theirs and runs for
+        them, lets them check, and has that exercise."""
+        if not SPEC.fullmatch(spec) or not spec.startswith("exam/"):
+            raise Refused(400, "not_checkable_here", "Only your own files and your exam's can be checked.")
+        area = await self.area(user, spec, write=False)
+        row = await self._student_row(user, int(spec.split("/")[1]))
+        if row["now"] > _end(row):
+            raise Refused(*OVER)
+        if not _allows(row)["check"]:
+            raise Refused(403, "check_off", "Check is turned off in this exam: your teacher chose so.")
+        if row["class_id"] != class_id or slug not in row["exercises"]:
+            raise Refused(404, "no_such_exercise", "This exercise is not in your exam.")
+        return area
+
     async def writable(self, area: Area) -> None:
         """Refused (exam_over) once the student whose exam folder `area` is
         has reached their end, GRACE included."""

@@ -410,11 +410,12 @@ class Files:
                                                                       Area.home(username))
         return result
 
-    async def snapshot(self, username: str, parts: Parts) -> dict[str, bytes]:
-        """The file `parts` of `username`'s home and the files beside it
-        (run_copy.py's bounds), read once: what every run of an attempt runs,
-        whatever its programs do meanwhile. Refused as course_copy is."""
-        home = Area.home(username)
+    async def snapshot(self, username: str, parts: Parts, area: Area | None = None) -> dict[str, bytes]:
+        """The file `parts` of `username`'s home (or of their exam folder
+        `area`) and the files beside it (run_copy.py's bounds), read once:
+        what every run of an attempt runs, whatever its programs do
+        meanwhile. Refused as course_copy is."""
+        home = area or Area.home(username)
         copy: tuple[int, dict[str, bytes]] = await self._in_process(username, "run", Op.COURSE_COPY, home, parts, home)
         return copy[1]
 

@@ -134,8 +134,13 @@ class RunSocket(websocket.WebSocketHandler):
         if kind == "prepare_check":
             return self.manager.prepare_attempt(conn)
         if kind == "check":
-            await self.application.settings["ctx"].exams.keeps_to_its_folder(self.user)  # (checks the home's file)
-            return self.manager.attempt(conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re)
+            exams = self.application.settings["ctx"].exams
+            if msg.get("area", "home") == "home":
+                await exams.keeps_to_its_folder(self.user)  # (it checks the home's file)
+                area = None
+            else:
+                area = await exams.checkable(self.user, msg["area"], msg["class"], msg["exercise"])
+            return self.manager.attempt(conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re, area)
         run = self.manager.running(conn)  # (the table knows no other type: the program's input)
         if run is None:
             raise Refused(409, "not_running", "No program is running.")

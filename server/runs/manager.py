@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from .. import metrics
 from ..accounts import sessions
 from ..errors import Refused
+from ..files.area import Area
 from .debugging import DebugSession
 from .job import Job, Jobs, RunRequest, RunSink, State
 from .run import Run
@@ -47,8 +48,9 @@ class Grader(Protocol):
     package, so it is named here by what it does)."""
 
     def start(self, user: dict[str, Any], session: bytes, class_id: int, slug: str, etag: str | None,
-              sink: RunSink) -> Attempt:
-        """Start an attempt whose messages go to `sink`."""
+              sink: RunSink, area: Area | None = None) -> Attempt:
+        """Start an attempt whose messages go to `sink` (of the file in the
+        exam folder `area`, or in the home)."""
 
     def prepare(self, user: dict[str, Any]) -> None:
         """Start the sandbox of `user`'s next attempt now."""
@@ -173,15 +175,18 @@ class RunManager:
         if place is not None:
             job.task.add_done_callback(lambda _: self.jobs.track(place.close()))
 
-    def attempt(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None) -> None:
-        """Start an attempt: the student's program against an exercise's checks; the
-        attempt's messages come on this socket, naming the message `re`."""
+    def attempt(self, conn: Connection, class_id: int, slug: str, etag: str | None, re: str | None = None,
+                area: Area | None = None) -> None:
+        """Start an attempt: the student's program (in their home, or the
+        exam folder `area`) against an exercise's checks; the attempt's
+        messages come on this socket, naming the message `re`."""
         if conn.busy:
             raise Refused(409, "already_running", "A program or a check is already running here. Stop it, "
                                                   "then press Check.")
         if self.grader is None:
             raise Refused(503, "no_checks", "Checks are not available on this server.")
-        conn.attempt = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re))
+        conn.attempt = self.grader.start(conn.student.user, conn.token_hash, class_id, slug, etag, Reply(conn, re),
+                                         area)
 
     def prepare_attempt(self, conn: Connection) -> None:
         """An exercise is open in the IDE: its next attempt's sandbox starts now."""

@@ -65,6 +65,7 @@ CLIENT: dict[str, dict[str, Field]] = {
     "watches": {"watches": {**_WATCHES, "required": True}},
     "check": {"class": {"json": "integer", "required": True, "min": 1, "max": 2 ** 62},
               "exercise": {"json": "string", "required": True, "max_length": 64},
+              "area": {"json": "string", "max_length": 40},
               "etag": _ETAG},
     "prepare_check": {},
     "viewing": {"path": {"json": "string", "max_length": MAX_PATH_BYTES, "null": True}},

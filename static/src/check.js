@@ -39,8 +39,8 @@ export class CheckControl extends EventTarget {
     this.dispatchEvent(new CustomEvent("status", { detail: { key, state, text } }));
   }
 
-  /** Check `path` (the exercise's file in My files) for the exercise `slug` of class `classId`. */
-  async check(classId, slug, path) {
+  /** Check `path` (the exercise's file in My files, or in the exam folder `area`) for the exercise `slug` of class `classId`. */
+  async check(classId, slug, path, area = "home") {
     const key = `${classId}/${slug}`;
     if (this.busy) return;
     if (this.runControl && this.runControl.state !== "idle") {
@@ -52,7 +52,9 @@ export class CheckControl extends EventTarget {
     this.status(key, "saving", "Saving your file…");
     let problem = "";
     try {
-      problem = await this.send(classId, slug, path, key);
+      problem = await this.send(classId, slug, path, key, area);
+    } catch (e) { // (not left "Saving…" for good)
+      problem = `The check could not be sent (${e.message}): press Check again.`;
     } finally {
       this.saving = false;
       if (!this.pending) this.runControl?.hold("");
@@ -62,8 +64,8 @@ export class CheckControl extends EventTarget {
   }
 
   /** Save the file and send the check; a sentence saying why not, or "". */
-  async send(classId, slug, path, key) {
-    const doc = await this.workspace.open("home", path, { activate: false, quiet: true });
+  async send(classId, slug, path, key, area) {
+    const doc = await this.workspace.open(area, path, { activate: false, quiet: true });
     if (!doc) return `Your file ${path} is missing: press Start to get it again.`;
     const saved = await this.saver.flush(doc);
     if (!saved) {
@@ -74,7 +76,7 @@ export class CheckControl extends EventTarget {
       this.socket.connectNow();
       return "Not connected to the server: reconnecting… Press Check again in a moment.";
     }
-    this.pending = { key, doc, id: this.socket.ask("check", { class: classId, exercise: slug, etag: doc.etag }) };
+    this.pending = { key, doc, id: this.socket.ask("check", { class: classId, exercise: slug, etag: doc.etag, area }) };
     this.status(key, "queued", "Sent: waiting for the checker…");
     return "";
   }

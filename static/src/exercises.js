@@ -24,8 +24,10 @@ function progressWords(p) {
 
 export class ExercisesPanel {
   /** el: the panel; checker: a CheckControl; openLine(path, line): show a line of a file of My files. */
-  constructor({ el, checker, workspace, layout, openLine, home }) {
+  /** examArea(exercise): the exam folder that holds its file while an exam with it runs, else null. */
+  constructor({ el, checker, workspace, layout, openLine, home, examArea = () => null }) {
     this.el = el;
+    this.examArea = examArea;
     this.checker = checker;
     this.workspace = workspace;
     this.layout = layout;
@@ -118,8 +120,13 @@ export class ExercisesPanel {
     return `${this.shown.slug}/${this.shown.file}`;
   }
 
+  /** Where the open exercise's file is: the exam's folder during an exam that has it, else My files. */
+  get area() {
+    return this.examArea(this.shown) || "home";
+  }
+
   started() {
-    return this.home.entries.some((e) => e.path === this.path);
+    return this.area !== "home" || this.home.entries.some((e) => e.path === this.path); // (an exam gives it)
   }
 
   render(focus) {
@@ -132,7 +139,7 @@ export class ExercisesPanel {
     this.statusEl = h("p", { class: "ex-status", role: "status", "aria-live": "polite" });
     this.startBtn = h("button", { type: "button", class: "btn primary", onclick: () => this.start() }, "Start");
     this.checkBtn = h("button", { type: "button", class: "btn primary", onclick: () => this.check() }, "Check");
-    this.openBtn = h("button", { type: "button", class: "btn", onclick: () => this.workspace.open("home", this.path) }, "Open my file");
+    this.openBtn = h("button", { type: "button", class: "btn", onclick: () => this.workspace.open(this.area, this.path) }, "Open my file");
     const keep = !focus && this.el.contains(document.activeElement);
     const back = h("button", { type: "button", class: "btn small ghost ex-back", onclick: () => { this.renderList(); this.load(); } },
       "← All exercises");
@@ -142,7 +149,8 @@ export class ExercisesPanel {
           h("h2", { class: "ex-title-big", tabindex: "-1" }, ex.title),
           h("p", { class: `ex-due ${ex.due_passed ? "late" : ""}` }, !ex.due ? "No due date."
             : ex.due_passed ? "The due date has passed: checks no longer count." : `${dueWords(ex.due)[0].toUpperCase()}${dueWords(ex.due).slice(1)}.`),
-          h("p", { class: "ex-file" }, "Your file: ", h("code", {}, this.path)),
+          h("p", { class: "ex-file" }, this.area === "home" ? "Your file: " : "Your file, in the exam's folder: ",
+            h("code", {}, this.path)),
           h("div", { class: "ex-buttons" }, this.startBtn, this.checkBtn, this.openBtn),
           this.statusEl,
           h("p", { class: "ex-progress" }, attempt
@@ -153,7 +161,8 @@ export class ExercisesPanel {
         h("section", { class: "ex-instructions", "aria-label": "Instructions" }, markdown(ex.instructions)),
         h("section", { class: "ex-checks", "aria-label": "Checks" },
           h("h3", {}, `Checks (${points(ex.max_score)})`),
-          checkList(ex.checks, results, (file, line) => this.openLine(this.fileOf(file), line)))));
+          checkList(ex.checks, results, (file, line) => (this.area === "home" ? this.openLine(this.fileOf(file), line)
+            : this.workspace.open(this.area, this.fileOf(file)))))));
     this.showButtons();
     this.showStatus();
     if (focus) this.el.querySelector(".ex-title-big").focus();
@@ -199,6 +208,6 @@ export class ExercisesPanel {
   }
 
   check() {
-    this.checker.check(this.shown.class.id, this.shown.slug, this.path);
+    this.checker.check(this.shown.class.id, this.shown.slug, this.path, this.area);
   }
 }

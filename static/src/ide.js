@@ -77,6 +77,7 @@ const examTree = exam ? new FileTree({ area: exam.folder, title: `Exam: ${exam.t
 if (examTree) examTree.el.hidden = exam.state === "upcoming";
 // An exam that does not allow their own files: while it runs, its folder alone (the server refuses the others).
 let keptToExam = exam?.state === "running" && !exam.allows.own_files;
+let examBar = null; // (its clock, made once the page is ready)
 const ownTrees = [home, ...courses];
 for (const tree of ownTrees) tree.el.hidden = keptToExam;
 clear($("#files-panel"), examTree?.el, home.el, courses.map((tree) => tree.el), checkTrees.map((tree) => tree.el));
@@ -115,7 +116,10 @@ const debugPanel = new DebugPanel({ socket, runControl, output, workspace, edito
   username: user.username });
 socket.addEventListener("message", (e) => { if (checker.claims(e.detail)) checker.received(e.detail); });
 const exercises = new ExercisesPanel({ el: $("#exercises-panel"), checker, workspace, layout, home,
-  openLine: (path, line) => runErrors.open(path, line) });
+  openLine: (path, line) => runErrors.open(path, line),
+  // An exercise of the exam that runs: its file is in the exam's folder (examBar: made below, at the start).
+  examArea: (ex) => (examBar?.state === "running" && exam.class_id === ex.class.id && exam.exercises.includes(ex.slug)
+    ? exam.folder : null) });
 home.addEventListener("loaded", () => exercises.showButtons());
 sidebar.addEventListener("shown", (e) => { if (e.detail === "exercises") exercises.load(); }); // a new one shows up
 // Files changed elsewhere (another tab, the teacher, a program): the trees and open files follow.
@@ -224,7 +228,7 @@ window.addEventListener("focus", () => workspace.refreshAll());
 // -- start ----------------------------------------------------------------------
 
 socket.connect();
-const examBar = exam ? new ExamBar({ el: $("#exam-bar"), exam }) : null;
+examBar = exam ? new ExamBar({ el: $("#exam-bar"), exam }) : null;
 if (examBar) {
   examBar.addEventListener("started", () => {
     // (Its own files close: the page opens again as the exam has it, and what was not saved yet is kept.)
