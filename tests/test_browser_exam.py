@@ -47,6 +47,7 @@ def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page)
     expect(tree).to_contain_text("Exam: Test 1")
     mine = page.locator('.tree-section[data-area="home"]')
     expect(mine).to_be_hidden()  # the exam does not allow her own files: its folder alone
+    expect(page.get_by_role("button", name="Ask for help")).to_be_visible()  # it allows asking
     tree.locator('.tree-row[data-path="average"]').click()
     tree.locator('.tree-row[data-path="average/average.py"]').click()
     expect(page.locator(".tab.selected")).to_contain_text("average.py")
@@ -146,11 +147,13 @@ def test_a_student_is_warned_one_minute_before_her_end(start_server, new_page):
 def test_a_student_checks_her_exam_answer_from_the_exercises_tab(start_server, new_page):
     server = start_server(**LIMITS)
     number, teacher = a_class_with_an_exercise(server)
-    r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Quiz", "exercises": ["average"], "minutes": 30})
+    r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Quiz", "exercises": ["average"], "minutes": 30,
+                                                           "allows": {"ask": False}})
     assert r.status_code == 201, r.text
     area = f"exam/{r.json()['exam']['id']}"
     page = new_page(server)
     login(page, "ada", "ada-password", lands_on="/ide")
+    expect(page.get_by_role("button", name="Ask for help")).to_be_hidden()  # the exam does not allow it
     page.get_by_role("tab", name="Exercises").click()
     page.locator("#exercises-panel .ex-item", has_text="Average").click()
     view = page.locator("#exercises-panel .ex-view")

@@ -336,6 +336,18 @@ def test_during_an_exam_without_their_own_files_a_student_reaches_only_its_folde
     assert open_exam["allows"]["own_files"] is True
 
 
+def test_what_an_exam_does_not_allow_is_refused_while_it_runs(server, people):
+    number, teacher, ann, ben = room(server, people)
+    helped = {"path": "hello.py", "source": "x = 1\n", "area": "home"}
+    exam(teacher, number, minutes=30, allows={"own_files": True, "assist": False, "ask": False})
+    time.sleep(2.5)  # (what a worker knows of it is 2 s old at most)
+    for r, code in ((ann.request("POST", "/api/assist/check", json=helped), "assist_off"),
+                    (ann.request("POST", f"/api/classes/{number}/hand", json={"note": "help"}), "ask_off")):
+        assert (r.status_code, r.json()["error"]) == (403, code) and "turned off" in r.json()["message"], r.text
+    # Her teacher is taking no exam: editing help answers him as before.
+    assert teacher.request("POST", "/api/assist/check", json=helped).status_code in (200, 503)
+
+
 def test_nobody_reaches_an_exam_that_is_not_theirs(server, people):
     number, teacher, ann, ben = room(server, people)
     outsider, other_teacher = people.student("out"), people.teacher("mr-o")

@@ -15,6 +15,7 @@ class AssistHandler(ApiHandler):
 
     async def post(self, op):
         user = await self.require_user()
+        await self.ctx.exams.forbids(user, "assist")
         body = self.json_body()
         positioned = op != "check"
         area = self.field(body, "area", str, max_len=100, required=False, default="home")

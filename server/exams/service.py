@@ -44,6 +44,8 @@ KEPT_SECONDS = 2.0
 KEPT_USERS = 10_000
 SPEC = re.compile(r"exam/([0-9]{1,18})|exams/([0-9]{1,18})/([^/]+)")  # one's own folder | a student's (staff)
 
+OFF = {"assist": "Editing help is turned off during this exam: your teacher chose so.",
+       "ask": "Asking for help is turned off during this exam: your teacher chose so."}
 NO_EXAM = (404, "no_such_exam", "There is no such exam.")
 NOT_YET = (403, "exam_not_started", "The exam has not started yet: its folder opens at the start.")
 OVER = (403, "exam_over", "The exam is over for you: your files were handed in as they were at the end, "
@@ -74,7 +76,7 @@ class Exams:
         self.classes = classes
         self.exercises = exercises
         self._given: set[str] = set()  # exam folders given their starter files by this worker
-        self._kept: dict[int, tuple[float, bool]] = {}  # user id -> (until when known, kept to an exam's folder)
+        self._kept: dict[int, tuple[float, dict[str, bool] | None]] = {}  # user id -> (until when, _running_allows)
 
     # -- teachers --------------------------------------------------------------------
 
@@ -243,26 +245,39 @@ class Exams:
     async def keeps_to_its_folder(self, user: dict[str, Any]) -> None:
         """Refused (exam_running) while an exam that does not allow their own
         files runs for the student: their home, the course folders, their
-        runs and checks of those wait for its end. Known for KEPT_SECONDS at
-        a time per worker (a second or two more of the home at the start,
-        of the exam's folder alone at the end)."""
+        runs and checks of those wait for its end."""
+        allows = await self._running_allows(user)
+        if allows is not None and not allows["own_files"]:
+            raise Refused(403, "exam_running", "During the exam only its folder is open: your own files and the "
+                                               "course folder come back when it ends.")
+
+    async def forbids(self, user: dict[str, Any], what: str) -> None:
+        """Refused (`<what>_off`) while an exam runs for the student that does
+        not let them use `what` (assist: editing help; ask: raising their hand)."""
+        allows = await self._running_allows(user)
+        if allows is not None and not allows[what]:
+            raise Refused(403, f"{what}_off", OFF[what])
+
+    async def _running_allows(self, user: dict[str, Any]) -> dict[str, bool] | None:
+        """What the exams running for the student allow (all of them: the
+        least), None when none runs for them. Known for KEPT_SECONDS at a
+        time per worker (a second or two late at an exam's start and end)."""
         if user["role"] != "student":
-            return
+            return None
         now = time.monotonic()
         known = self._kept.get(user["id"])
         if known is None or known[0] < now:
-            kept = await self.pool.fetchval(
-                """SELECT EXISTS (SELECT 1 FROM exams e
+            rows = await self.pool.fetch(
+                """SELECT e.allows FROM exams e
                    JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
                    LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
-                   WHERE e.starts_at <= now() AND now() < e.ends_at + make_interval(secs => coalesce(x.seconds, 0))
-                   AND NOT coalesce((e.allows->>'own_files')::boolean, false))""", user["id"])
-            known = self._kept[user["id"]] = (now + KEPT_SECONDS, bool(kept))
+                   WHERE e.starts_at <= now() AND now() < e.ends_at + make_interval(secs => coalesce(x.seconds, 0))""",
+                user["id"])
+            allows = {name: all(_allows(r)[name] for r in rows) for name in ALLOWS} if rows else None
+            known = self._kept[user["id"]] = (now + KEPT_SECONDS, allows)
             while len(self._kept) > KEPT_USERS:
                 self._kept.pop(next(iter(self._kept)))
-        if known[1]:
-            raise Refused(403, "exam_running", "During the exam only its folder is open: your own files and the "
-                                               "course folder come back when it ends.")
+        return known[1]
 
     # -- the folders (the files service asks) ------------------------------------------
 

@@ -238,6 +238,7 @@ class HandHandler(ApiHandler):
 
     async def post(self, number):
         student = await self.require_user()
+        await self.ctx.exams.forbids(student, "ask")
         body = self.json_body()
         note = self.field(body, "note", str, max_len=10 * MAX_NOTE, required=False, default="")
         file = self.field(body, "file", str, max_len=10 * MAX_FILE, required=False)

@@ -58,9 +58,16 @@ export function positionOf(doc, line, column) {
 // -- asking the server ----------------------------------------------------------
 
 /** where(): {area, path} of the file shown, or null. */
+let off = () => false; // (helpOff)
+
+/** Editing help stays quiet while `isOff()` says so (an exam that does not allow it). */
+export function helpOff(isOff) {
+  off = isOff;
+}
+
 async function ask(op, where, state, pos, extra, signal) {
   const file = where();
-  if (!file) return null;
+  if (!file || off()) return null;
   const body = { area: file.area, path: file.path, source: state.doc.toString(), ...extra };
   if (pos !== null) Object.assign(body, place(state.doc, pos));
   return post(`/api/assist/${op}`, body, { signal });

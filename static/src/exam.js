@@ -63,7 +63,10 @@ export class ExamBar extends EventTarget {
       this.show("upcoming", `starts in ${clockWords((this.startsAt - now) / 1000)}`);
       return;
     }
-    if (this.state === "upcoming") this.dispatchEvent(new Event("started"));
+    if (this.state === "upcoming") {
+      this.state = "running"; // (what listens to "started" sees it running)
+      this.dispatchEvent(new Event("started"));
+    }
     const left = (this.endsAt - now) / 1000;
     if (left <= 0) {
       if (this.state !== "over") {

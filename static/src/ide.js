@@ -34,6 +34,7 @@ import { Breakpoints } from "./debug-marks.js";
 import { DebugPanel } from "./debugger.js";
 import { TypeAhead } from "./typeahead.js";
 import { ExamBar } from "./exam.js";
+import { helpOff } from "./assist.js";
 
 const typeAhead = new TypeAhead(); // before the first wait: keys typed while the page opens are kept
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
@@ -153,11 +154,9 @@ if (user.role === "student") {
 }
 new ConnectionBanner(socket, saver);
 // A teacher's messages and the hand: students only (teachers see the hands in the Class panel).
-if (user.role === "student") {
-  new StudentTalk({ socket, classes, username: user.username, backToEditor,
-    open: (area, path) => workspace.open(area, path),
-    where: () => (tabs.current ? { file: tabs.current.path, line: editor.cursorLine() } : null) });
-}
+const talk = user.role !== "student" ? null : new StudentTalk({ socket, classes, username: user.username, backToEditor,
+  open: (area, path) => workspace.open(area, path),
+  where: () => (tabs.current ? { file: tabs.current.path, line: editor.cursorLine() } : null) });
 new SessionWatch(socket);
 
 // -- what shows which state ---------------------------------------------------
@@ -249,6 +248,14 @@ if (examBar) {
     }
   });
   examBar.watch($("#editor"));
+  // What the exam does not allow goes quiet while it runs (the server refuses it too).
+  const during = () => examBar.state === "running";
+  if (!exam.allows.assist) helpOff(during);
+  if (!exam.allows.ask && talk) {
+    const showHand = () => { talk.button.hidden = during(); };
+    for (const event of ["started", "over"]) examBar.addEventListener(event, showHand);
+    showHand();
+  }
 }
 await Promise.all([...[...(keptToExam ? [] : ownTrees), ...checkTrees, ...(exam?.state === "running" ? [examTree] : [])]
   .map((tree) => tree.load()), exercises.load()]);

@@ -1,1 +1,0 @@
-import{c as a,d as b}from"./chunk.EDPTPPLE.js";import"./chunk.HVHTVRIF.js";import"./chunk.FQT6DJEJ.js";import"./chunk.UWDSCVGP.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
