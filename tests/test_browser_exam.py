@@ -150,7 +150,6 @@ def test_a_student_checks_her_exam_answer_from_the_exercises_tab(start_server, n
     r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Quiz", "exercises": ["average"], "minutes": 30,
                                                            "allows": {"ask": False}})
     assert r.status_code == 201, r.text
-    area = f"exam/{r.json()['exam']['id']}"
     page = new_page(server)
     login(page, "ada", "ada-password", lands_on="/ide")
     expect(page.get_by_role("button", name="Ask for help")).to_be_hidden()  # the exam does not allow it
