@@ -79,7 +79,10 @@ async function listClasses() {
   }
 }
 
+let loads = 0; // (the latest load's answer is shown: an earlier one that answers later is not)
+
 async function loadAccounts() {
+  const mine = ++loads;
   if (!classesListed) await listClasses();
   const params = new URLSearchParams();
   if (search.value.trim()) params.set("q", search.value.trim());
@@ -89,9 +92,10 @@ async function loadAccounts() {
   try {
     data = await get(`/api/admin/users?${params}`);
   } catch (e) {
-    clear(table, h("caption", { class: "field-error" }, e.message));
+    if (mine === loads) clear(table, h("caption", { class: "field-error" }, e.message));
     return;
   }
+  if (mine !== loads) return; // a filter changed while this one was on its way
   count.textContent = `${data.users.length} account${data.users.length === 1 ? "" : "s"}`
     + (data.users.length >= data.limit ? ` (the first ${data.limit}: search to narrow)` : "");
   clear(table,
