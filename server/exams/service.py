@@ -46,6 +46,10 @@ SPEC = re.compile(r"exam/([0-9]{1,18})|exams/([0-9]{1,18})/([^/]+)")  # one's ow
 
 OFF = {"assist": "Editing help is turned off during this exam: your teacher chose so.",
        "ask": "Asking for help is turned off during this exam: your teacher chose so."}
+# The exams of the student $1 (of their classes) with their extra time (x), and their end there.
+STUDENTS_EXAMS = """FROM exams e JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
+    LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1"""
+STUDENTS_END = "e.ends_at + make_interval(secs => coalesce(x.seconds, 0))"
 NO_EXAM = (404, "no_such_exam", "There is no such exam.")
 NOT_YET = (403, "exam_not_started", "The exam has not started yet: its folder opens at the start.")
 OVER = (403, "exam_over", "The exam is over for you: your files were handed in as they were at the end, "
@@ -165,11 +169,8 @@ class Exams:
         """The exam of the student's classes that is running for them, else
         the next to start; None when there is neither."""
         row = await self.pool.fetchrow(
-            """SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra FROM exams e
-               JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
-               LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
-               WHERE e.ends_at + make_interval(secs => coalesce(x.seconds, 0)) > now()
-               ORDER BY (e.starts_at > now()), e.starts_at LIMIT 1""", student["id"])
+            f"""SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra {STUDENTS_EXAMS}
+                WHERE {STUDENTS_END} > now() ORDER BY (e.starts_at > now()), e.starts_at LIMIT 1""", student["id"])
         return None if row is None else _for_student(row)
 
     async def for_student(self, student: dict[str, Any], exam_id: int) -> dict[str, Any]:
@@ -268,11 +269,7 @@ class Exams:
         known = self._kept.get(user["id"])
         if known is None or known[0] < now:
             rows = await self.pool.fetch(
-                """SELECT e.allows FROM exams e
-                   JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
-                   LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
-                   WHERE e.starts_at <= now() AND now() < e.ends_at + make_interval(secs => coalesce(x.seconds, 0))""",
-                user["id"])
+                f"SELECT e.allows {STUDENTS_EXAMS} WHERE e.starts_at <= now() AND now() < {STUDENTS_END}", user["id"])
             allows = {name: all(_allows(r)[name] for r in rows) for name in ALLOWS} if rows else None
             known = self._kept[user["id"]] = (now + KEPT_SECONDS, allows)
             while len(self._kept) > KEPT_USERS:
@@ -299,6 +296,12 @@ class Exams:
             if owner not in {s["username"] for s in await self.classes.students(row["class_id"])}:
                 raise Refused(404, "no_such_student", "There is no such student in this exam's class.")
             return Area.exam(exam_id, owner)
+        return (await self._own_folder(user, exam_id, write))[0]
+
+    async def _own_folder(self, user: dict[str, Any], exam_id: int, write: bool) -> tuple[Area, Any]:
+        """The student's own folder in the exam (from the start; to write,
+        until their end), given the starters at the first look, with the
+        exam as _student_row has it."""
         if user["role"] != "student":
             raise Refused(403, "not_a_student", "Only students take exams: open a student's folder by name.")
         row = await self._student_row(user, exam_id)
@@ -311,16 +314,16 @@ class Exams:
             for slug in row["exercises"]:
                 await self.exercises.give_starters(user["username"], row["class_id"], slug, area)
             self._given.add(area.key)
-        return area
+        return area, row
 
     async def runnable(self, user: dict[str, Any], spec: str) -> Area:
         """The student's exam folder `spec` (`exam/<id>`), whose files they
         may run (as a read-only copy, as a course file runs), if the exam
         lets them."""
-        if not SPEC.fullmatch(spec) or not spec.startswith("exam/"):
+        m = SPEC.fullmatch(spec)
+        if m is None or m.group(1) is None:
             raise Refused(*NO_EXAM)
-        area = await self.area(user, spec, write=False)
-        row = await self._student_row(user, int(spec.split("/")[1]))
+        area, row = await self._own_folder(user, int(m.group(1)), write=False)
         if not _allows(row)["run"]:
             raise Refused(403, "run_off", "Run is turned off in this exam: your teacher chose so.")
         if row["now"] <= _end(row):
@@ -331,10 +334,10 @@ class Exams:
         """The student's exam folder `spec` (`exam/<id>`), whose file of the
         exercise `slug` they may check now: the exam is theirs and runs for
         them, lets them check, and has that exercise."""
-        if not SPEC.fullmatch(spec) or not spec.startswith("exam/"):
+        m = SPEC.fullmatch(spec)
+        if m is None or m.group(1) is None:
             raise Refused(400, "not_checkable_here", "Only your own files and your exam's can be checked.")
-        area = await self.area(user, spec, write=False)
-        row = await self._student_row(user, int(spec.split("/")[1]))
+        area, row = await self._own_folder(user, int(m.group(1)), write=False)
         if row["now"] > _end(row):
             raise Refused(*OVER)
         if not _allows(row)["check"]:
@@ -350,7 +353,7 @@ class Exams:
         if exam_id is None:
             return
         row = await self.pool.fetchrow(
-            """SELECT e.ends_at + make_interval(secs => coalesce(x.seconds, 0)) + $3 > now() AS open
+            f"""SELECT {STUDENTS_END} + $3 > now() AS open
                FROM exams e JOIN users u ON u.username = $2
                LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = u.id
                WHERE e.id = $1""", exam_id, area.parts[2], GRACE)
@@ -373,10 +376,8 @@ class Exams:
         """The exam with the student's extra time, if they are in its class
         (no such exam otherwise: an exam id says nothing to others)."""
         row = await self.pool.fetchrow(
-            """SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra FROM exams e
-               JOIN class_membership m ON m.class_id = e.class_id AND m.user_id = $1
-               LEFT JOIN exam_extra_time x ON x.exam_id = e.id AND x.user_id = $1
-               WHERE e.id = $2""", student["id"], exam_id)
+            f"SELECT e.*, now() AS now, coalesce(x.seconds, 0) AS extra {STUDENTS_EXAMS} WHERE e.id = $2",
+            student["id"], exam_id)
         if row is None:
             raise Refused(*NO_EXAM)
         return row
