@@ -25,7 +25,7 @@ import time
 
 from .cli import Aborted, bounds, run_benchmark, say, server_root_option
 from .client import save_file
-from .recording import Recorder, fmt
+from .recording import fmt, recorded
 
 SAVES_AT_ONCE = 20
 
@@ -99,10 +99,7 @@ def report(info, found):
     lines = []
     for label, mine in (("first sandbox (the runner has never seen the home)", found[:1]),
                         ("after a reload (a new sandbox)", found[1:])):
-        rec = Recorder()
-        for value in (v for r in mine for v in r["first_output_s"]):
-            rec.success(value)
-        s = rec.summary()
+        s = recorded(v for r in mine for v in r["first_output_s"])
         sent = [r["files_sent"] for r in mine if r["files_sent"] is not None]
         lines.append(f"{label}: {len(mine)} round(s), run -> first output p50 {fmt(s['p50_ms'])} ms, "
                      f"p95 {fmt(s['p95_ms'])} ms, max {fmt(s['max_ms'])} ms; errors {sum(r['errors'] for r in mine)}; "

@@ -31,7 +31,7 @@ from collections import Counter
 
 from .cli import Aborted, bounds, run_benchmark, say, server_root_option
 from .client import save_file
-from .recording import Recorder, fmt
+from .recording import fmt, recorded
 
 WAITING = "print('waiting', flush=True)\nimport time\ntime.sleep(600)\n"
 AGAIN = "print('again', flush=True)\n"
@@ -127,14 +127,6 @@ def measure(args, deadline):
                         as (server, logins):
                     kills.append(run_async(one_kill(how, server.url, logins, runners, args.timeout), deadline))
     return kills
-
-
-def recorded(seconds):
-    """The latencies' p50/p95/max as every tool reports them (recording.Recorder)."""
-    recorder = Recorder()
-    for value in seconds:
-        recorder.success(value)
-    return recorder.summary()
 
 
 def report(info, kills):
