@@ -10,6 +10,7 @@ from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler,
                                 UserActiveHandler, UserPasswordHandler, UsersHandler)
 from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
+from .replay.handlers import ReplayHandler
 from .exams.handlers import ClassExamsHandler, ExamHandler, ExtraTimeHandler, MyExamHandler, SignalsHandler
 from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, ClassExercisesHandler, ExerciseHandler,
                                  GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
@@ -75,6 +76,7 @@ ROUTES = [
     (r"/api/exams/([0-9]{1,18})", ExamHandler),
     (r"/api/exams/([0-9]{1,18})/students/([^/]+)/extra", ExtraTimeHandler),
     (r"/api/exams/([0-9]{1,18})/signals", SignalsHandler),
+    (rf"/api/replay/{AREA}(?:/(.*))?", ReplayHandler),
     (r"/api/exam", MyExamHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),

@@ -243,6 +243,9 @@ SETTINGS = [
     Setting("MAX_FILE_BYTES", _int(1024, 1 << 30), str(10 << 20), "largest file a user may save or upload"),
     Setting("QUOTA_BYTES", _int(1024, 1 << 40), str(200 << 20), "bytes of files one user's home may hold"),
     Setting("QUOTA_FILES", _int(1, 10 ** 7), "5000", "files and folders one user's home may hold"),
+    Setting("REPLAY_KEEP_BYTES", _int(0, 1 << 40), str(20 << 20),
+            "bytes of edits kept per student for replay, outside exams (compressed; an hour of typing takes "
+            "tens of kilobytes); the oldest go first, and an exam's are kept with the exam"),
     Setting("HISTORY_VERSIONS", _int(1, 1000), "100",
             "earlier versions kept per file at most (thinned as they age: README, History)"),
     Setting("PERF_CHECK", _bool, "0",
@@ -360,6 +363,7 @@ class Config:
     FILE_DEADLINE: int
     FILE_THREADS: int
     MAX_FILE_BYTES: int
+    REPLAY_KEEP_BYTES: int
     QUOTA_BYTES: int
     QUOTA_FILES: int
     HISTORY_VERSIONS: int

@@ -42,6 +42,8 @@ RUNNER_FILES_SENT = Counter("pyclassroom_runner_files_sent_total",
 RUNNER_COPIES_ADOPTED = Counter("pyclassroom_runner_copies_adopted_total",
                                 "New sandboxes on runners that started with the copy of the home a sandbox before "
                                 "them left there, so that only what changed was sent")
+REPLAY_BYTES = Counter("pyclassroom_replay_bytes_total",
+                       "Bytes of students' edits stored for replay (compressed; issue 33's bytes per student-hour)")
 RUN_DURATION = Histogram("pyclassroom_run_duration_seconds", "How long runs lasted",
                          buckets=(.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900))
 RUN_EXITS = Counter("pyclassroom_run_exits_total", "Runs ended, by reason", ["reason"])

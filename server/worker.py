@@ -33,6 +33,7 @@ from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .inbox import Inbox
 from .exams.service import Exams
+from .replay.service import Replays
 from .exercises.service import Exercises
 from .files.changes import FileChanges
 from .files.processes import FileProcesses
@@ -73,10 +74,11 @@ class Context:
     teaching: Teaching
     exercises: Exercises
     exams: Exams
+    replays: Replays
     jobs: Jobs
     grader: Grader
     runs: manager.RunManager
-    batches: list[Batch]
+    batches: list[Batch | Replays]
     registry: Registry  # the runners that registered (SANDBOX=remote)
     # From serve, once the files service is there:
     assist: Assist
@@ -122,6 +124,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     ctx.exams = ctx.files.exams = Exams(ctx.pool, classes, ctx.exercises)  # (its folders: every change asks it)
+    ctx.replays = Replays(ctx.pool, ctx.files, ctx.cfg.REPLAY_KEEP_BYTES, lambda: ctx.draining)
     ctx.registry = Registry(ctx.pool)
     if isinstance(ctx.sandbox_kind, RemoteKind):
         ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS
@@ -136,7 +139,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
                         ctx.processes)
     ctx.runs = manager.RunManager(ctx.jobs, ctx.grader)
     # Writes that wait for the worker's next flush (flush_batches).
-    ctx.batches = [ctx.sessions.renewals, ctx.files.save_times, ctx.teaching.viewing]
+    ctx.batches = [ctx.sessions.renewals, ctx.files.save_times, ctx.teaching.viewing, ctx.replays]
     # Its own connection, without the request paths' timeouts: migrating (or
     # waiting for another worker's migrations) may take longer than a query may.
     conn = await asyncpg.connect(dsn)

@@ -64,7 +64,7 @@ def sent_by_the_page():
     def add(kind, names):
         sent.setdefault(kind, set()).update(names)
     call = r'\.(?:ask|input|command)\("(\w+)"(?:,\s*(?:\{([^}]*)\}|(this\.size\(\))))?\)'
-    for name in ("run-socket.js", "run.js", "check.js", "debugger.js", "console.js", "exercises.js", "ide.js"):
+    for name in ("run-socket.js", "run.js", "check.js", "debugger.js", "console.js", "exercises.js", "ide.js", "recorder.js"):
         found = re.findall(call, js[name])
         assert len(found) == len(re.findall(r'\.(?:ask|input|command)\("', js[name])), f"{name}: a call the scan cannot read"
         for kind, literal, size in found:
@@ -80,7 +80,7 @@ def sent_by_the_page():
 
 def test_every_message_the_page_sends_is_in_the_table_with_its_fields():
     sent = sent_by_the_page()
-    assert {"watch", "run", "debug", "check", "stdin", "step", "frame", "resize", "viewing"} <= set(sent)  # found
+    assert {"watch", "run", "debug", "check", "stdin", "step", "frame", "resize", "viewing", "edits"} <= set(sent)  # found
     for kind, names in sent.items():
         assert kind in CLIENT, kind
         assert names <= set(CLIENT[kind]), (kind, names - set(CLIENT[kind]))
@@ -190,7 +190,8 @@ VALUES = [None, True, 0, 1, 2, 9, 10, 24, 80, 199, 200, 500, 501, 63, 64, -1, 2 
 
 
 VALID = {"path": "a.py", "area": "course", "args": ["1"], "cols": 80, "rows": 24, "etag": None, "breakpoints": {},
-         "watches": ["x"], "frame": 0, "class": 2, "exercise": "swap", "data": "y\r"}
+         "watches": ["x"], "frame": 0, "class": 2, "exercise": "swap", "data": "y\r", "base": "ab", "length": 2,
+         "sent": 5, "edits": [[1, [2, [0, "c"]], ""]]}
 
 
 def _cases():

@@ -43,6 +43,7 @@ class RunSocket(websocket.WebSocketHandler):
         self.conn: Connection | None = None
         self.watch: Any = None  # files/changes.py's watch, once `watch` asked for it
         self.box: Any = None  # server/inbox.py's box, likewise
+        self.stream: Any = None  # replay/service.py's stream, from the first `edits`
         try:
             user, problem, token = await user_for_session(self)
         except Refused as e:  # the database is unavailable
@@ -104,6 +105,8 @@ class RunSocket(websocket.WebSocketHandler):
             self.box = None
         if self.conn is not None:
             self.manager.closed(self.conn)
+        if self.stream is not None:
+            self.application.settings["ctx"].replays.end(self.stream)
 
     def end(self, code: int, reason: str) -> None:
         """The manager closes the socket (a session that ended, another tab)."""
@@ -131,6 +134,11 @@ class RunSocket(websocket.WebSocketHandler):
             return session.command(kind, msg)
         if kind == "viewing":
             return self.viewing(msg)
+        if kind == "edits":
+            replays = self.application.settings["ctx"].replays
+            self.stream = self.stream or replays.stream(self.user)
+            await replays.add(self.stream, msg)
+            return
         if kind == "prepare_check":
             return self.manager.prepare_attempt(conn)
         if kind == "check":

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import Refused
 from ..files.paths import MAX_PATH_BYTES
 from ..web import has_lone_surrogate
+from ..replay.service import MAX_BASE, MAX_EDITS
 from .debugging import BREAKPOINT_FILES, STACK, WATCH, WATCHES
 
 ID_LENGTH = 32
@@ -74,6 +75,13 @@ CLIENT: dict[str, dict[str, Field]] = {
     "eof": {},
     "kill": {},
     "resize": {"cols": {**_COLS, "required": True}, "rows": {**_ROWS, "required": True}},
+    # What the editor changed, for replay (server/replay/service.py checks each edit).
+    "edits": {"area": {"json": "string", "required": True, "max_length": 40},
+              "path": {"json": "string", "required": True, "max_length": MAX_PATH_BYTES},
+              "base": {"json": "string", "max_length": MAX_BASE},
+              "length": {"json": "integer", "required": True, "min": 0, "max": 1 << 40},
+              "sent": {"json": "integer", "required": True, "min": 0, "max": 1 << 53},
+              "edits": {"json": "array", "required": True, "max_items": MAX_EDITS}},
 }
 
 JSON_FILE = Path(__file__).resolve().parents[2] / "static" / "src" / "run-messages.json"

@@ -32,6 +32,7 @@ export class Doc {
     this.inflight = null;
     this.again = false;
     this.conflict = null; // {current, mine} while in conflict
+    this.onEdit = null; // (transactions) after each change of its text, shown or not (recorder.js)
   }
 
   get key() {
@@ -76,8 +77,18 @@ export class Doc {
 
   /** Apply a transaction spec, shown or not. */
   dispatch(spec) {
-    if (this.#view) this.#view.dispatch(spec);
-    else this.#state = this.#state.update(spec).state;
+    if (this.#view) {
+      this.#view.dispatch(spec); // (the editor calls edited)
+      return;
+    }
+    const tr = this.#state.update(spec);
+    this.#state = tr.state;
+    if (tr.docChanged) this.edited([tr]);
+  }
+
+  /** Its text changed by `trs`. */
+  edited(trs) {
+    if (this.onEdit) this.onEdit(trs);
   }
 
   /** Replace the whole text (undo brings the old one back), as one change

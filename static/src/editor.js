@@ -91,7 +91,9 @@ export class Editor {
       state: EditorState.create({ doc: "", extensions: commonExtensions({ path: "", readOnly: true }) }),
       dispatchTransactions: (trs, view) => {
         view.update(trs);
-        if (trs.some((tr) => tr.docChanged)) onChange();
+        if (!trs.some((tr) => tr.docChanged)) return;
+        this.current?.edited(trs);
+        onChange();
       },
     });
     settings.addEventListener("change", () => this.restyle());

@@ -17,6 +17,7 @@ import { Conflicts } from "./conflicts.js";
 import { FileTree } from "./files.js";
 import { Console } from "./console.js";
 import { RunSocket } from "./run-socket.js";
+import { Recorder } from "./recorder.js";
 import { RunControl } from "./run.js";
 import { RunErrors } from "./run-errors.js";
 import { Layout } from "./layout.js";
@@ -85,8 +86,10 @@ clear($("#files-panel"), examTree?.el, home.el, courses.map((tree) => tree.el), 
 const sidebar = new Sidebar(teacherView ? ["files", "class", "exercises"] : ["files", "exercises"], teacherView ? "class" : "files");
 const roster = teacherView ? (await import("./teacher.js")).classView(classes) : null;
 
+const socket = new RunSocket();
+const recorder = new Recorder(socket);
 const workspace = new Workspace({
-  tabs, editor, saver, staff,
+  tabs, editor, saver, staff, recorder,
   trees: () => [examTree, home, ...courses, ...checkTrees, roster?.tree].filter((tree) => tree && !tree.el.hidden),
 });
 workspace.follow(home);
@@ -109,9 +112,8 @@ const saveStatus = new SaveStatus({ onConflict: (doc) => conflicts.resolve(doc) 
 const runErrors = new RunErrors({ workspace, editor, username: user.username });
 const output = new Console({ terminalEl: $("#terminal"), plotsEl: $("#plots"), stateEl: $("#run-state"), passKeys: isShortcut,
   username: user.username, openFrame: (path, line) => runErrors.open(path, line) });
-const socket = new RunSocket();
 const checker = new CheckControl({ socket, saver, workspace });
-const runControl = new RunControl({ socket, output, saver, current: () => tabs.current, claims: (msg) => checker.claims(msg) });
+const runControl = new RunControl({ socket, output, saver, current: () => tabs.current, claims: (msg) => checker.claims(msg) || recorder.claims(msg) });
 checker.runControl = runControl;
 const debugPanel = new DebugPanel({ socket, runControl, output, workspace, editor, breakpoints,
   username: user.username });

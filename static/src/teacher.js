@@ -232,7 +232,8 @@ class ClassView extends EventTarget {
     this.tree = new FileTree({
       area: `user/${username}`, title: `${username}'s files (read-only)`, writable: false,
       extraItems: (entry) => entry.kind === "file"
-        ? [{ label: "Copy to my files", action: () => this.dispatchEvent(new CustomEvent("copy", { detail: { area: `user/${username}`, path: entry.path } })) }]
+        ? [{ label: "Copy to my files", action: () => this.dispatchEvent(new CustomEvent("copy", { detail: { area: `user/${username}`, path: entry.path } })) },
+          { label: "Replay how it was written", action: () => import("./replay.js").then((m) => m.replayDialog(`user/${username}`, entry.path, username)) }]
         : [],
     });
     this.tree.addEventListener("open", (e) => this.dispatchEvent(new CustomEvent("open", { detail: e.detail })));

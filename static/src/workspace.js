@@ -11,19 +11,23 @@ import { createFree, copyToHome } from "./copies.js";
 
 const REFRESH_EVERY_MS = 5000; // at most this often when the page gets the focus back
 
+/** The student whose folder `area` is, as a teacher opens it (user/<name>, exams/<id>/<name>), else null. */
+const studentOf = (area) => /^(?:user|exams\/\d+)\/([^/]+)$/.exec(area)?.[1] || null;
+
 export class Workspace extends EventTarget {
   /**
    * trees(): the file trees on the page now; staff: may edit course/.
    * events: "shown" (detail: the doc shown, or null), "tabs" (which files
    * are open, or which one is shown, changed).
    */
-  constructor({ tabs, editor, saver, trees, staff }) {
+  constructor({ tabs, editor, saver, trees, staff, recorder = null }) {
     super();
     this.tabs = tabs;
     this.editor = editor;
     this.saver = saver;
     this.trees = trees;
     this.staff = staff;
+    this.recorder = recorder; // (recorder.js: what is typed in one's own files, for replay)
     this.lastRefresh = 0;
     this.locked = new Set(); // exam folders whose exam is over for this student
     tabs.addEventListener("select", (e) => this.select(e.detail));
@@ -81,6 +85,7 @@ export class Workspace extends EventTarget {
         const readOnly = this.readOnly(area);
         doc = new Doc({ area, path, etag: data.etag, text: data.content, readOnly,
           state: this.editor.createState(data.content, path, readOnly, area) });
+        if (this.recorder) doc.onEdit = (trs) => this.recorder.changed(doc, trs);
         this.tabs.add(doc);
         this.saver.add(doc);
         if (this.saver.recover(doc) === "saving") toast(`Recovered your unsaved changes to ${doc.path}; saving them now.`);
@@ -127,12 +132,15 @@ export class Workspace extends EventTarget {
       el.hidden = false;
       return;
     }
+    const owner = studentOf(doc.area);
     const student = doc.area.startsWith("user/");
-    const whose = isCourse(doc.area) ? "the course folder" : `${doc.area.slice(5)}'s files`;
+    const whose = isCourse(doc.area) ? "the course folder" : student ? `${owner}'s files` : `${owner}'s exam folder`;
     clear(el, icon("lock"), h("span", {}, `Read-only: this file is in ${whose}`
-      + (student ? "; it follows their saves." : "; Run and Debug run a read-only copy of it.")),
+      + (owner ? "; it follows their saves." : "; Run and Debug run a read-only copy of it.")),
       (isCourse(doc.area) && !this.staff) || student ? h("button", { class: "btn small", type: "button",
         onclick: () => this.copyToHome(doc.area, doc.path) }, student ? "Copy to my files to run it" : "Copy to my files") : null,
+      owner ? h("button", { class: "btn small", type: "button",
+        onclick: () => import("./replay.js").then((m) => m.replayDialog(doc.area, doc.path, owner)) }, "Replay how it was written") : null,
       h("button", { class: "btn small ghost", type: "button", onclick: () => this.refresh(doc, true) }, "Reload"));
     el.hidden = false;
   }
@@ -152,6 +160,7 @@ export class Workspace extends EventTarget {
       }
     }
     this.saver.remove(doc);
+    this.recorder?.forget(doc);
     const next = this.tabs.remove(doc);
     if (this.tabs.current === null) {
       if (next) this.select(next);
