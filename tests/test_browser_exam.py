@@ -169,3 +169,45 @@ def test_a_student_checks_her_exam_answer_from_the_exercises_tab(start_server, n
     checked = teacher.get(f"/api/classes/{number}/exercises/average/attempts/ada").json()
     assert "sum(numbers)" in checked["source"]  # what was checked: her exam folder's file
     assert_accessible(page, "an exam's exercise, checked")
+
+
+def test_what_a_student_types_offline_is_handed_in_when_the_network_returns_before_her_end(start_server, new_page):
+    """A network drop during the exam: the text stays in the browser and is
+    saved when the network returns, and she is told; typed offline past her
+    end, it is not handed in, and she is told that too."""
+    server = start_server(**LIMITS)
+    number, teacher = a_class_with_an_exercise(server)
+    ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
+    exam = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 2", "exercises": ["average"],
+                                                              "ends": ends.isoformat()}).json()["exam"]
+    extra = f"/api/exams/{exam['id']}/students/ada/extra"
+    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200
+    answer = f"/api/files/exams/{exam['id']}/ada/average/average.py"
+
+    page = new_page(server)
+    login(page, "ada", "ada-password", lands_on="/ide")
+    tree = page.locator(f'.tree-section[data-area="exam/{exam["id"]}"]')
+    tree.locator('.tree-row[data-path="average"]').click()
+    tree.locator('.tree-row[data-path="average/average.py"]').click()
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+
+    page.context.set_offline(True)
+    replace_text(page, "print('typed offline')\n")
+    expect(page.locator("#save-status")).to_have_attribute("data-status", "offline")
+    page.context.set_offline(False)
+    expect(page.get_by_text("what you typed in average.py meanwhile is saved in your exam")).to_be_visible(
+        timeout=60_000)  # hang guard (the saver retries with back-off)
+    expect_saved(page)
+    assert teacher.get(answer).json()["content"] == "print('typed offline')\n"
+
+    page.context.set_offline(True)
+    replace_text(page, "print('typed offline, after the end')\n")
+    expect(page.locator("#save-status")).to_have_attribute("data-status", "offline")
+    assert teacher.request("PUT", extra, json={"minutes": 0}).status_code == 200  # her end: the exam's
+    time.sleep(max(0.0, ends.timestamp() - time.time()) + 5 + 1)  # (and the server's grace for saves on their way)
+    page.context.set_offline(False)
+    told = page.get_by_role("dialog", name="average.py was not handed in as you left it")
+    expect(told).to_contain_text("after your exam ended", timeout=60_000)  # hang guard
+    assert_accessible(page, "a student told her offline text came after her end")
+    told.get_by_role("button", name="OK").click()
+    assert teacher.get(answer).json()["content"] == "print('typed offline')\n"  # what she handed in

@@ -257,6 +257,7 @@ export class Saver extends EventTarget {
           return;
         }
         this.keep(doc);
+        doc.refusal = e.code || ""; // (what a page may explain in its own words: an exam's end)
         this.setStatus(doc, "error", e.message);
         return;
       }

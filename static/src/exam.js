@@ -7,6 +7,7 @@
 // server as signals: evidence for the teacher, nothing is blocked here.
 import { h, clear, toast } from "./dom.js";
 import { get, post, connection } from "./api.js";
+import { alertDialog } from "./dialog.js";
 
 const RESYNC_MS = 30_000;
 const WARNINGS = [[300, "5 minutes left in the exam. Your files are saved as you type."],
@@ -96,6 +97,31 @@ export class ExamBar extends EventTarget {
   signal(detail) {
     if (this.state !== "running") return;
     post(`/api/exams/${this.exam.id}/signals`, detail).catch(() => {});
+  }
+
+  /**
+   * What was typed in the exam's files while the network was away is kept in
+   * this browser (the saver's copy) and sent when it is back: say plainly
+   * whether it was handed in, or came after the student's end.
+   */
+  reportOfflineSaves(saver) {
+    const waiting = new Set(); // the exam's files that could not be saved for want of the network
+    saver.addEventListener("status", (e) => {
+      const doc = e.detail;
+      if (doc.area !== this.exam.folder) return;
+      if (doc.status === "offline") {
+        waiting.add(doc);
+      } else if (waiting.has(doc) && doc.status === "saved") {
+        waiting.delete(doc);
+        toast(`You are back online: what you typed in ${doc.name} meanwhile is saved in your exam.`, "ok", 8000);
+      } else if (waiting.has(doc) && doc.status === "error") {
+        waiting.delete(doc);
+        alertDialog(`${doc.name} was not handed in as you left it`, doc.refusal === "exam_over"
+          ? "What you typed while the network was away reached the server after your exam ended, so it was not "
+            + "handed in: your answer is the file as it was saved before the end. Tell your teacher if you think this is wrong."
+          : `What you typed while the network was away could not be saved: ${doc.message}`);
+      }
+    });
   }
 
   /** Watch the page for what the teacher sees as signals. */

@@ -250,6 +250,7 @@ if (examBar) {
     }
   });
   examBar.watch($("#editor"));
+  examBar.reportOfflineSaves(saver);
   // What the exam does not allow goes quiet while it runs (the server refuses it too).
   const during = () => examBar.state === "running";
   if (!exam.allows.assist) helpOff(during);
