@@ -4,6 +4,7 @@ exam one is taking (students). Parse, authorize, call the service
 other: /api/files/exam/<id>/... (files/handlers.py)."""
 from ..accounts import rules
 from ..web import ApiError, ApiHandler
+from . import seb
 from .service import Exams
 
 STAFF = ("teacher", "admin")
@@ -13,6 +14,11 @@ class ExamsBase(ApiHandler):
     @property
     def exams(self) -> Exams:
         return self.ctx.exams
+
+    @property
+    def seb_proof(self) -> seb.Proof:
+        """What this request shows of Safe Exam Browser (seb.py)."""
+        return seb.proof_of(self, self.ctx.cfg)
 
 
 class ClassExamsHandler(ExamsBase):
@@ -36,6 +42,7 @@ class ExamHandler(ExamsBase):
         if user["role"] in STAFF:
             self.finish_json({"exam": await self.exams.for_staff(user, int(number))})
         else:
+            await self.exams.require_seb(user, int(number), self.seb_proof)
             self.finish_json({"exam": await self.exams.for_student(user, int(number))})
 
 
@@ -65,6 +72,7 @@ class SignalsHandler(ExamsBase):
 
     async def post(self, number: str) -> None:
         student = await self.require_user("student")
+        await self.exams.require_seb(student, int(number), self.seb_proof)
         self.finish_json({"signal": await self.exams.signal(student, int(number), self.json_body())}, status=201)
 
     async def get(self, number: str) -> None:
@@ -76,3 +84,4 @@ class SignalsHandler(ExamsBase):
         if not after.isdigit() or len(after) > 18:
             raise ApiError(400, "bad_after", "'after' is the id of the last signal you have, a whole number.")
         self.finish_json({"signals": await self.exams.signals(teacher, int(number), username, int(after))})
+
