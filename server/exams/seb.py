@@ -54,9 +54,8 @@ def key_hash(url: str, config_key: str) -> str:
 def proof_of(handler: Any, cfg: Config, socket: bool = False) -> Proof:
     """The proof a Tornado request carries (`socket`: a WebSocket upgrade)."""
     url = request_url(handler, cfg)
-    urls = (url,)
-    if socket:  # SEB may hash the socket's address under either scheme
-        urls = ("ws" + url[4:] if url.startswith("http") else url, url)
+    # A socket's address SEB may hash under either scheme (ws: as the page asked; http: the upgrade request's).
+    urls = ("ws" + url[4:], url) if socket else (url,)
     return Proof(urls, handler.request.headers.get(HEADER, ""))
 
 
