@@ -2,9 +2,11 @@
 student's end, their locked exam folder is graded with the exercise's
 checks, hidden ones included, through the checks' own machinery, for the
 class's teachers alone. A real server, real PostgreSQL, real sandboxes."""
+import asyncio
 import time
 from datetime import datetime
 
+from loadtest.run_client import RunClient
 from tests.live_support import a_class
 from tests.test_exams import GRACE, exam, iso, save
 
@@ -101,3 +103,32 @@ def test_a_submission_without_the_exercise_file_says_so_in_a_sentence(server, pe
     mine = graded(teacher, made["id"])[ann.username]
     assert mine["state"] == "not_graded" and mine["score"] is None, mine
     assert mine["message"].endswith(".") and ann.username in mine["message"], mine
+
+
+def test_a_students_program_running_then_holds_her_grading_back_and_says_so(server, people):
+    """Grading needs the student's run lock, as her own Check does: while a
+    program of hers runs (after the exam, in her home) her submission is
+    tried again a little later, then said not graded, in a sentence."""
+    teacher, ann = people.teacher("mr-g"), people.student("ann")
+    number = a_class(server, teacher, ann)
+    assert teacher.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+    made = exam(teacher, number, ends=iso(2))
+    assert save(ann, f"exam/{made['id']}", "average/average.py", RIGHT).status_code == 200
+    time.sleep(max(0.0, datetime.fromisoformat(made["ends"]).timestamp() - time.time()) + GRACE + 0.5)
+    assert save(ann, "home", "wait.py", "input('Go on? ')\n").status_code == 200
+    grade = f"/api/exams/{made['id']}/grade"
+
+    async def while_her_program_waits():
+        async with RunClient(server.url, ann.http.cookies.get_dict()) as rc:
+            await rc.send(type="run", path="wait.py")
+            while (await rc.receive(60))["type"] != "input":
+                pass
+            r = await asyncio.to_thread(teacher.request, "POST", grade, json={"student": ann.username})
+            assert r.status_code == 202, r.text
+            return await asyncio.to_thread(graded, teacher, made["id"])
+    mine = asyncio.run(while_her_program_waits())[ann.username]
+    assert mine["state"] == "not_graded" and "had a program running" in mine["message"], mine
+    r = teacher.request("POST", grade, json={"student": ann.username})  # her program is gone with its page
+    assert r.status_code == 202, r.text
+    mine = graded(teacher, made["id"])[ann.username]
+    assert (mine["state"], mine["score"]) == ("graded", 3), mine

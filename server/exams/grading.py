@@ -30,6 +30,9 @@ from .service import GRACE, STUDENTS_END, Exams, _iso
 log = logging.getLogger(__name__)
 
 GRADING_AT_ONCE = 2  # a grading's attempts in the checks' line at a time
+# A student's run holds their run lock, which an attempt needs: their submission is tried again this
+# many times, this long apart, before it is said not graded.
+BUSY_TRIES, BUSY_WAIT_SECONDS = 2, 3.0
 # Every student of an exam's class, with their end and whether it has passed (GRACE included: $2).
 STUDENTS = f"""SELECT u.id, u.username, u.display_name, {STUDENTS_END} AS ends, {STUDENTS_END} + $2 <= now() AS over
     FROM exams e JOIN class_membership m ON m.class_id = e.class_id
@@ -136,8 +139,13 @@ class Grading:
             for student, slug in pending:
                 person = {"id": student["id"], "username": student["username"],
                           "display_name": student["display_name"], "role": "student"}
-                submission = Submission(self, person, session, exam, slug, asked_at)
-                said = await outcome(submission._attempt, "grading an exam")
+                for tries in range(BUSY_TRIES + 1):
+                    if tries:
+                        await asyncio.sleep(BUSY_WAIT_SECONDS)
+                    submission = Submission(self, person, session, exam, slug, asked_at)
+                    said = await outcome(submission._attempt, "grading an exam")
+                    if said.get("error") != "already_running":
+                        break
                 if said.get("type") == "error":  # refused before its checks ran (those after keep their own)
                     await self.not_graded(submission, said)
         try:
