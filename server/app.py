@@ -11,7 +11,8 @@ from .accounts.handlers import (ImportUsersHandler, LoginHandler, LogoutHandler,
 from .admin.handlers import StatusHandler
 from .assist.handlers import OP as ASSIST_OP, AssistHandler
 from .replay.handlers import ReplayHandler
-from .exams.handlers import ClassExamsHandler, ExamHandler, ExtraTimeHandler, MyExamHandler, SignalsHandler
+from .exams.handlers import (ClassExamsHandler, ExamHandler, ExtraTimeHandler, GradeHandler,
+                             GradesHandler as ExamGradesHandler, MyExamHandler, SignalsHandler)
 from .exercises.handlers import (SLUG, AttemptHandler, ClassExerciseHandler, ClassExercisesHandler, ExerciseHandler,
                                  GradesHandler, GridHandler, MyExercisesHandler, StartHandler)
 from .files.handlers import AREA, FilesHandler, HistoryHandler, TrashHandler, UploadHandler, ZipHandler
@@ -77,6 +78,8 @@ ROUTES = [
     (r"/api/exams/([0-9]{1,18})/students/([^/]+)/extra", ExtraTimeHandler),
     (r"/api/exams/([0-9]{1,18})/signals", SignalsHandler),
     (rf"/api/replay/{AREA}(?:/(.*))?", ReplayHandler),
+    (r"/api/exams/([0-9]{1,18})/grade", GradeHandler),
+    (r"/api/exams/([0-9]{1,18})/grades", ExamGradesHandler),
     (r"/api/exam", MyExamHandler),
     (r"/api/admin/users", UsersHandler),
     (r"/api/admin/users/import", ImportUsersHandler),

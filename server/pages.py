@@ -28,6 +28,9 @@ import re
 import urllib.parse
 
 from . import web
+from .db import DatabaseUnavailable
+from .errors import Refused
+from .exams import seb
 from .web import SESSION_COOKIE, ApiError, BaseHandler
 
 log = logging.getLogger(__name__)
@@ -179,8 +182,33 @@ class IconHandler(BaseHandler):
     head = get
 
 
+# An exam's IDE opened outside Safe Exam Browser: what to do, and nothing else (no script).
+SEB_PAGE = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            'content="width=device-width, initial-scale=1"><title>Safe Exam Browser needed — PyClassroom</title>'
+            '</head><body><main><h1>Safe Exam Browser needed</h1><p>{sentence}</p></main></body></html>')
+
+
 class IdePage(PageHandler):
+    """The IDE; while an exam that requires Safe Exam Browser runs for the
+    student, only in it (the request's header: exams/seb.py), else a page
+    that says what to open."""
+
     path = "/ide"
+
+    async def get(self):
+        try:
+            user, _, _ = await web.user_for_session(self)
+            if user is not None:
+                await self.ctx.exams.require_seb(user, None, seb.proof_of(self, self.ctx.cfg))
+        except DatabaseUnavailable:
+            pass  # the page opens and says so itself; what it then asks of the exam is checked as it comes
+        except Refused as e:
+            self.set_status(e.status)
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.set_header("Cache-Control", "no-store")
+            self.set_header("Content-Security-Policy", CSP)
+            return self.finish(SEB_PAGE.format(sentence=html.escape(e.message, quote=False)))
+        super().get()
 
 
 class TeacherPage(PageHandler):

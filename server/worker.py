@@ -32,6 +32,7 @@ from .accounts.sessions import Sessions
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .inbox import Inbox
+from .exams.grading import Grading
 from .exams.service import Exams
 from .replay.service import Replays
 from .exercises.service import Exercises
@@ -75,6 +76,7 @@ class Context:
     exercises: Exercises
     exams: Exams
     replays: Replays
+    exam_grading: Grading
     jobs: Jobs
     grader: Grader
     runs: manager.RunManager
@@ -138,6 +140,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.grader = Grader(ctx.cfg, ctx.jobs, CheckerSandboxes(starts), ctx.exercises, ctx.files,
                         ctx.processes)
     ctx.runs = manager.RunManager(ctx.jobs, ctx.grader)
+    ctx.exam_grading = Grading(ctx.pool, ctx.exams, ctx.grader)  # (submissions wait in the checks' line)
     # Writes that wait for the worker's next flush (flush_batches).
     ctx.batches = [ctx.sessions.renewals, ctx.files.save_times, ctx.teaching.viewing, ctx.replays]
     # Its own connection, without the request paths' timeouts: migrating (or

@@ -291,12 +291,19 @@ class Attempt:
             grader.took.append(time.monotonic() - started)
         if failed is None:
             try:
-                attempt = await grader.exercises.record_attempt(user, self.class_id, self.slug, started_at, results,
-                                                                not_gradable, why, graded=self.graded)
-                return {"type": "check", "state": "done", "attempt": attempt}
+                return await self._record(started_at, results, not_gradable, why)
             except Exception as e:
                 failed = e
         return await self._not_checked(started_at, failed)
+
+    async def _record(self, started_at: datetime, results: list[dict[str, Any]], not_gradable: bool,
+                      why: str) -> dict[str, Any]:
+        """Keep the attempt's results (the exercises service scores them):
+        the message its sink is sent. (Grading an exam keeps them elsewhere:
+        exams/grading.py.)"""
+        attempt = await self.grader.exercises.record_attempt(self.user, self.class_id, self.slug, started_at, results,
+                                                             not_gradable, why, graded=self.graded)
+        return {"type": "check", "state": "done", "attempt": attempt}
 
     async def _not_checked(self, started_at: datetime, error: Exception) -> dict[str, Any]:
         """An attempt that could not be finished: kept all the same, as not

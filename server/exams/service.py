@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
+from . import seb
 
 GRACE = timedelta(seconds=5)  # after a student's end: saves on their way still land (README, "Exams")
 ALLOWS = {"run": True, "check": True, "assist": False, "own_files": False, "ask": True}  # and their defaults
@@ -80,14 +81,16 @@ class Exams:
         self.classes = classes
         self.exercises = exercises
         self._given: set[str] = set()  # exam folders given their starter files by this worker
-        self._kept: dict[int, tuple[float, dict[str, bool] | None]] = {}  # user id -> (until when, _running_allows)
+        # user id -> (until when, _running_allows, _running_seb)
+        self._kept: dict[int, tuple[float, dict[str, bool] | None, dict[int, str]]] = {}
 
     # -- teachers --------------------------------------------------------------------
 
     async def create(self, teacher: dict[str, Any], class_id: int, form: Any) -> dict[str, Any]:
         """A new exam of the class, from the teacher's form: {title,
         exercises: [slug], starts: "now" | ISO time, minutes | ends: ISO
-        time, allows: {run, check, assist, own_files, ask}}."""
+        time, allows: {run, check, assist, own_files, ask}, seb_config_key:
+        the Config Key of Safe Exam Browser's settings to require it, or none}."""
         found = await self.classes.teaching(teacher, class_id)
         if not isinstance(form, dict):
             raise Refused(400, "bad_exam", "Send the exam as an object with a title, exercises and times.")
@@ -121,10 +124,16 @@ class Exams:
                 or not all(isinstance(v, bool) for v in allows.values()):
             raise Refused(400, "bad_allows", "Say what students may use with true or false for: "
                                              + ", ".join(ALLOWS) + ".")
+        try:
+            config_key = seb.config_key(form.get("seb_config_key"))
+        except ValueError:
+            raise Refused(400, "bad_seb_config_key", "Give Safe Exam Browser's Config Key as the 64 letters and "
+                                                     "digits its configuration tool shows, or leave it empty.") from None
         row = await self.pool.fetchrow(
-            """INSERT INTO exams (class_id, title, exercises, starts_at, ends_at, allows, created_by)
-               VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7) RETURNING *""",
-            found["id"], title.strip(), slugs, starts, ends, json.dumps({**ALLOWS, **allows}), teacher["id"])
+            """INSERT INTO exams (class_id, title, exercises, starts_at, ends_at, allows, created_by, seb_config_key)
+               VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8) RETURNING *""",
+            found["id"], title.strip(), slugs, starts, ends, json.dumps({**ALLOWS, **allows}), teacher["id"],
+            config_key)
         return _public(row, now)
 
     async def list(self, teacher: dict[str, Any], class_id: int) -> builtins.list[dict[str, Any]]:
@@ -136,8 +145,7 @@ class Exams:
 
     async def for_staff(self, teacher: dict[str, Any], exam_id: int) -> dict[str, Any]:
         """The exam with each student of the class, their extra time and end."""
-        row = await self._exam(exam_id)
-        await self.classes.teaching(teacher, row["class_id"])
+        row = await self.taught(teacher, exam_id)
         students = await self.classes.students(row["class_id"])
         extra = {r["user_id"]: r["seconds"] for r in await self.pool.fetch(
             "SELECT user_id, seconds FROM exam_extra_time WHERE exam_id = $1", exam_id)}
@@ -150,8 +158,7 @@ class Exams:
                               minutes: Any) -> dict[str, Any]:
         """Set a student's extra time (0: none); their end moves with it,
         also after the exam's end (a folder locked opens again)."""
-        row = await self._exam(exam_id)
-        await self.classes.teaching(teacher, row["class_id"])
+        row = await self.taught(teacher, exam_id)
         given = _minutes(minutes, "extra minutes", 0)
         student = next((s for s in await self.classes.students(row["class_id"]) if s["username"] == username), None)
         if student is None:
@@ -208,8 +215,7 @@ class Exams:
                       after: int = 0) -> builtins.list[dict[str, Any]]:
         """The exam's signals after the id `after` (of one student's, with
         `username`), oldest first, SIGNALS_LISTED at most."""
-        row = await self._exam(exam_id)
-        await self.classes.teaching(teacher, row["class_id"])
+        await self.taught(teacher, exam_id)
         rows = await self.pool.fetch(
             """SELECT s.id, s.at, s.kind, s.detail, u.username FROM exam_signals s JOIN users u ON u.id = s.user_id
                WHERE s.exam_id = $1 AND s.id > $2 AND ($3::text IS NULL OR u.username = $3)
@@ -259,22 +265,49 @@ class Exams:
         if allows is not None and not allows[what]:
             raise Refused(403, f"{what}_off", OFF[what])
 
+    async def require_seb(self, user: dict[str, Any], exam_id: int | None, proof: seb.Proof) -> None:
+        """Refused (seb_required) when the exam `exam_id` (None: any) runs
+        for the student, requires Safe Exam Browser, and `proof` (what
+        their request carried: seb.py) does not hold for its key."""
+        keys = await self._running_seb(user)
+        needed = keys.values() if exam_id is None else [keys[exam_id]] if exam_id in keys else []
+        if any(not proof.holds(key) for key in needed):
+            raise Refused(403, "seb_required", seb.REQUIRED)
+
+    async def require_seb_for(self, user: dict[str, Any], spec: str, proof: seb.Proof) -> None:
+        """require_seb for the folder `spec` when it is one's own exam folder (`exam/<id>`)."""
+        m = SPEC.fullmatch(spec)
+        if m is not None and m.group(1) is not None:
+            await self.require_seb(user, int(m.group(1)), proof)
+
     async def _running_allows(self, user: dict[str, Any]) -> dict[str, bool] | None:
         """What the exams running for the student allow (all of them: the
-        least), None when none runs for them. Known for KEPT_SECONDS at a
-        time per worker (a second or two late at an exam's start and end)."""
+        least), None when none runs for them."""
+        return (await self._running(user))[0]
+
+    async def _running_seb(self, user: dict[str, Any]) -> dict[int, str]:
+        """{exam id: its Safe Exam Browser config key} of the exams that
+        require it and run for the student (GRACE included: saves on their way)."""
+        return (await self._running(user))[1]
+
+    async def _running(self, user: dict[str, Any]) -> tuple[dict[str, bool] | None, dict[int, str]]:
+        """(_running_allows, _running_seb), known for KEPT_SECONDS at a time
+        per worker (a second or two late at an exam's start and end)."""
         if user["role"] != "student":
-            return None
+            return None, {}
         now = time.monotonic()
         known = self._kept.get(user["id"])
         if known is None or known[0] < now:
             rows = await self.pool.fetch(
-                f"SELECT e.allows {STUDENTS_EXAMS} WHERE e.starts_at <= now() AND now() < {STUDENTS_END}", user["id"])
-            allows = {name: all(_allows(r)[name] for r in rows) for name in ALLOWS} if rows else None
-            known = self._kept[user["id"]] = (now + KEPT_SECONDS, allows)
+                f"""SELECT e.id, e.allows, e.seb_config_key, now() < {STUDENTS_END} AS running {STUDENTS_EXAMS}
+                    WHERE e.starts_at <= now() AND now() < {STUDENTS_END} + $2""", user["id"], GRACE)
+            running = [r for r in rows if r["running"]]
+            allows = {name: all(_allows(r)[name] for r in running) for name in ALLOWS} if running else None
+            keys = {r["id"]: r["seb_config_key"] for r in rows if r["seb_config_key"] is not None}
+            known = self._kept[user["id"]] = (now + KEPT_SECONDS, allows, keys)
             while len(self._kept) > KEPT_USERS:
                 self._kept.pop(next(iter(self._kept)))
-        return known[1]
+        return known[1], known[2]
 
     # -- the folders (the files service asks) ------------------------------------------
 
@@ -289,8 +322,7 @@ class Exams:
         if owner is not None:
             if user["role"] == "student":
                 raise Refused(403, "not_your_folder", "You can only open your own exam folder.")
-            row = await self._exam(exam_id)
-            await self.classes.teaching(user, row["class_id"])
+            row = await self.taught(user, exam_id)
             if write:
                 raise Refused(403, "read_only", "Students' exam folders are read-only for teachers.")
             if owner not in {s["username"] for s in await self.classes.students(row["class_id"])}:
@@ -372,6 +404,12 @@ class Exams:
             raise Refused(*NO_EXAM)
         return row
 
+    async def taught(self, teacher: dict[str, Any], exam_id: int) -> Any:
+        """The exam (its row, with the database's `now`), if `teacher` teaches its class."""
+        row = await self._exam(exam_id)
+        await self.classes.teaching(teacher, row["class_id"])
+        return row
+
     async def _student_row(self, student: dict[str, Any], exam_id: int) -> Any:
         """The exam with the student's extra time, if they are in its class
         (no such exam otherwise: an exam id says nothing to others)."""
@@ -432,7 +470,8 @@ def _public(row: Any, now: datetime) -> dict[str, Any]:
     """An exam as its teachers see it."""
     return {"id": row["id"], "class_id": row["class_id"], "title": row["title"], "exercises": list(row["exercises"]),
             "starts": _iso(row["starts_at"]), "ends": _iso(row["ends_at"]), "allows": _allows(row),
-            "state": _state(now, row["starts_at"], row["ends_at"]), "now": _iso(now)}
+            "state": _state(now, row["starts_at"], row["ends_at"]), "now": _iso(now),
+            "safe_exam_browser": row["seb_config_key"] is not None}  # (never the key: the form's, kept)
 
 
 def _for_student(row: Any) -> dict[str, Any]:
@@ -441,4 +480,5 @@ def _for_student(row: Any) -> dict[str, Any]:
     return {"id": row["id"], "class_id": row["class_id"], "title": row["title"], "exercises": list(row["exercises"]),
             "starts": _iso(row["starts_at"]), "ends": _iso(end), "extra_minutes": row["extra"] // 60,
             "allows": _allows(row), "state": _state(row["now"], row["starts_at"], end), "now": _iso(row["now"]),
-            "seconds_left": max(0, round((end - row["now"]).total_seconds())), "folder": f"exam/{row['id']}"}
+            "seconds_left": max(0, round((end - row["now"]).total_seconds())), "folder": f"exam/{row['id']}",
+            "safe_exam_browser": row["seb_config_key"] is not None}

@@ -14,7 +14,7 @@ from ..db import Pool, Row
 from ..errors import Refused
 from ..valid_text import valid_text, valid_value
 from . import visibility
-from .model import NO_EXERCISE
+from .model import NO_EXERCISE, Exercise
 
 if TYPE_CHECKING:  # the service makes this module's Attempts
     from .service import Exercises
@@ -62,6 +62,25 @@ def note(counted: bool, not_gradable: bool, due: datetime | None, message: str =
     return ""
 
 
+def scored(exercise: Exercise, results: list[dict[str, Any]], not_gradable: bool) -> list[dict[str, Any]]:
+    """Each check of `exercise` as the grader's `results` say, scored from
+    the exercise's points: {"id", "kind", "passed", "points", "earned",
+    "message", "shown", "details"}. A check missing from them did not pass,
+    nor does any in code that could not be graded. Their texts came from
+    sandboxes: made valid (valid_text.py) first, so what is stored is what is shown."""
+    by_id = {r["id"]: r for r in valid_value(results) if isinstance(r, dict) and isinstance(r.get("id"), str)}
+    checks = []
+    for check in exercise.checks:
+        got = by_id.get(check.id, {})
+        passed = got.get("passed") is True and not not_gradable
+        checks.append({"id": check.id, "kind": check.kind, "passed": passed, "points": check.points,
+                       "earned": check.points if passed else 0,
+                       "message": str(got.get("message") or ("" if got else NOT_RUN))[:MAX_MESSAGE],
+                       "shown": _details(got.get("shown")) if got.get("shown") else None,
+                       "details": _details(got.get("details"))})
+    return checks
+
+
 def _details(value: object) -> object:
     text = json.dumps(value, default=str)
     return value if len(text) <= MAX_DETAILS else {"truncated": True, "text": text[:MAX_DETAILS]}
@@ -94,7 +113,7 @@ class Attempts:
 
         Its texts came from sandboxes: made valid (valid_text.py) before
         anything is computed from them, so what is stored is what is shown."""
-        results, message = valid_value(results), valid_text(str(message or ""))
+        message = valid_text(str(message or ""))
         not_gradable = not_gradable or reason is not None
         outcome = "not_checked" if reason is not None else "not_gradable" if not_gradable else "checked"
         found_class = await self.exercises.classes.member_of(student, class_id)
@@ -104,17 +123,9 @@ class Attempts:
         finished = now()
         if started_at.tzinfo is None:
             started_at = started_at.replace(tzinfo=timezone.utc)
-        by_id = {r["id"]: r for r in results if isinstance(r, dict) and isinstance(r.get("id"), str)}
-        outcomes: dict[str, tuple[bool, str, object]] = {}
-        details: list[dict[str, Any]] = []
-        for check in exercise.checks:
-            got = by_id.get(check.id, {})
-            passed = got.get("passed") is True and not not_gradable
-            text = str(got.get("message") or ("" if got else NOT_RUN))[:MAX_MESSAGE]
-            outcomes[check.id] = (passed, text, _details(got.get("shown")) if got.get("shown") else None)
-            details.append({"id": check.id, "kind": check.kind, "passed": passed, "points": check.points,
-                            "earned": check.points if passed else 0, "message": text,
-                            "details": _details(got.get("details"))})
+        checks = scored(exercise, results, not_gradable)
+        outcomes = {c["id"]: (c["passed"], c["message"], c["shown"]) for c in checks}
+        details = [{k: v for k, v in c.items() if k != "shown"} for c in checks]
         counted = not not_gradable and (exercise.due is None or started_at <= exercise.due)
         # What the student may see is decided as of the start: the grader ran the checks shown then
         # before any other was given to the program (grader.py, Attempt._run).

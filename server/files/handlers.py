@@ -9,6 +9,7 @@ from urllib.parse import quote
 from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection
 
+from ..exams import seb
 from ..web import ApiError, ApiHandler
 from . import paths
 from .area import Area
@@ -33,7 +34,9 @@ class FilesBase(ApiHandler):
 
     async def area(self, spec: str, write: bool) -> Area:
         """The Area `spec` names, if the current user may read (or write) it."""
-        return await self.files.area(await self.require_user(), spec, write)
+        user = await self.require_user()
+        await self.ctx.exams.require_seb_for(user, spec, seb.proof_of(self, self.ctx.cfg))  # (an exam that asks)
+        return await self.files.area(user, spec, write)
 
     def answer_meta(self, meta: Meta) -> None:
         if "etag" in meta:

@@ -18,6 +18,7 @@ from tornado import websocket
 
 from ..accounts import sessions
 from ..errors import Refused
+from ..exams import seb
 from ..files import paths
 from ..files.area import Area
 from ..sockets import answering, message_of
@@ -53,6 +54,8 @@ class RunSocket(websocket.WebSocketHandler):
             return
         self.user: dict[str, Any] = user
         self.token: str = token
+        # What the upgrade showed of Safe Exam Browser: an exam that requires it asks at each run and check.
+        self.seb = seb.proof_of(self, self.application.settings["ctx"].cfg, socket=True)
 
     def refuse(self, status: int, code: str, message: str, retry_after: float | None = None) -> None:
         self.set_status(status)
@@ -147,6 +150,7 @@ class RunSocket(websocket.WebSocketHandler):
                 await exams.keeps_to_its_folder(self.user)  # (it checks the home's file)
                 area = None
             else:
+                await exams.require_seb_for(self.user, msg["area"], self.seb)
                 area = await exams.checkable(self.user, msg["area"], msg["class"], msg["exercise"])
             return self.manager.attempt(conn, msg["class"], msg["exercise"], msg.get("etag"), reply.re, area)
         run = self.manager.running(conn)  # (the table knows no other type: the program's input)
@@ -185,6 +189,7 @@ class RunSocket(websocket.WebSocketHandler):
             await ctx.exams.keeps_to_its_folder(self.user)
             return None
         if spec.startswith("exam/"):
+            await ctx.exams.require_seb_for(self.user, spec, self.seb)
             exam_area: Area = await ctx.exams.runnable(self.user, spec)
             return exam_area
         if spec != "course" and not spec.startswith("class/"):

@@ -1,9 +1,14 @@
 // The Exams part of the teacher's class view (server/exams/): the class's
 // exams, a form to make one from its exercises, and one exam's students
-// with their end and extra time, and the signals their pages sent.
+// with their end and extra time, the signals their pages sent, and the
+// grades of their submissions (each check, hidden ones too), which the
+// teacher opens read-only.
 import { h, clear, toast } from "./dom.js";
-import { get, post, request } from "./api.js";
+import { areaUrl, get, post, request } from "./api.js";
 import { openDialog } from "./dialog.js";
+import { FileTree } from "./files.js";
+
+const GRADES_POLL_MS = 2000; // while submissions wait in the checks' line, the dialog asks again this often
 
 const ALLOWS = [["run", "Run"], ["check", "Check"], ["assist", "Editing help"], ["own_files", "Their own files and the course folder"],
   ["ask", "Ask for help"]];
@@ -90,6 +95,8 @@ export class ClassExams {
     const minutes = h("input", { type: "number", min: "1", max: "1440", value: "45", required: true });
     const allows = ALLOWS.map(([name]) => h("input", { type: "checkbox", value: name,
       checked: ["run", "check", "ask"].includes(name) }));
+    const sebKey = h("input", { type: "text", maxlength: "64", pattern: "[0-9a-fA-F]{64}", spellcheck: "false",
+      autocomplete: "off", "aria-describedby": "exam-seb-hint" });
     const error = h("p", { class: "form-error", role: "alert" });
     const label = (text, input) => h("label", { class: "field" }, h("span", {}, text), input);
     const body = h("form", { class: "exam-form" },
@@ -101,6 +108,10 @@ export class ClassExams {
       label("Minutes", minutes),
       h("fieldset", {}, h("legend", {}, "Students may use"),
         ALLOWS.map(([, words], i) => h("label", { class: "check-line" }, allows[i], ` ${words}`))),
+      label("Safe Exam Browser Config Key (optional)", sebKey),
+      h("p", { class: "field-hint", id: "exam-seb-hint" }, "To require Safe Exam Browser, paste the Config Key its "
+        + "configuration tool shows for the exam's .seb file (64 letters and digits), and give students that file. "
+        + "Empty: any browser."),
       error);
     const made = await openDialog({
       title: "New exam", body, wide: true,
@@ -108,6 +119,7 @@ export class ClassExams {
         const form = { title: title.value, exercises: picks.filter((p) => p.checked).map((p) => p.value),
           minutes: Number(minutes.value), allows: Object.fromEntries(allows.map((a) => [a.value, a.checked])) };
         if (later.checked) form.starts = withOffset(starts.value) || starts.value;
+        if (sebKey.value.trim()) form.seb_config_key = sebKey.value.trim();
         try {
           close((await post(`/api/classes/${this.classId}/exams`, form)).exam);
         } catch (e) {
@@ -121,16 +133,48 @@ export class ClassExams {
     }
   }
 
-  /** One exam: each student's end, extra time to give, and the signals so far. */
+  /** One exam: each student's end, extra time to give, the signals so far, and their grades. */
   async open(examId) {
-    let exam, signals;
+    let exam, signals, grades;
     try {
-      [exam, signals] = await Promise.all([get(`/api/exams/${examId}`).then((r) => r.exam),
-        get(`/api/exams/${examId}/signals`).then((r) => r.signals)]);
+      [exam, signals, grades] = await Promise.all([get(`/api/exams/${examId}`).then((r) => r.exam),
+        get(`/api/exams/${examId}/signals`).then((r) => r.signals), get(`/api/exams/${examId}/grades`)]);
     } catch (e) {
       toast(e.message, "warn");
       return;
     }
+    const gradeCells = new Map(); // username -> the cell that shows their grades
+    const gradeNote = h("p", { class: "exam-grade-note", role: "status" });
+    let open = true;
+    let polling = null;
+    const showGrades = (answer) => {
+      for (const [username, cell] of gradeCells) {
+        const theirs = answer.grades.filter((g) => g.username === username);
+        clear(cell, theirs.length ? h("ul", { class: "exam-grades" }, theirs.map((g) => h("li", {}, gradeLine(g, exam))))
+          : "not graded yet");
+      }
+      const waiting = answer.grades.filter((g) => g.state === "queued").length;
+      gradeNote.textContent = waiting ? `${waiting} exercise${waiting === 1 ? "" : "s"} of the submissions still waiting for their checks.` : "";
+      clearTimeout(polling);
+      if (waiting && open) polling = setTimeout(refresh, GRADES_POLL_MS);
+    };
+    const refresh = async () => {
+      try {
+        if (open) showGrades(await get(`/api/exams/${examId}/grades`));
+      } catch (e) {
+        gradeNote.textContent = e.message;
+      }
+    };
+    const grade = async (username) => {
+      try {
+        const asked = (await post(`/api/exams/${examId}/grade`, username ? { student: username } : {})).grading;
+        const left = asked.not_over.length ? ` ${asked.not_over.length} still have time: grade theirs after their end.` : "";
+        toast(`Grading ${asked.students.length} submission${asked.students.length === 1 ? "" : "s"}: each grade shows here when its checks are done.${left}`, "ok");
+        refresh();
+      } catch (e) {
+        toast(e.message, "warn");
+      }
+    };
     const rows = exam.students.map((s) => {
       const extra = h("input", { type: "number", min: "0", max: "1440", value: String(s.extra_minutes),
         "aria-label": `Extra minutes for ${s.display_name}` });
@@ -146,19 +190,62 @@ export class ClassExams {
         }
       } }, "Give");
       const theirs = signals.filter((g) => g.username === s.username);
+      const gradeCell = h("div", {});
+      gradeCells.set(s.username, gradeCell);
       return h("tr", { dataset: { username: s.username } },
         h("th", { scope: "row" }, s.display_name), h("td", {}, ends),
         h("td", {}, h("span", { class: "exam-extra" }, extra, save)),
+        h("td", {}, gradeCell, h("span", { class: "exam-extra" },
+          h("button", { type: "button", class: "btn small", "aria-label": `Grade ${s.display_name}'s submission`,
+            onclick: () => grade(s.username) }, "Grade"),
+          h("button", { type: "button", class: "btn small ghost", "aria-label": `Open ${s.display_name}'s submission`,
+            onclick: () => openSubmission(examId, s) }, "Open"))),
         h("td", {}, theirs.length ? h("ul", { class: "exam-signals" }, theirs.slice(-5).map((g) =>
           h("li", {}, `${new Date(g.at).toLocaleTimeString()}: ${(SIGNAL_WORDS[g.kind] || (() => g.kind))(g)}`))) : "none"));
     });
+    showGrades(grades);
     await openDialog({
       title: `${exam.title}: students`, wide: true, scrolls: !rows.length,
       body: h("div", {},
-        h("p", {}, `Starts ${when(exam.starts)}, ends ${when(exam.ends)}. Signals are evidence, not verdicts: nothing is blocked.`),
+        h("p", {}, `Starts ${when(exam.starts)}, ends ${when(exam.ends)}. Signals are evidence, not verdicts: nothing is blocked.`
+          + (exam.safe_exam_browser ? " Students must take it in Safe Exam Browser." : "")),
+        rows.length ? h("div", { class: "ex-tools" }, h("button", { type: "button", class: "btn small", onclick: () => grade(null) },
+          "Grade the submissions"), " Every student whose end has passed: each exercise's checks, hidden ones too.") : null,
+        gradeNote,
         rows.length ? h("table", { class: "exam-students" },
-          h("thead", {}, h("tr", {}, ["Student", "End", "Extra minutes", "Latest signals"].map((t) => h("th", { scope: "col" }, t)))),
+          h("thead", {}, h("tr", {}, ["Student", "End", "Extra minutes", "Grade", "Latest signals"].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", {}, rows)) : h("p", {}, "The class has no students.")),
     });
+    open = false;
+    clearTimeout(polling);
   }
+}
+
+/** One exercise's grade, as a line: its score and each check (hidden ones marked), or why it is not graded. */
+function gradeLine(g, exam) {
+  const name = exam.exercises.length > 1 ? `${g.exercise}: ` : "";
+  if (g.state === "queued") return `${name}waiting for its checks`;
+  if (g.state === "not_graded") return h("span", { class: "error" }, `${name}not graded. ${g.message}`);
+  const checks = g.checks.map((c) => `${c.passed ? "passed" : "failed"}: ${c.label}${c.hidden ? " (hidden)" : ""}`
+    + (c.passed || !c.message ? "" : ` (${c.message})`));
+  return h("details", {}, h("summary", {}, `${name}${g.score} of ${g.max_score}`),
+    g.message ? h("p", {}, g.message) : null,
+    h("ul", {}, checks.map((line) => h("li", {}, line))));
+}
+
+/** A student's submission, read-only: its files, and the one chosen. */
+function openSubmission(examId, student) {
+  const area = `exams/${examId}/${student.username}`;
+  const tree = new FileTree({ area, title: `${student.display_name}'s submission`, writable: false });
+  const shown = h("pre", { class: "exam-submission-file", tabindex: "0", "aria-label": "The file chosen" },
+    "Choose a file to read it.");
+  tree.addEventListener("open", async (e) => {
+    try {
+      shown.textContent = (await get(areaUrl("files", area, e.detail.path))).content;
+    } catch (err) {
+      shown.textContent = err.message;
+    }
+  });
+  tree.load();
+  openDialog({ title: `${student.display_name}'s submission (read-only)`, wide: true, body: h("div", {}, tree.el, shown) });
 }
