@@ -122,6 +122,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.teaching = Teaching(ctx.pool, ctx.files, ctx.cfg, classes, ctx.accounts, ctx.notify, ctx.inbox)
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     ctx.exams = ctx.files.exams = Exams(ctx.pool, classes, ctx.exercises)  # (its folders: every change asks it)
+    ctx.teaching.live.exams = ctx.exams  # (the proctor view: the class view in an exam's mode)
     ctx.registry = Registry(ctx.pool)
     if isinstance(ctx.sandbox_kind, RemoteKind):
         ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS
