@@ -14,6 +14,9 @@ const SIGNAL_WORDS = {
   ide_opened: () => "opened the IDE", second_session: () => "opened the IDE in another session (another device, or signed in again)",
 };
 
+/** What a signal says, in words ("pasted 30 characters, from outside the IDE"). */
+export const signalWords = (g) => (SIGNAL_WORDS[g.kind] || (() => g.kind))(g);
+
 const when = (iso) => new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
 
 /** "2026-03-01T09:00" of a datetime-local input, as an ISO time with this computer's offset. */
@@ -150,12 +153,14 @@ export class ClassExams {
         h("th", { scope: "row" }, s.display_name), h("td", {}, ends),
         h("td", {}, h("span", { class: "exam-extra" }, extra, save)),
         h("td", {}, theirs.length ? h("ul", { class: "exam-signals" }, theirs.slice(-5).map((g) =>
-          h("li", {}, `${new Date(g.at).toLocaleTimeString()}: ${(SIGNAL_WORDS[g.kind] || (() => g.kind))(g)}`))) : "none"));
+          h("li", {}, `${new Date(g.at).toLocaleTimeString()}: ${signalWords(g)}`))) : "none"));
     });
     await openDialog({
       title: `${exam.title}: students`, wide: true, scrolls: !rows.length,
       body: h("div", {},
         h("p", {}, `Starts ${when(exam.starts)}, ends ${when(exam.ends)}. Signals are evidence, not verdicts: nothing is blocked.`),
+        h("p", {}, h("a", { class: "btn small", href: `/class/${exam.class_id}?exam=${exam.id}` }, "Open the proctor view"),
+          " Every student on one screen, live: time left, last save, last run or check, and flags."),
         rows.length ? h("table", { class: "exam-students" },
           h("thead", {}, h("tr", {}, ["Student", "End", "Extra minutes", "Latest signals"].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", {}, rows)) : h("p", {}, "The class has no students.")),
