@@ -11,7 +11,7 @@ import aiohttp
 import asyncpg
 
 from tests.live_support import a_class, user_of
-from tests.test_exams import EXERCISE, exam, room, save
+from tests.test_exams import EXERCISE, exam, exam_run, room, save
 from tests.test_live_class import TIMEOUT, until, watching
 
 UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade"}  # a refusal comes before the handshake
@@ -62,6 +62,11 @@ def test_a_students_signals_extra_time_and_saves_reach_the_proctor_view_live(ser
             assert save(ben, f"exam/{made['id']}", "answer.py", "print(1)").status_code == 200
             seen = await until(ws, lambda s: s["username"] == ben.username and s["last_save_at"])
             assert seen["exam"]["ends"] == r.json()["ends"]  # every row of the mode has its fields
+            assert seen["exam"]["last_run_at"] is None
+            ended, output = await asyncio.to_thread(exam_run, server, ben, "answer.py", f"exam/{made['id']}")
+            assert (ended["type"], output.strip()) == ("exit", "1"), ended
+            seen = await until(ws, lambda s: s["username"] == ben.username and s["exam"]["last_run_at"])
+            assert seen["exam"]["latest"]["kind"] == "run"
     asyncio.run(story())
 
 

@@ -98,6 +98,10 @@ export const EXAM_FACE = {
     set(li.dataset, "online", String(s.online));
     set(li.dataset, "time", clock ? "running" : time);
     set(li.dataset, "flagged", String(flags.length > 0));
+    // The server's times, unformatted, for tools that time the view (as the class's tiles have them).
+    set(li.dataset, "savedAt", s.last_save_at || "");
+    set(li.dataset, "runAt", s.exam?.last_run_at || "");
+    set(li.dataset, "signalAt", s.exam?.latest?.at || "");
     li.classList.toggle("idle", idle(s, now));
     parts.presence.classList.toggle("on", s.online);
     set(parts.presence, "title", s.online ? "Online: the IDE is open" : "Offline");
