@@ -46,12 +46,6 @@ from ..accounts import sessions
 from ..config import Config
 from . import roster, talk
 
-
-class ExamFields(Protocol):
-    """What the proctor view needs of exams (exams/service.py has it)."""
-
-    async def proctor_fields(self, exam_id: int, usernames: list[str]) -> dict[str, dict[str, Any]]: ...
-
 log = logging.getLogger(__name__)
 
 CHANNEL = "class_live"
@@ -62,6 +56,12 @@ CLOSE_SESSION_ENDED = 4401  # as /ws/run's
 CLOSE_NOT_YOUR_CLASS = 4403
 CLOSE_OTHER_TAB = 4002  # as /ws/run's: a newer tab took this one's place
 SOCKETS_PER_USER = 8  # live sockets of one user on a worker; a new one closes the oldest
+
+
+class ExamFields(Protocol):
+    """What the proctor view needs of exams (exams/service.py has it)."""
+
+    async def proctor_fields(self, exam_id: int, usernames: list[str]) -> dict[str, dict[str, Any]]: ...
 
 
 def _now():
