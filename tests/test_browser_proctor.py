@@ -5,6 +5,7 @@ the time left counting down, the last save, the last run and the flags; a
 signal a student's page sends shows on her tile live; a click opens her
 exam file, her console and her signal timeline, which grows live too."""
 import re
+from datetime import datetime, timedelta, timezone
 
 from tests.browser import LIMITS, assert_accessible, expect, login, shot, wait_ready
 from tests.conftest import PASSWORD, People
@@ -125,3 +126,42 @@ def test_the_proctor_view_of_an_exam_of_another_class_says_what_to_do(start_serv
     wait_ready(page)
     expect(page.get_by_role("alert")).to_contain_text("There is no such exam")
     assert_accessible(page, "a proctor view refused")
+
+
+def test_each_tile_counts_to_the_students_own_end(start_server, new_page):
+    """Extra time is per student: at the exam's end the others' tiles say
+    over (and Time over finds them), hers still counts; an exam that has
+    not started says so."""
+    server = start_server(**LIMITS)
+    people = People(server)
+    grace, ada, bob = people.teacher("grace"), people.student("ada"), people.student("bob")
+    number = a_class(server, grace, ada, bob)
+    assert grace.request("PUT", f"/api/classes/{number}/exercises/average", json=EXERCISE).status_code == 200
+    ends = datetime.now(timezone.utc) + timedelta(seconds=3)
+    r = grace.post(f"/api/classes/{number}/exams", json={"title": "Short", "exercises": ["average"],
+                                                         "ends": ends.isoformat()})
+    assert r.status_code == 201, r.text
+    short = r.json()["exam"]
+    r = grace.request("PUT", f"/api/exams/{short['id']}/students/{ada.username}/extra", json={"minutes": 10})
+    assert r.status_code == 200, r.text
+    r = grace.post(f"/api/classes/{number}/exams", json={"title": "Later", "exercises": ["average"],
+                                                         "starts": (ends + timedelta(hours=1)).isoformat(),
+                                                         "minutes": 30})
+    assert r.status_code == 201, r.text
+    later = r.json()["exam"]
+
+    page = new_page(server)
+    login(page, grace.username, PASSWORD, lands_on="/teacher")
+    page.goto(f"/class/{number}?exam={short['id']}")
+    wait_ready(page)
+    expect(tile(page, bob.username).locator(".tile-time")).to_have_text("over")  # (hang guard: 3 s to go)
+    expect(tile(page, ada.username).locator(".tile-time")).to_have_text(re.compile(r"^(9|10):\d\d$"))
+    page.get_by_role("button", name=re.compile("^Time over")).click()
+    expect(page.locator(".tile:not([hidden])")).to_have_count(1)
+    expect(page.locator(".tile:not([hidden])")).to_have_attribute("data-username", bob.username)
+
+    page.goto(f"/class/{number}?exam={later['id']}")
+    wait_ready(page)
+    expect(tile(page, ada.username).locator(".tile-time")).to_have_text("not started")
+    assert_accessible(page, "the proctor view of an exam not started")
+    assert page.errors == []
