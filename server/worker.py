@@ -127,6 +127,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.exercises = Exercises(ctx.pool, ctx.files, classes)
     ctx.exams = ctx.files.exams = Exams(ctx.pool, classes, ctx.exercises)  # (its folders: every change asks it)
     ctx.replays = Replays(ctx.pool, ctx.files, ctx.cfg.REPLAY_KEEP_BYTES, lambda: ctx.draining)
+    ctx.teaching.live.exams = ctx.exams  # (the proctor view: the class view in an exam's mode)
     ctx.registry = Registry(ctx.pool)
     if isinstance(ctx.sandbox_kind, RemoteKind):
         ctx.sandbox_kind.registry = ctx.registry  # runners that register, beside those in RUNNERS

@@ -28,11 +28,12 @@ TIMEOUT = 10  # seconds: only catches a hang
 
 
 @contextlib.asynccontextmanager
-async def watching(server, client, number):
-    """A teacher's live socket on a class: (socket, worker pid that took it)."""
+async def watching(server, client, number, query=""):
+    """A teacher's live socket on a class (`query`: "?exam=<id>", the
+    proctor view): (socket, worker pid that took it)."""
     cookie = "; ".join(f"{k}={v}" for k, v in client.http.cookies.get_dict().items())
     async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
-        ws = await http.ws_connect(server.url.replace("http", "ws", 1) + f"/ws/class/{number}",
+        ws = await http.ws_connect(server.url.replace("http", "ws", 1) + f"/ws/class/{number}{query}",
                                    origin=server.url, headers={"Cookie": cookie})
         try:
             yield ws, int(ws._response.headers["X-Worker-Pid"])

@@ -27,6 +27,7 @@ from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
 from . import seb
+from . import proctor
 
 GRACE = timedelta(seconds=5)  # after a student's end: saves on their way still land (README, "Exams")
 ALLOWS = {"run": True, "check": True, "assist": False, "own_files": False, "ask": True}  # and their defaults
@@ -246,6 +247,22 @@ class Exams:
             exam_id, user_id, kind, json.dumps(detail))
         assert row is not None  # (an INSERT ... RETURNING returns its row)
         return {"id": row["id"], "at": _iso(row["at"]), "kind": kind, **detail}
+
+    # -- the proctor view: the class's live view in the exam's mode (proctor.py) -------
+
+    async def proctoring(self, teacher: dict[str, Any], exam_id: int, class_id: int) -> None:
+        """Refused unless `teacher` teaches the exam's class, and the exam is
+        of the class `class_id` (the live view it is watched in)."""
+        row = await self._exam(exam_id)
+        await self.classes.teaching(teacher, row["class_id"])
+        if row["class_id"] != class_id:
+            raise Refused(404, "not_this_class", "This exam is of another class: open the proctor view "
+                                                 "from that class's Exams.")
+
+    async def proctor_fields(self, exam_id: int, usernames: builtins.list[str]) -> dict[str, dict[str, Any]]:
+        """What the proctor view shows of these students in the exam, beside
+        their row of the class view (proctor.fields)."""
+        return await proctor.fields(self.pool, exam_id, usernames)
 
     # -- keeping students to the exam's folder ------------------------------------------
 

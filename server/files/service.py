@@ -249,7 +249,9 @@ class Files:
         text, kept as this version in its history ("" when its name is not
         known)."""
         own = area.key == Area.home(username).key
-        if kind == "save" and own:
+        # Their save in their exam's folder too: the proctor view shows it.
+        theirs = own or (area.exam_id is not None and area.key == Area.exam(area.exam_id, username).key)
+        if kind == "save" and theirs:
             self.save_times.add(username, time.time())
         if self.changes is not None:
             self.changes.announce(area.key, kind, path, etag=etag, to=to, by="you" if own else "teacher", kept=kept)

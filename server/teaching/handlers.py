@@ -18,13 +18,23 @@ from .talk import MAX_FILE, MAX_NOTE, MAX_TEXT
 log = logging.getLogger(__name__)
 
 
-def class_id(text):
-    """A class id from a URL, or 400."""
+def _number(text, error, message):
+    """A number from a URL, None without one, or 400 (`error`, `message`)."""
     if text is None:
         return None
     if not text.isascii() or not text.isdigit() or len(text) > 18:
-        raise ApiError(400, "bad_class", "class must be a class's number.")
+        raise ApiError(400, error, message)
     return int(text)
+
+
+def class_id(text):
+    """A class id from a URL, or 400."""
+    return _number(text, "bad_class", "class must be a class's number.")
+
+
+def exam_id(text):
+    """An exam id from a URL's ?exam=, or 400."""
+    return _number(text, "bad_exam", "exam must be an exam's number: open the proctor view from the class's Exams.")
 
 
 class ClassesHandler(ApiHandler):
@@ -123,7 +133,8 @@ class ClassSocket(websocket.WebSocketHandler):
     whenever they changed. The client may send `{"type": "follow",
     "username"}` (a student of the class; null: nobody): then `console`
     messages tell that student's console (following.py); a refusal is an
-    `error` message."""
+    `error` message. With ?exam=<id> (an exam of the class), the proctor
+    view: each student's row has their `exam` fields (live.py)."""
 
     @property
     def live(self):
@@ -143,8 +154,11 @@ class ClassSocket(websocket.WebSocketHandler):
             self.user, problem, token = await user_for_session(self)
             if self.user is None:
                 raise Refused(401, problem, "Log in first.")
-            found = await self.application.settings["ctx"].teaching.classes.teaching(
-                self.user, class_id(self.path_args[0]))
+            ctx = self.application.settings["ctx"]
+            found = await ctx.teaching.classes.teaching(self.user, class_id(self.path_args[0]))
+            self.exam_id = exam_id(self.get_argument("exam", None))
+            if self.exam_id is not None:
+                await ctx.exams.proctoring(self.user, self.exam_id, found["id"])
         except (Refused, ApiError) as e:
             return refuse(self, e)
         self.class_id, self.token_hash = found["id"], sessions.token_hash(token)
@@ -152,7 +166,8 @@ class ClassSocket(websocket.WebSocketHandler):
     async def open(self, _number):
         self.set_nodelay(True)
         try:
-            watcher = await self.live.watch(self.user, self.token_hash, self.class_id, self.send, self.close)
+            watcher = await self.live.watch(self.user, self.token_hash, self.class_id, self.send, self.close,
+                                            self.exam_id)
         except Exception as e:
             if not isinstance(e, Refused):
                 log.exception("could not open the live view of class %s", self.class_id)

@@ -16,6 +16,11 @@ says (a worker that died and left its students online). The same pass ends
 the sockets of sessions that ended and of teachers who no longer teach the
 class.
 
+A socket may watch the class in an exam's mode (the proctor view): its rows
+carry each student's exam fields (`exam`: their end, their signals summed
+up as flags; exams/proctor.py), read with the rows. A new signal and a
+change of extra time are announced on 'class_live' too (migration 021).
+
 The class's raised hands (talk.py) come the same way on their own channel,
 'class_hands', with the class's id: each socket of the class is sent the
 whole queue again (`hands`, in the next snapshot or update), the newest
@@ -33,6 +38,7 @@ import logging
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 from .. import db
 from ..registry import Registry
@@ -52,16 +58,23 @@ CLOSE_OTHER_TAB = 4002  # as /ws/run's: a newer tab took this one's place
 SOCKETS_PER_USER = 8  # live sockets of one user on a worker; a new one closes the oldest
 
 
+class ExamFields(Protocol):
+    """What the proctor view needs of exams (exams/service.py has it)."""
+
+    async def proctor_fields(self, exam_id: int, usernames: list[str]) -> dict[str, dict[str, Any]]: ...
+
+
 def _now():
     return datetime.now(timezone.utc).isoformat()
 
 
 class Watcher:
     """One teacher's socket on one class: `send(message)` (awaitable,
-    waits for the client) and `close(code, reason)`."""
+    waits for the client) and `close(code, reason)`; in the exam `exam_id`'s
+    mode, or None."""
 
-    def __init__(self, user, token_hash, class_id, send, close):
-        self.user, self.token_hash, self.class_id = user, token_hash, class_id
+    def __init__(self, user, token_hash, class_id, send, close, exam_id=None):
+        self.user, self.token_hash, self.class_id, self.exam_id = user, token_hash, class_id, exam_id
         self.send, self.close = send, close
         self.pending = {}  # username -> (the newest row not yet sent, the number of its read)
         self.snapshot = None  # a whole class waiting to be sent
@@ -114,6 +127,7 @@ class LiveView:
         self.cfg = cfg
         self.classes = classes
         self.watchers = Registry()  # class id -> {Watcher}
+        self.exams: ExamFields | None = None  # set by worker.py: the exam fields of the proctor view's rows
         self.reads = itertools.count(1)  # numbers the reads of students as they start
         self.announced: set[int] = set()  # student ids announced, not yet read
         self.reading: asyncio.Task[None] | None = None
@@ -140,20 +154,23 @@ class LiveView:
 
     # -- sockets --------------------------------------------------------------
 
-    async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close) -> Watcher:
-        """A teacher's socket on a class (its rights verified by the caller):
-        sent the whole class at once, then every change."""
+    async def watch(self, user: dict, token_hash: bytes, class_id: int, send, close,
+                    exam_id: int | None = None) -> Watcher:
+        """A teacher's socket on a class (its rights verified by the caller,
+        to the exam `exam_id` too, if given: its proctor view): sent the
+        whole class at once, then every change."""
         mine = sorted((w for w in self.watchers.everything() if w.user["id"] == user["id"]),
                       key=lambda w: w.opened)
         for old in mine[:max(0, len(mine) - SOCKETS_PER_USER + 1)]:
             self.unwatch(old)
             old.close(CLOSE_OTHER_TAB, "The class view was opened in another tab.")
-        watcher = Watcher(user, token_hash, class_id, send, close)
+        watcher = Watcher(user, token_hash, class_id, send, close, exam_id)
         self.watchers[class_id].add(watcher)
         read = next(self.reads)
         students, hands = await self._class(class_id), await talk.queues(self.pool, [class_id])
+        fields = await self._exam_fields({class_id: students}, [watcher])
         watcher.queue_hands(hands[class_id])  # goes with the snapshot
-        watcher.queue(students, read, whole=True)
+        watcher.queue(_rows(watcher, students, fields), read, whole=True)
         return watcher
 
     def unwatch(self, watcher: Watcher) -> None:
@@ -178,9 +195,10 @@ class LiveView:
             changed, read = defaultdict(list), next(self.reads)
             for class_id, student in await roster.students(self.pool, self.cfg, list(self.watchers), ids):
                 changed[class_id].append(student)
-            for class_id, students in changed.items():
-                for watcher in self.watchers.get(class_id, ()):
-                    watcher.queue(students, read)
+            watchers = [w for class_id in changed for w in self.watchers.get(class_id, ())]
+            fields = await self._exam_fields(changed, watchers)
+            for watcher in watchers:
+                watcher.queue(_rows(watcher, changed[watcher.class_id], fields), read)
         except Exception as e:
             if not db.unavailable(e):  # the next resync sends them
                 log.exception("could not read the students announced for the live view")
@@ -209,6 +227,16 @@ class LiveView:
 
     async def _class(self, class_id):
         return [s for _, s in await roster.students(self.pool, self.cfg, [class_id])]
+
+    async def _exam_fields(self, by_class, watchers):
+        """{exam id: {username: exam fields}} of the students `by_class`
+        (class id -> rows), for the exams some of `watchers` proctor: one
+        read per exam."""
+        exams = {w.exam_id: w.class_id for w in watchers if w.exam_id is not None}
+        if not exams or self.exams is None:
+            return {}
+        return {exam_id: await self.exams.proctor_fields(exam_id, [s["username"] for s in by_class.get(class_id, ())])
+                for exam_id, class_id in exams.items()}
 
     # -- now and then ------------------------------------------------------------
 
@@ -259,6 +287,16 @@ class LiveView:
             by_class[class_id].append(student)
         hands = await talk.queues(self.pool, list(self.watchers))
         self._queue_hands(hands)  # goes with the snapshots
-        for class_id, watchers in list(self.watchers.items()):
-            for w in watchers:
-                w.queue(by_class.get(class_id, []), read, whole=True)
+        watchers = self.watchers.everything()
+        fields = await self._exam_fields(by_class, watchers)
+        for w in watchers:
+            w.queue(_rows(w, by_class.get(w.class_id, []), fields), read, whole=True)
+
+
+def _rows(watcher, students, fields):
+    """The rows as `watcher` is sent them: in an exam's mode, each with the
+    student's `exam` fields (None: not known, as of an exam deleted)."""
+    if watcher.exam_id is None:
+        return students
+    theirs = fields.get(watcher.exam_id, {})
+    return [{**s, "exam": theirs.get(s["username"])} for s in students]

@@ -19,6 +19,9 @@ const SIGNAL_WORDS = {
   ide_opened: () => "opened the IDE", second_session: () => "opened the IDE in another session (another device, or signed in again)",
 };
 
+/** What a signal says, in words ("pasted 30 characters, from outside the IDE"). */
+export const signalWords = (g) => (SIGNAL_WORDS[g.kind] || (() => g.kind))(g);
+
 const when = (iso) => new Date(iso).toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
 
 /** "2026-03-01T09:00" of a datetime-local input, as an ISO time with this computer's offset. */
@@ -201,7 +204,7 @@ export class ClassExams {
           h("button", { type: "button", class: "btn small ghost", "aria-label": `Open ${s.display_name}'s submission`,
             onclick: () => openSubmission(examId, s) }, "Open"))),
         h("td", {}, theirs.length ? h("ul", { class: "exam-signals" }, theirs.slice(-5).map((g) =>
-          h("li", {}, `${new Date(g.at).toLocaleTimeString()}: ${(SIGNAL_WORDS[g.kind] || (() => g.kind))(g)}`))) : "none"));
+          h("li", {}, `${new Date(g.at).toLocaleTimeString()}: ${signalWords(g)}`))) : "none"));
     });
     showGrades(grades);
     await openDialog({
@@ -212,6 +215,8 @@ export class ClassExams {
         rows.length ? h("div", { class: "ex-tools" }, h("button", { type: "button", class: "btn small", onclick: () => grade(null) },
           "Grade the submissions"), " Every student whose end has passed: each exercise's checks, hidden ones too.") : null,
         gradeNote,
+        h("p", {}, h("a", { class: "btn small", href: `/class/${exam.class_id}?exam=${exam.id}` }, "Open the proctor view"),
+          " Every student on one screen, live: time left, last save, last run or check, and flags."),
         rows.length ? h("table", { class: "exam-students" },
           h("thead", {}, h("tr", {}, ["Student", "End", "Extra minutes", "Grade", "Latest signals"].map((t) => h("th", { scope: "col" }, t)))),
           h("tbody", {}, rows)) : h("p", {}, "The class has no students.")),

@@ -6,7 +6,8 @@
 // "console" messages). Reopened by
 // itself with backoff, except when the server ended it for good: the
 // session ended (4401), the teacher no longer teaches the class (4403), or
-// the view was opened in too many other tabs (4002).
+// the view was opened in too many other tabs (4002). In an exam's mode (the
+// proctor view) each student's row also has their `exam` fields.
 import { backoff, get } from "./api.js";
 
 export const SESSION_ENDED = 4401;
@@ -28,9 +29,10 @@ export class ClassSocket extends EventTarget {
    * "hands" (this.hands changed), "state" (this.state: connecting | live | waiting | ended),
    * "console" (detail: the followed student's console), "refused" (detail: an `error` message).
    */
-  constructor(classId) {
+  constructor(classId, examId = null) {
     super();
     this.classId = classId;
+    this.examId = examId;
     this.students = new Map(); // username -> the server's row
     this.hands = []; // the raised hands, oldest first
     this.skew = 0; // server clock minus this browser's, in ms
@@ -47,7 +49,7 @@ export class ClassSocket extends EventTarget {
   }
 
   connect() {
-    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/class/${this.classId}`;
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/class/${this.classId}${this.examId ? `?exam=${this.examId}` : ""}`;
     const ws = new WebSocket(url);
     this.ws = ws;
     this.setState("connecting");

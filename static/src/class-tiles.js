@@ -5,6 +5,8 @@
 // updated in place, at most once a frame however many updates arrive;
 // sorting moves only the tiles whose place changed. Everything a student
 // chose (names, file names, messages) is set as text, never as markup.
+// What a tile shows, and the filters and sorts that go with it, is a face:
+// the class's (CLASS_FACE, here) or an exam's (class-proctor.js).
 import { h, ago } from "./dom.js";
 import { currentError } from "./class-errors.js";
 
@@ -33,7 +35,7 @@ export const FILTERS = [
   { id: "quota", label: "Over quota", test: (s) => s.over_quota },
 ];
 
-const byName = (a, b) => a.display_name.localeCompare(b.display_name) || a.username.localeCompare(b.username);
+export const byName = (a, b) => a.display_name.localeCompare(b.display_name) || a.username.localeCompare(b.username);
 const score = (s) => (s.last_check && s.last_check.max_score ? s.last_check.score / s.last_check.max_score : -1);
 export const SORTS = [
   { id: "name", label: "Name", compare: byName },
@@ -45,13 +47,17 @@ export const SORTS = [
 
 export class Tiles extends EventTarget {
   /**
-   * socket: the class's ClassSocket (its students, its clock). Events:
-   * "selected" {username, student}: a tile was clicked; "shown" {shown, total}.
+   * socket: the class's ClassSocket (its students, its clock); face: what a
+   * tile shows ({filters, sorts, clockMs, make(username, select), fill(tile, s, now, skew)}).
+   * Events: "selected" {username, student}: a tile was clicked; "shown" {shown, total}.
    */
-  constructor(socket) {
+  constructor(socket, face = CLASS_FACE) {
     super();
     this.socket = socket;
-    this.el = h("ul", { class: "tiles", "aria-label": "Students" });
+    this.face = face;
+    this.filters = face.filters;
+    this.sorts = face.sorts;
+    this.el = h("ul", { class: "tiles", "aria-label": face.listName || "Students" });
     this.tiles = new Map(); // username -> {li, button, parts, student}
     this.filter = "all";
     this.sort = "name";
@@ -60,7 +66,7 @@ export class Tiles extends EventTarget {
     this.selected = null;
     this.frame = 0;
     this.stale = true; // every tile's times are to be written again
-    setInterval(() => { this.stale = true; this.update(); }, CLOCK_MS);
+    setInterval(() => { this.stale = true; this.update(); }, face.clockMs);
   }
 
   /** Draw what changed, once in the next frame. */
@@ -104,14 +110,18 @@ export class Tiles extends EventTarget {
     for (const s of students.values()) {
       let tile = this.tiles.get(s.username);
       if (!tile) {
-        tile = this.make(s.username);
+        tile = { ...this.face.make(s.username, () => this.select(s.username)), student: null };
         this.tiles.set(s.username, tile);
       }
-      if (tile.student !== s || this.stale) this.fill(tile, s, now);
+      if (tile.student !== s || this.stale) {
+        tile.student = s;
+        this.face.fill(tile, s, now, this.socket.skew);
+        this.mark(tile);
+      }
     }
     this.stale = false;
-    const filter = FILTERS.find((f) => f.id === this.filter);
-    const sort = SORTS.find((o) => o.id === this.sort);
+    const filter = this.filters.find((f) => f.id === this.filter);
+    const sort = this.sorts.find((o) => o.id === this.sort);
     const q = this.query.trim().toLowerCase();
     const ordered = [...students.values()].sort(sort.compare);
     let shown = 0;
@@ -127,8 +137,15 @@ export class Tiles extends EventTarget {
     }
     this.dispatchEvent(new CustomEvent("shown", { detail: { shown, total: students.size, now } }));
   }
+}
 
-  make(username) {
+/** The class's tiles: what each student's program is doing, their last save and check. */
+export const CLASS_FACE = {
+  filters: FILTERS,
+  sorts: SORTS,
+  clockMs: CLOCK_MS,
+
+  make(username, select) {
     const parts = {
       presence: h("span", { class: "presence" }),
       name: h("span", { class: "tile-name" }),
@@ -137,18 +154,16 @@ export class Tiles extends EventTarget {
       detail: h("span", { class: "tile-detail" }),
       meta: h("span", { class: "tile-meta" }),
     };
-    const button = h("button", { type: "button", class: "tile-btn", "aria-pressed": "false", onclick: () => this.select(username) },
+    const button = h("button", { type: "button", class: "tile-btn", "aria-pressed": "false", onclick: select },
       // Spaces between the lines (the grid ignores them): read as words, not "Ada Lovelaceada".
       h("span", { class: "tile-head" }, parts.presence, parts.name, " ", parts.username), " ", parts.state, " ",
       parts.detail, " ", parts.meta);
     const li = h("li", { class: "tile", dataset: { username } }, button);
-    return { li, button, parts, student: null };
-  }
+    return { li, button, parts };
+  },
 
   /** Write a student's tile as they are now: text only. */
-  fill(tile, s, now) {
-    tile.student = s;
-    const skew = this.socket.skew;
+  fill(tile, s, now, skew) {
     const { parts, li, button } = tile;
     const kind = runKind(s);
     const [state, detail] = this.words(s, kind, skew);
@@ -178,8 +193,7 @@ export class Tiles extends EventTarget {
     // The name says the tile's visible text in its order (WCAG 2.5.3), then what only the dot shows.
     button.setAttribute("aria-label", [parts.name.textContent, s.username, state, detail, parts.meta.textContent,
       s.online ? "online" : "offline"].filter(Boolean).join(", "));
-    this.mark(tile);
-  }
+  },
 
   /** [state, detail]: what the tile says of the student's program. */
   words(s, kind, skew) {
@@ -193,5 +207,5 @@ export class Tiles extends EventTarget {
     if (kind === "ok") return ["Finished", ""];
     if (kind === "stopped") return ["Stopped", ""];
     return ["No run yet", ""];
-  }
-}
+  },
+};

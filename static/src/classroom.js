@@ -4,11 +4,15 @@
 // hands and the teacher's messages to the class (class-talk.js); an error
 // group's students can be written to at once. A click on a tile opens the
 // student's detail (student-detail.js) in a drawer over the side column.
+// With ?exam=<id> it is that exam's proctor view (class-proctor.js): the
+// tiles show each student's time left and flags, and the drawer their exam
+// folder's file and their signals.
 import { h, $, clear, toast } from "./dom.js";
 import { get, meWhenReachable, ApiError } from "./api.js";
 import { userMenu } from "./account.js";
 import { ClassSocket, NOT_YOUR_CLASS, OTHER_TAB } from "./class-socket.js";
-import { Tiles, FILTERS, SORTS } from "./class-tiles.js";
+import { Tiles, CLASS_FACE } from "./class-tiles.js";
+import { EXAM_FACE, SignalTimeline } from "./class-proctor.js";
 import { errorGroups, describeGroup } from "./class-errors.js";
 import { ClassTalk } from "./class-talk.js";
 import { classPasswordsDialog, resetStudentPassword } from "./class-passwords.js";
@@ -17,6 +21,7 @@ import { copyToHome } from "./copies.js";
 import "./settings.js"; // applies the theme
 
 const number = Number(location.pathname.split("/")[2]);
+const examId = Number(new URLSearchParams(location.search).get("exam")) || null;
 const user = await meWhenReachable(() => toast("The server cannot be reached: retrying…", "warn", 3000));
 if (!user) {
   location.replace(`/?next=${encodeURIComponent(location.pathname)}`);
@@ -47,6 +52,21 @@ try {
     : e.status === 403 ? "You do not teach this class: ask an admin to add you to it, or pick one of your classes."
       : e.message);
 }
+let exam = null;
+if (found && examId) {
+  try {
+    exam = (await get(`/api/exams/${examId}`)).exam;
+  } catch (e) {
+    if (!(e instanceof ApiError)) throw e;
+    refuse(e.status === 404 ? "There is no such exam: it may have been deleted. Open the proctor view from the class's Exams."
+      : e.message);
+  }
+  if (exam && exam.class_id !== found.id) {
+    refuse("This exam is of another class: open its proctor view from that class's Exams in the teacher view.");
+    exam = null;
+  }
+  if (!exam) found = null;
+}
 
 /** "14 students: NameError …" with its first words in bold. */
 function described(group) {
@@ -56,20 +76,23 @@ function described(group) {
 }
 
 class ClassPage {
-  constructor(klass) {
-    this.socket = new ClassSocket(klass.id);
-    this.tiles = new Tiles(this.socket);
+  /** klass: the class; exam: the exam proctored (its staff view), or null. */
+  constructor(klass, exam) {
+    this.socket = new ClassSocket(klass.id, exam?.id);
+    this.tiles = new Tiles(this.socket, exam ? EXAM_FACE : CLASS_FACE);
     this.group = null; // the key of the error group shown, or null
-    document.title = `${klass.name} — PyClassroom`;
-    $("#class-title").textContent = klass.name;
+    const title = exam ? `Exam ${exam.title} · ${klass.name}` : klass.name;
+    document.title = `${title} — PyClassroom`;
+    $("#class-title").textContent = title;
+    document.body.classList.toggle("proctor", !!exam);
     this.liveState = $("#live-state");
     this.summary = h("p", { class: "class-summary", "aria-live": "polite" });
     this.note = h("p", { class: "tree-note", role: "status" });
     this.chips = h("div", { class: "chips", role: "group", "aria-label": "Show" },
-      FILTERS.map((f) => h("button", { type: "button", class: "chip", dataset: { filter: f.id }, "aria-pressed": String(f.id === "all"),
+      this.tiles.filters.map((f) => h("button", { type: "button", class: "chip", dataset: { filter: f.id }, "aria-pressed": String(f.id === "all"),
         onclick: () => this.show({ filter: f.id, group: null }) }, h("span", { class: "chip-label" }, f.label), h("span", { class: "chip-count" }))));
     this.sort = h("select", { "aria-label": "Sort by", onchange: () => this.tiles.set({ sort: this.sort.value }) },
-      SORTS.map((o) => h("option", { value: o.id, text: o.label })));
+      this.tiles.sorts.map((o) => h("option", { value: o.id, text: o.label })));
     this.search = h("input", { type: "search", placeholder: "Find a student", "aria-label": "Find a student",
       oninput: () => this.tiles.set({ query: this.search.value }) });
     this.groups = h("ol", { class: "error-groups", "aria-label": "Errors by kind" });
@@ -80,11 +103,12 @@ class ClassPage {
     const passwords = h("button", { class: "btn ghost", type: "button", id: "class-passwords",
       onclick: () => classPasswordsDialog(klass, [...this.socket.students.values()].filter((s) => s.active)
         .sort((a, b) => a.display_name.localeCompare(b.display_name))) }, "New passwords and slips");
-    clear($("#class-find"), this.search, this.sort, passwords);
+    clear($("#class-find"), this.search, this.sort, exam ? h("a", { class: "btn ghost", href: `/class/${klass.id}` }, "Class view")
+      : passwords);
     clear($("#class-mistakes"), h("h2", {}, "Mistakes now"), this.groupNote, this.groups);
     this.tiles.addEventListener("shown", (e) => this.counted(e.detail));
     this.talk = new ClassTalk($("#class-side"), { classId: klass.id, socket: this.socket });
-    this.drawer = new DetailDrawer($("#class-detail"), klass, this.socket);
+    this.drawer = new DetailDrawer($("#class-detail"), klass, this.socket, exam);
     this.tiles.addEventListener("selected", (e) => this.drawer.show(e.detail.username));
     this.drawer.addEventListener("closed", () => this.tiles.select(null));
     this.socket.addEventListener("students", () => this.tiles.update());
@@ -105,7 +129,7 @@ class ClassPage {
   counted({ shown, total, now }) {
     const students = [...this.socket.students.values()];
     for (const chip of this.chips.children) {
-      const test = FILTERS.find((f) => f.id === chip.dataset.filter).test;
+      const test = this.tiles.filters.find((f) => f.id === chip.dataset.filter).test;
       chip.lastChild.textContent = String(students.filter((s) => test(s, now)).length);
     }
     this.summary.textContent = total ? `${shown} of ${total} shown` : "";
@@ -149,9 +173,10 @@ class ClassPage {
 }
 
 /** A student's detail over the side column: their name, a new password if
- * they forgot theirs, their open file and their console, live. */
+ * they forgot theirs, their open file and their console, live; in an
+ * exam's mode their exam folder's file and their signals. */
 class DetailDrawer extends EventTarget {
-  constructor(el, klass, socket) {
+  constructor(el, klass, socket, exam) {
     super();
     this.el = el;
     this.klass = klass;
@@ -161,14 +186,16 @@ class DetailDrawer extends EventTarget {
     this.password = h("button", { type: "button", class: "btn small", id: "student-password",
       onclick: () => resetStudentPassword(klass, this.socket.students.get(this.username)) }, "Reset password");
     this.body = h("div", { class: "drawer-body" });
-    this.detail = new StudentDetail(this.body, { socket });
+    this.detail = new StudentDetail(this.body, { socket, exam: exam?.id });
+    const signals = exam ? h("div", { class: "drawer-signals" }) : null;
+    this.timeline = exam ? new SignalTimeline(signals, { examId: exam.id, socket }) : null;
     this.detail.addEventListener("copy", async (e) => {
       const name = await copyToHome(e.detail.area, e.detail.path);
       if (name) toast(`Copied to My files: ${name}. Open it in the teacher view (/teacher) to run it.`, "info", 8000);
     });
     clear(el, h("div", { class: "drawer-head" }, this.title, this.password,
       h("button", { type: "button", class: "btn ghost small", "aria-label": "Close the student's detail",
-        onclick: () => this.close() }, "Close")), this.body);
+        onclick: () => this.close() }, "Close")), this.body, signals);
     el.addEventListener("keydown", (e) => { if (e.key === "Escape") this.close(); });
   }
 
@@ -180,6 +207,7 @@ class DetailDrawer extends EventTarget {
     this.password.setAttribute("aria-label", `Reset password of ${student?.display_name || username}`);
     this.el.hidden = false;
     this.detail.show(username);
+    this.timeline?.show(username);
   }
 
   close() {
@@ -187,12 +215,13 @@ class DetailDrawer extends EventTarget {
     this.el.hidden = true;
     this.username = null;
     this.detail.show(null);
+    this.timeline?.show(null);
     this.dispatchEvent(new CustomEvent("closed"));
   }
 }
 
 if (found) {
-  new ClassPage(found); // eslint-disable-line no-new
+  new ClassPage(found, exam); // eslint-disable-line no-new
   document.body.classList.remove("loading");
   document.body.dataset.ready = "true";
 }

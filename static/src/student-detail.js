@@ -4,7 +4,9 @@
 // follows the student over the class's live socket (class-socket.js:
 // `follow`, then "console" messages) and knows nothing of the page around
 // it: new StudentDetail(el, {socket}).show(username). Everything shown is
-// the student's (names, file names, output): text nodes only.
+// the student's (names, file names, output): text nodes only. In an exam's
+// mode ({socket, exam: its id}) the file is one of their exam folder's (the
+// one they saved last, or the one the teacher picks), read-only.
 import { EditorView } from "@codemirror/view";
 import { EditorState } from "@codemirror/state";
 import { h, clear } from "./dom.js";
@@ -33,13 +35,15 @@ function runWords(c) {
 
 export class StudentDetail extends EventTarget {
   /**
-   * el: where to show it; socket: the class's ClassSocket.
+   * el: where to show it; socket: the class's ClassSocket; exam: an exam's id (its mode), or null.
    * events: "copy" {area, path}: the teacher asks for a copy of the open file in their own files.
    */
-  constructor(el, { socket }) {
+  constructor(el, { socket, exam = null }) {
     super();
     this.el = el;
     this.socket = socket;
+    this.exam = exam;
+    this.chosen = null; // in an exam's mode, the file the teacher picked (null: the last saved)
     this.username = null;
     this.path = undefined; // the file shown (null: none open)
     this.stuck = true; // the console is scrolled to its end: it stays there as output comes
@@ -50,6 +54,8 @@ export class StudentDetail extends EventTarget {
       onclick: () => this.dispatchEvent(new CustomEvent("copy", { detail: { area: this.area, path: this.path } })) },
     "Copy to my files");
     this.copyButton.title = "A copy of this file in your own files, to run it there";
+    this.picker = h("select", { class: "detail-pick", "aria-label": "Their file in the exam", hidden: true,
+      onchange: () => { this.chosen = this.picker.value; this.listFiles(false); } });
     this.note = h("p", { class: "detail-note", role: "status" });
     this.code = h("div", { class: "detail-code", "aria-label": "Their open file (read-only)" });
     this.runState = h("p", { class: "detail-run-state", role: "status" });
@@ -61,7 +67,7 @@ export class StudentDetail extends EventTarget {
     clear(el, h("section", { class: "student-detail", "aria-label": "The chosen student" },
       this.name,
       h("div", { class: "detail-file" },
-        h("div", { class: "detail-file-head" }, this.fileName, this.copyButton), this.note, this.code),
+        h("div", { class: "detail-file-head" }, this.fileName, this.picker, this.copyButton), this.note, this.code),
       h("div", { class: "detail-console" }, this.runState, this.output, this.plots)));
     el.hidden = true;
     const signal = this.stop.signal;
@@ -73,7 +79,7 @@ export class StudentDetail extends EventTarget {
   }
 
   get area() {
-    return `user/${this.username}`;
+    return this.exam ? `exams/${this.exam}/${this.username}` : `user/${this.username}`;
   }
 
   /** Show the student `username` (null: nobody), and follow them. */
@@ -82,6 +88,7 @@ export class StudentDetail extends EventTarget {
     this.socket.follow(username);
     this.el.hidden = !username;
     this.path = undefined;
+    this.chosen = null;
     this.showConsole({ username, output: [], figures: [], running: false, exit: null });
     this.runState.textContent = "Loading their console…";
     if (username) this.changed([]);
@@ -102,6 +109,10 @@ export class StudentDetail extends EventTarget {
     const s = this.username && this.socket.students.get(this.username);
     if (!s) return;
     this.name.textContent = s.display_name === s.username ? s.username : `${s.display_name} (${s.username})`;
+    if (this.exam) {
+      if (this.path === undefined || saved.includes(this.username)) this.listFiles(saved.includes(this.username));
+      return;
+    }
     const path = s.viewing ?? null;
     if (path !== this.path) {
       this.path = path;
@@ -111,9 +122,35 @@ export class StudentDetail extends EventTarget {
     }
   }
 
+  /** Exam mode: their exam folder's files in the picker, and the chosen one
+   * (else the one saved last) shown; `saved`: they saved since. */
+  async listFiles(saved) {
+    const { username } = this;
+    let entries;
+    try {
+      entries = (await get(`${areaUrl("files", this.area)}?tree=1`)).entries.filter((e) => e.kind === "file");
+    } catch (e) {
+      if (username === this.username) this.note.textContent = e.message;
+      return;
+    }
+    if (username !== this.username) return;
+    const latest = entries.reduce((a, b) => (!a || b.modified > a.modified ? b : a), null);
+    const paths = entries.map((e) => e.path).sort();
+    const path = paths.includes(this.chosen) ? this.chosen : latest?.path ?? null;
+    clear(this.picker, paths.map((p) => h("option", { value: p, selected: p === path }, p)));
+    this.picker.hidden = paths.length < 2;
+    if (path !== this.path) {
+      this.path = path;
+      this.loadFile(true);
+    } else if (saved) {
+      this.loadFile(false);
+    }
+  }
+
   async loadFile(opened) {
     const { username, path } = this;
-    this.fileName.textContent = path || "No file open in their IDE";
+    this.fileName.textContent = path || (this.exam ? "No file in their exam folder yet" : "No file open in their IDE");
+    this.fileName.hidden = !this.picker.hidden && !!path; // the picker names it
     this.copyButton.hidden = !path;
     this.note.textContent = "";
     if (!path) {
