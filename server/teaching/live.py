@@ -19,7 +19,7 @@ class.
 A socket may watch the class in an exam's mode (the proctor view): its rows
 carry each student's exam fields (`exam`: their end, their signals summed
 up as flags; exams/proctor.py), read with the rows. A new signal and a
-change of extra time are announced on 'class_live' too (migration 021).
+change of extra time are announced on 'class_live' too (migration 024).
 
 The class's raised hands (talk.py) come the same way on their own channel,
 'class_hands', with the class's id: each socket of the class is sent the

@@ -54,6 +54,10 @@ export class StudentDetail extends EventTarget {
       onclick: () => this.dispatchEvent(new CustomEvent("copy", { detail: { area: this.area, path: this.path } })) },
     "Copy to my files");
     this.copyButton.title = "A copy of this file in your own files, to run it there";
+    this.replayButton = h("button", { type: "button", class: "btn detail-copy", hidden: true,
+      onclick: () => import("./replay.js").then((m) => m.replayDialog(this.area, this.path, this.username)) },
+    "Replay");
+    this.replayButton.title = "How this file was written, change by change, pastes highlighted";
     this.picker = h("select", { class: "detail-pick", "aria-label": "Their file in the exam", hidden: true,
       onchange: () => { this.chosen = this.picker.value; this.listFiles(false); } });
     this.note = h("p", { class: "detail-note", role: "status" });
@@ -67,7 +71,7 @@ export class StudentDetail extends EventTarget {
     clear(el, h("section", { class: "student-detail", "aria-label": "The chosen student" },
       this.name,
       h("div", { class: "detail-file" },
-        h("div", { class: "detail-file-head" }, this.fileName, this.picker, this.copyButton), this.note, this.code),
+        h("div", { class: "detail-file-head" }, this.fileName, this.picker, this.replayButton, this.copyButton), this.note, this.code),
       h("div", { class: "detail-console" }, this.runState, this.output, this.plots)));
     el.hidden = true;
     const signal = this.stop.signal;
@@ -152,6 +156,7 @@ export class StudentDetail extends EventTarget {
     this.fileName.textContent = path || (this.exam ? "No file in their exam folder yet" : "No file open in their IDE");
     this.fileName.hidden = !this.picker.hidden && !!path; // the picker names it
     this.copyButton.hidden = !path;
+    this.replayButton.hidden = !path;
     this.note.textContent = "";
     if (!path) {
       this.view.setState(this.stateFor("", ""));
