@@ -200,13 +200,13 @@ class VirtualUser:
         cookie is quoted), for a WebSocket that sends them itself."""
         return {m.key: m.coded_value for m in self.http.cookie_jar}
 
-    async def put_file(self, path, text, if_match="*"):
-        """Save `text` as `path` in the user's home (If-Match: * creates or
-        replaces); returns (response, body)."""
+    async def put_file(self, path, text, if_match="*", area="home"):
+        """Save `text` as `path` in the user's home, or `area` (If-Match: *
+        creates or replaces); returns (response, body)."""
         headers = {"X-XSRFToken": self.xsrf}
         if if_match:
             headers["If-Match"] = if_match
-        async with self.http.put(f"{self.base_url}/api/files/home/{path}", data=text.encode(),
+        async with self.http.put(f"{self.base_url}/api/files/{area}/{path}", data=text.encode(),
                                  headers=headers) as resp:
             return resp, await resp.read()
 

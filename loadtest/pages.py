@@ -18,11 +18,11 @@ async def launch(stack):
     return browser
 
 
-async def signed_in_page(browser, url, login, path, timeout, init_script=None):
+async def signed_in_page(browser, url, login, path, timeout, init_script=None, viewport=VIEWPORT):
     """(context, page): a new browser context signed in as `login`
     (username, password), `init_script` added before any page script,
     showing `path` once its script is ready (body[data-ready])."""
-    context = await browser.new_context(base_url=url, viewport=VIEWPORT)
+    context = await browser.new_context(base_url=url, viewport=viewport)
     try:
         if init_script:
             await context.add_init_script(init_script)

@@ -139,6 +139,20 @@ def test_bench_class_view_sees_every_save_and_run_end_on_the_teachers_screen_or_
     assert all(m["renderer_rss_mib"] > 0 for m in memory), memory
 
 
+def test_bench_exam_times_every_event_on_the_proctors_screen_and_the_lock_at_the_end(tmp_path):
+    [result] = bench("bench_exam", tmp_path, "--processes", "2", "--students", "3", "--duration", "15",
+                     "--memory-every", "5")
+    assert result["taking"] == 3 and result["setup_errors"] == {} and result["page_errors"] == [], result
+    assert result["saves"]["caused"] > 0
+    for kind in ("saves", "runs", "checks", "signals"):
+        events = result[kind]
+        assert events["count"] + events["errors"] == events["caused"] and events["errors"] == 0, (kind, events)
+    lock = result["lock"]
+    assert lock["lost_saves"] == 0 and lock["never_refused"] == 0 and lock["refused_after_end_s"]["min"] > 0, lock
+    assert result["replay"]["rows"] > 0 and result["replay"]["bytes_per_student_hour"] > 0, result["replay"]
+    assert len(result["memory"]) >= 3 and all(m["js_heap_used_mib"] > 0 for m in result["memory"])
+
+
 def test_bench_lesson_shows_every_figure_of_a_lesson_to_the_teacher_and_students(tmp_path):
     out = tmp_path / "lesson.json"
     done = subprocess.run([sys.executable, "-m", "loadtest.bench_lesson", "--processes", "2", "--students", "4",
@@ -209,7 +223,7 @@ print(json.dumps({"code": code, "help": out.getvalue(), "modules": sorted(sys.mo
                                     "loadtest.bench_run_cost", "loadtest.bench_assist", "loadtest.bench_peer",
                                     "loadtest.bench_follow", "loadtest.bench_ranking",
                                     "loadtest.bench_checks", "loadtest.bench_class_view",
-                                    "loadtest.bench_lesson", "loadtest.bench_busy"])
+                                    "loadtest.bench_lesson", "loadtest.bench_busy", "loadtest.bench_exam"])
 def test_help_loads_no_client_histogram_chart_or_scenario(script):
     done = subprocess.run([sys.executable, "-c", HELP_PROBE, script], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
