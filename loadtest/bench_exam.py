@@ -214,13 +214,16 @@ class Taker:
                 if outcome in ("no_answer", "socket"):
                     with contextlib.suppress(Exception):
                         await self.ide.reopen()
+                    self.typist.based = False  # a new socket is a new stream
             await asyncio.sleep(max(0.0, min(random.uniform(*TRY_PAUSE), self.ends - time.time())))
 
-    async def answer(self, done, timeout=60):
-        """Messages until `done(message)` says it is the one: None, or why not."""
+    async def answer(self, ask, done, timeout=60):
+        """Send `ask`, then read messages until `done(message)` says it is the one: None, or why not."""
+        import aiohttp
         from .client import CheckFailed
         deadline = time.monotonic() + timeout
         try:
+            await self.ide.send(**ask)
             while True:
                 message = await self.ide.receive(deadline - time.monotonic())
                 if message.get("type") == "error" and message.get("error") not in ("not_running", "edits_out_of_step"):
@@ -233,17 +236,18 @@ class Taker:
                     return verdict
         except asyncio.TimeoutError:
             return "no_answer"
-        except (CheckFailed, ConnectionError):
+        except (CheckFailed, ConnectionError, aiohttp.ClientError):
             return "socket"
 
     async def run(self):
-        await self.ide.send(type="run", path=FILE, area=self.area, cols=80, rows=24)
-        return await self.answer(lambda m: (None if m.get("reason") in ("ok", "error") else f"exit_{m.get('reason')}")
+        return await self.answer({"type": "run", "path": FILE, "area": self.area, "cols": 80, "rows": 24},
+                                 lambda m: (None if m.get("reason") in ("ok", "error") else f"exit_{m.get('reason')}")
                                  if m.get("type") == "exit" else False)
 
     async def check(self):
-        await self.ide.send(type="check", **{"class": self.exam["class_id"]}, exercise="average", area=self.area)
-        return await self.answer(lambda m: None if m.get("type") == "check" and m.get("state") == "done" else False)
+        return await self.answer({"type": "check", "class": self.exam["class_id"], "exercise": "average",
+                                  "area": self.area},
+                                 lambda m: None if m.get("type") == "check" and m.get("state") == "done" else False)
 
     async def signal(self, detail):
         resp, _ = await self.user.request("POST", f"/api/exams/{self.exam['id']}/signals", detail)

@@ -211,3 +211,43 @@ def test_what_a_student_types_offline_is_handed_in_when_the_network_returns_befo
     assert_accessible(page, "a student told her offline text came after her end")
     told.get_by_role("button", name="OK").click()
     assert teacher.get(answer).json()["content"] == "print('typed offline')\n"  # what she handed in
+
+
+def test_a_second_tab_follows_the_first_and_both_lock_at_her_end(start_server, new_page):
+    """The exam in two tabs of one browser: what one saves shows in the
+    other, and at her end both turn read-only (the server refuses either)."""
+    server = start_server(**LIMITS)
+    number, teacher = a_class_with_an_exercise(server)
+    ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
+    exam = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 3", "exercises": ["average"],
+                                                              "ends": ends.isoformat()}).json()["exam"]
+    extra = f"/api/exams/{exam['id']}/students/ada/extra"
+    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200
+
+    def open_answer(page):
+        tree = page.locator(f'.tree-section[data-area="exam/{exam["id"]}"]')
+        tree.locator('.tree-row[data-path="average"]').click()
+        tree.locator('.tree-row[data-path="average/average.py"]').click()
+        expect(page.locator(".tab.selected")).to_contain_text("average.py")
+
+    first = new_page(server)
+    login(first, "ada", "ada-password", lands_on="/ide")
+    open_answer(first)
+    second = first.context.new_page()
+    second.goto("/ide")
+    second.wait_for_selector("body[data-ready=true]")
+    open_answer(second)
+    replace_text(second, "print('from the second tab')\n")
+    expect_saved(second)
+    expect(editor(first)).to_contain_text("from the second tab", timeout=30_000)  # hang guard
+
+    assert teacher.request("PUT", extra, json={"minutes": 0}).status_code == 200
+    for page in (first, second):
+        expect(page.get_by_role("timer")).to_have_text("over", timeout=(LENGTH + 60) * 1000)  # hang guard
+        expect(editor(page)).to_have_attribute("contenteditable", "false")
+    time.sleep(max(0.0, ends.timestamp() - time.time()) + 6)  # (the server's grace for saves on their way)
+    r = server.client()
+    r.login_ok("ada", "ada-password")
+    refused = r.request("PUT", f"/api/files/exam/{exam['id']}/average/average.py", data=b"late",
+                        headers={"If-Match": "*"})
+    assert refused.status_code == 403 and refused.json()["error"] == "exam_over"
