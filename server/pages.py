@@ -48,6 +48,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
        "form-action 'self'")
 
+PER_REQUEST = ("session", "notice", "signin", "password")  # the sign-in page's (LoginPage)
 # path -> (template, title, view, which bundle)
 PAGES = {
     "/": ("login.html", "Sign in", "", "login"),
@@ -92,7 +93,7 @@ def load(dist=DIST, templates=TEMPLATES):
             + [f'<script type="module" src="/static/dist/{html.escape(page["script"])}"></script>'])
         text = _read(os.path.join(templates, template)).decode("utf-8")
         values = {"head": head, "title": html.escape(title), "view": html.escape(view),
-                  "session": "{{session}}"}  # filled in per request (LoginPage)
+                  **{name: "{{%s}}" % name for name in PER_REQUEST}}  # filled in per request (LoginPage)
         pages[path] = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], text).encode("utf-8")
     # The not-found page: the sign-in page's style, no script; its
     # {{path}} and {{back}} are filled in per request.
@@ -157,14 +158,39 @@ class AssetHandler(BaseHandler):
     head = get
 
 
+SIGNED_OUT = ("You have signed out of PyClassroom. Your school account is still signed in on this browser: "
+              "on a shared computer, sign out of it too, on your school account's own page.")
+
+
 class LoginPage(PageHandler):
-    """The sign-in page; with a session cookie its script asks /api/me
-    whether the session still holds (without one, it would only log a 401)."""
+    """The sign-in page: a button per school account (OIDC_ISSUERS), the
+    password form unless PASSWORD_SIGN_IN is off, and `notice`, a sentence
+    for the person (a school sign-in refused; after signing out, that the
+    school account stays signed in). With a session cookie its script asks
+    /api/me whether the session still holds (without one, it would only log
+    a 401)."""
 
     path = "/"
+    notice = ""
 
     def page(self):
-        return PAGE_BODIES[self.path].replace(b"{{session}}", b"1" if self.get_cookie(SESSION_COOKIE) else b"")
+        buttons = self.ctx.cfg.OIDC_ISSUERS
+        notice, kind = self.notice, "error"
+        if not notice and buttons and self.get_argument("signed_out", ""):
+            notice, kind = SIGNED_OUT, "info"
+        next_page = self.get_argument("next", "")
+        query = "?" + urllib.parse.urlencode({"next": next_page}) if next_page else ""
+        links = "".join(f'<li><a class="btn wide" href="/signin/{i.id}{html.escape(query)}">'
+                        f'Sign in with {html.escape(i.name)}</a></li>' for i in buttons)
+        values = {
+            "session": "1" if self.get_cookie(SESSION_COOKIE) else "",
+            "notice": f'<p id="notice" class="message" data-kind="{kind}" role="alert">{html.escape(notice)}</p>'
+                      if notice else "",
+            "signin": f'<ul class="school-accounts" aria-label="School accounts">{links}</ul>' if links else "",
+            "password": "" if self.ctx.cfg.PASSWORD_SIGN_IN else "hidden",
+        }
+        return re.sub(rb"\{\{(%s)\}\}" % "|".join(PER_REQUEST).encode(),
+                      lambda m: values[m.group(1).decode()].encode("utf-8"), PAGE_BODIES[self.path])
 
 
 class IconHandler(BaseHandler):

@@ -86,6 +86,9 @@ class Accounts:
         """Check the credentials and open a session: (user, token, expires,
         the browser's new device cookie). `device_cookie`: the one it sent."""
         cfg, pool = self.cfg, self.pool
+        if not cfg.PASSWORD_SIGN_IN:
+            raise Refused(403, "password_sign_in_off", "Signing in with a password is turned off on this "
+                          "server. Sign in with your school account's button instead.")
         username = rules.normalize_username(username)
         if rules.username_problem(username):
             raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to verify or count
@@ -112,13 +115,29 @@ class Accounts:
             raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
         async with pool.transaction() as conn:
             await throttle.succeeded(conn, username, address, device)
-            token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
-            await audit(conn, username, "login", address=address)
+            token, expires = await self._open_session(conn, row, address)
         if passwords.needs_rehash(row["password_hash"]):
             await pool.execute("UPDATE users SET password_hash = $2 WHERE id = $1", row["id"],
                                await self._hash(password))
         user = {k: row[k] for k in ("id", "username", "display_name", "role")}
-        return user, token, expires, self.devices.issue(device_cookie, username) if self.devices else None
+        return user, token, expires, self._device_cookie(device_cookie, username)
+
+    async def sign_in_as(self, user: dict, address: str, device_cookie: str | None,
+                         **detail) -> tuple[str, datetime, str | None]:
+        """A session for someone another service vouched for (a school
+        account, signin/): (token, expires, the browser's new device
+        cookie), as a password sign-in gives."""
+        async with self.pool.transaction() as conn:
+            token, expires = await self._open_session(conn, user, address, **detail)
+        return token, expires, self._device_cookie(device_cookie, user["username"])
+
+    async def _open_session(self, conn, user, address, **detail):
+        token, expires = await sessions.create(conn, user["id"], self.cfg.SESSION_TTL, address)
+        await audit(conn, user["username"], "login", address=address, **detail)
+        return token, expires
+
+    def _device_cookie(self, cookie, username):
+        return self.devices.issue(cookie, username) if self.devices else None
 
     async def _timed_verify(self, verify, *args):
         """A password verification in the hasher; how long they take is kept (a
