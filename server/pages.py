@@ -165,8 +165,8 @@ SIGNED_OUT = ("You have signed out of PyClassroom. Your school account is still 
 class LoginPage(PageHandler):
     """The sign-in page: a button per school account (OIDC_ISSUERS), the
     password form unless PASSWORD_SIGN_IN is off, and `notice`, a sentence
-    for the person (a school sign-in refused; after signing out, that the
-    school account stays signed in). With a session cookie its script asks
+    for the person (a school sign-in refused; else, for the script to show
+    after signing out, that the school account stays signed in). With a session cookie its script asks
     /api/me whether the session still holds (without one, it would only log
     a 401)."""
 
@@ -175,17 +175,17 @@ class LoginPage(PageHandler):
 
     def page(self):
         buttons = self.ctx.cfg.OIDC_ISSUERS
-        notice, kind = self.notice, "error"
-        if not notice and buttons and self.get_argument("signed_out", ""):
-            notice, kind = SIGNED_OUT, "info"
+        notice = self.notice
         next_page = self.get_argument("next", "")
         query = "?" + urllib.parse.urlencode({"next": next_page}) if next_page else ""
         links = "".join(f'<li><a class="btn wide" href="/signin/{i.id}{html.escape(query)}">'
                         f'Sign in with {html.escape(i.name)}</a></li>' for i in buttons)
         values = {
             "session": "1" if self.get_cookie(SESSION_COOKIE) else "",
-            "notice": f'<p id="notice" class="message" data-kind="{kind}" role="alert">{html.escape(notice)}</p>'
-                      if notice else "",
+            "notice": f'<p id="notice" class="message" role="alert">{html.escape(notice)}</p>' if notice
+                      # shown by the page's script right after signing out
+                      else f'<p id="signed-out" class="message" data-kind="info" role="status" hidden>{SIGNED_OUT}</p>'
+                      if buttons else "",
             "signin": f'<ul class="school-accounts" aria-label="School accounts">{links}</ul>' if links else "",
             "password": "" if self.ctx.cfg.PASSWORD_SIGN_IN else "hidden",
         }

@@ -72,10 +72,13 @@ class Provider:
     async def _get_json(self, url: str, **kw: Any) -> Any:
         if self._http is None:  # made on the worker's IOLoop, at first use
             self._http = httpclient.AsyncHTTPClient(force_instance=True, max_body_size=MAX_ANSWER)
-        # A refused connection, a DNS or TLS failure and the deadline all come back as 599.
-        response = await self._http.fetch(url, connect_timeout=self.timeout, request_timeout=self.timeout,
-                                          raise_error=False, follow_redirects=False, **kw)
-        if response.code == 599 or response.code >= 500:
+        try:
+            response = await self._http.fetch(url, connect_timeout=self.timeout, request_timeout=self.timeout,
+                                              raise_error=False, follow_redirects=False, **kw)
+        except (OSError, httpclient.HTTPClientError) as e:  # refused, no such host, TLS, the deadline (599)
+            log.warning("%s: %s failed: %s", self.issuer.id, url, e)
+            raise self._unavailable() from None
+        if response.code >= 500:
             log.warning("%s: %s answered %s %s", self.issuer.id, url, response.code, response.error)
             raise self._unavailable()
         try:
