@@ -205,3 +205,23 @@ def test_a_provider_down_or_not_answering_is_told_and_the_password_form_works(si
     assert re.search(r'<form id="login"[^>]*novalidate\s*>', answer.text)  # the password form, shown
     late = people.student(log_in=False)
     late.login_ok(late.username, PASSWORD)
+
+
+def test_a_class_list_names_the_school_address_instead_of_a_password(signin_server, oidc_provider):
+    login = oidc_provider.person("mary")
+    admin = People(signin_server).admin()
+    username = f"mary-{login[-8:]}"
+    report = admin.post("/api/admin/users/import", json={"csv": f"{username},Mary Somerville,student,"
+                                                               f"{login.upper()}@School.test,Physics\n"})
+    assert report.status_code == 200, report.text
+    (row,) = report.json()["rows"]
+    assert row["outcome"] == "created" and row["email"] == f"{login}@school.test" and "password" not in row
+    # No password signs in to it; the school account does.
+    assert signin_server.client().login(username, "!school-account").status_code == 401
+    browser, answer = sign_in(signin_server, "school", login)
+    assert signed_in_as(signin_server, browser)["username"] == username
+
+    # The same address again is refused, naming the account that has it; nothing is made.
+    again = admin.post("/api/admin/users/import", json={"csv": f"other-{username},Other,student,{login}@school.test\n"})
+    assert again.status_code == 400
+    assert again.json()["rows"][0]["problem"] == f"the address {login}@school.test is already the account {username}'s"

@@ -59,6 +59,7 @@ class Imported:
     created: bool
     password: str | None = None  # generated (shown once, never stored); None if given in the file or skipped
     class_name: str | None = None  # the class the row named
+    email: str | None = None  # the school address it signs in with (then no password)
 
 
 def _public(row):
@@ -236,18 +237,29 @@ class Accounts:
         existing = {r["username"] for r in await self.pool.fetch(
             "SELECT username FROM users WHERE username = ANY($1::text[])", [r.username for r in rows])}
         new = [r for r in rows if r.username not in existing]
-        plain = {r.username: r.password or passwords.generate_password() for r in new}
-        hashes = {}
+        owners = {rec["email"]: rec["username"] for rec in await self.pool.fetch(
+            "SELECT lower(email) AS email, username FROM users WHERE lower(email) = ANY($1::text[])",
+            [r.email for r in new if r.email])}
+        taken = [{"line": r.line, "username": r.username,
+                  "problem": f"the address {r.email} is already the account {owners[r.email]}'s"}
+                 for r in new if r.email in owners]
+        if taken:
+            raise Refused(400, "invalid_rows", f"{len(taken)} of {len(rows)} rows are invalid; "
+                          "nothing was created.", rows=taken)
+        # A row with a school address signs in with that account (signin/): no password.
+        plain = {r.username: r.password or passwords.generate_password() for r in new if not r.email}
+        hashes = {r.username: passwords.NO_PASSWORD for r in new if r.email}
         for r in new:  # one at a time through the bounded hasher: logins keep their turn
-            hashes[r.username] = await self._hash(plain[r.username])
+            if r.username in plain:
+                hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
             # ON CONFLICT: an account made since the look above is skipped too.
             created = {rec["username"]: rec["id"] for rec in await conn.fetch(
-                """INSERT INTO users (username, display_name, role, password_hash)
-                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                """INSERT INTO users (username, display_name, role, password_hash, email)
+                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
                    ON CONFLICT (username) DO NOTHING RETURNING username, id""",
                 [r.username for r in new], [r.name for r in new], [r.role for r in new],
-                [hashes[r.username] for r in new])}
+                [hashes[r.username] for r in new], [r.email for r in new])}
             members: dict[str, list[int]] = {}
             for r in new:
                 if r.username in created:
@@ -256,8 +268,8 @@ class Accounts:
                         members.setdefault(r.class_name, []).append(created[r.username])
             await memberships.join_by_name(conn, actor, members)
         return [Imported(r.line, r.username, r.name, r.role, r.username in created,
-                         plain[r.username] if r.username in created and r.password is None else None,
-                         r.class_name)
+                         plain.get(r.username) if r.username in created and r.password is None else None,
+                         r.class_name, r.email)
                 for r in rows]
 
     async def import_csv(self, actor: str, text: str) -> dict:
@@ -269,6 +281,8 @@ class Accounts:
                      "class": r.class_name, "outcome": "created" if r.created else "skipped: already exists"}
             if r.password:
                 entry["password"] = r.password
+            if r.email:
+                entry["email"] = r.email  # signs in with the school account
             rows.append(entry)
         created = sum(r.created for r in report)
         return {"created": created, "skipped": len(report) - created, "rows": rows}

@@ -27,7 +27,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from .. import db
-from ..accounts import rules, sessions
+from ..accounts import passwords, rules, sessions
 from ..accounts.audit import audit
 from ..accounts.service import Accounts
 from ..config import Config
@@ -39,7 +39,6 @@ FLOW_SECONDS = 600  # how long a sign-in may take at the provider
 SCOPES = "openid email profile"
 HOMES = {"student": "/ide", "teacher": "/teacher", "admin": "/admin"}
 PAGES_OF = {"student": ("/ide",), "teacher": ("/ide", "/teacher"), "admin": ("/ide", "/teacher", "/admin")}
-SIGNIN_ONLY = "!school-account"  # a password hash no password matches (an admin may reset it)
 START_AGAIN = "Start again from the sign-in page."
 
 
@@ -180,7 +179,7 @@ class SignIn:
                 """INSERT INTO users (username, display_name, role, password_hash, email)
                    VALUES ($1, $2, $3, $4, $5) ON CONFLICT (username) DO NOTHING
                    RETURNING id, username, display_name, role, active""",
-                username, name, role or "student", SIGNIN_ONLY, email)
+                username, name, role or "student", passwords.NO_PASSWORD, email)
             if row is not None:
                 await audit(conn, issuer.id, "create_user", username, role=row["role"], source="school account")
                 return row
