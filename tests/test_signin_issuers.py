@@ -25,12 +25,13 @@ def test_several_issuers_parse_with_their_policies_domains_and_group_roles():
     entra = {"name": "Microsoft 365", "issuer": "https://login.microsoftonline.com/tenant-id/v2.0/",
              "client_id": "app-id", "client_secret": "s", "policy": "create_students",
              "domains": ["students.school.org", "school.org"], "group_claim": "roles",
-             "groups": {"Teachers": "teacher"}}
+             "groups": {"Teachers": "teacher"}, "verified_claim": "xms_edov"}
     google, microsoft = config.load({"OIDC_ISSUERS": json.dumps([GOOGLE, entra])}).OIDC_ISSUERS
     assert (google.id, google.url, google.domains, google.policy) == (
         "google", "https://accounts.google.com", ("school.org",), "existing")
     assert (microsoft.id, microsoft.url, microsoft.group_claim, microsoft.groups) == (
         "microsoft-365", "https://login.microsoftonline.com/tenant-id/v2.0", "roles", (("Teachers", "teacher"),))
+    assert (google.verified_claim, microsoft.verified_claim) == ("email_verified", "xms_edov")
     assert google.allows("ada@SCHOOL.org") and not google.allows("ada@school.org.evil.test")
     assert not google.allows("ada@students.school.org") and microsoft.allows("ada@students.school.org")
     assert "very-secret-value" not in repr(google)

@@ -18,6 +18,9 @@ discovery document):
   the whole world's accounts).
 - `groups` (optional): a group claim's value -> role. Roles never come from
   anything else a person's token says.
+- `verified_claim` (optional, default `email_verified`): the claim that is
+  true when the issuer vouches for the address (Microsoft Entra ID sends
+  none by default: add its optional claim `xms_edov` and name it here).
 
 Pure parsing (config.py calls it); knows nothing of HTTP.
 """
@@ -29,7 +32,8 @@ from urllib.parse import urlsplit
 POLICIES = ("existing", "create_students")
 ROLES = ("student", "teacher", "admin")  # as accounts/rules.py (config may not import the accounts)
 _DOMAIN = re.compile(r"^(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\Z")
-FIELDS = {"name", "issuer", "client_id", "client_secret", "policy", "domains", "group_claim", "groups"}
+FIELDS = {"name", "issuer", "client_id", "client_secret", "policy", "domains", "group_claim", "groups",
+          "verified_claim"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Issuer:
     domains: tuple[str, ...]
     group_claim: str = "groups"
     groups: tuple[tuple[str, str], ...] = ()  # (group, role)
+    verified_claim: str = "email_verified"
 
     def __repr__(self) -> str:  # never the secret, in a log or a traceback
         return f"Issuer({self.id!r}, {self.url!r})"
@@ -108,9 +113,10 @@ def _one(item: object, where: str) -> Issuer:
             isinstance(d, str) and _DOMAIN.match(d.strip().lower()) for d in domains):
         raise ValueError(f"{where}: expected \"domains\" as a list of the school's e-mail domains, "
                          "e.g. [\"school.org\"]")
-    group_claim = item.get("group_claim", "groups")
-    if not isinstance(group_claim, str) or not group_claim:
-        raise ValueError(f"{where}: expected \"group_claim\" as the name of a claim")
+    group_claim, verified_claim = item.get("group_claim", "groups"), item.get("verified_claim", "email_verified")
+    for key, value in (("group_claim", group_claim), ("verified_claim", verified_claim)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{where}: expected \"{key}\" as the name of a claim")
     groups = item.get("groups", {})
     if not isinstance(groups, dict) or not all(
             isinstance(g, str) and g and role in ROLES for g, role in groups.items()):
@@ -118,4 +124,4 @@ def _one(item: object, where: str) -> Issuer:
     return Issuer(id=issuer_id(name), name=name, url=url, client_id=_text(item, "client_id", where),
                   client_secret=_text(item, "client_secret", where), policy=policy,
                   domains=tuple(d.strip().lower() for d in domains), group_claim=group_claim,
-                  groups=tuple(groups.items()))
+                  groups=tuple(groups.items()), verified_claim=verified_claim)

@@ -140,7 +140,7 @@ class SignIn:
         return {**user, "role": role or user["role"]}
 
     async def _first_sign_in(self, conn, issuer, subject, email, claims, role):
-        if not email or claims.get("email_verified") is not True:
+        if not email or claims.get(issuer.verified_claim) is not True:
             raise Refused(403, "email_not_verified", f"{issuer.name} did not confirm your e-mail address, so "
                           "PyClassroom cannot tell which account is yours. Ask your school's IT to confirm "
                           "it, or ask your teacher.")
