@@ -266,13 +266,18 @@ class TokenProxy:
     def reissue(self, id_token):
         real_keys = KeySet.import_key_set(requests.get(self.real + "keys", timeout=HTTP_TIMEOUT).json())
         claims = {**jwt.decode(id_token, real_keys).claims, "iss": self.issuer}
-        key, kid = self.key, "proxy-key"
+        key, kid = self.key, self.key.kid
         alter, self.alter = self.alter, None
         if alter:
             claims, key, kid = alter(claims, key, kid)
         token = claims if isinstance(claims, str) else jwt.encode({"alg": "RS256", "kid": kid}, claims, key)
         self.given.append(token)
         return token
+
+    def rotate(self):
+        """A new signing key under a new key id, the only one published from now on."""
+        self.key = RSAKey.generate_key(2048, parameters={"kid": f"proxy-key-{uuid.uuid4().hex[:8]}", "use": "sig",
+                                                         "alg": "RS256"})
 
     def close(self):
         self.server.shutdown()

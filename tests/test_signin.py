@@ -28,11 +28,19 @@ def proxy(oidc_provider):
 
 
 @pytest.fixture(scope="module")
-def signin_server(postgres_url, oidc_provider, oidc_provider2, proxy):
+def rotating(oidc_provider):
+    proxy = TokenProxy(oidc_provider)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture(scope="module")
+def signin_server(postgres_url, oidc_provider, oidc_provider2, proxy, rotating):
     with dead_ends() as (down, silent):
         issuers = [issuer_setting("School", oidc_provider.issuer, "existing"),
                    issuer_setting("District", oidc_provider2.issuer, "create_students"),
                    issuer_setting("Proxy", proxy.issuer, "create_students"),
+                   issuer_setting("Rotating", rotating.issuer, "create_students"),
                    issuer_setting("Down", down), issuer_setting("Silent", silent)]
         with running_server(postgres_url, OIDC_ISSUERS=json.dumps(issuers), OIDC_TIMEOUT=TIMEOUT) as server:
             yield server
@@ -134,8 +142,8 @@ def test_a_return_to_another_browser_or_a_second_time_is_refused(signin_server, 
     victim = requests.Session()
     answer = back_from_provider(victim, callback)
     assert answer.status_code == 400 and signed_in_as(signin_server, victim) is None
-    assert notice(answer) == ("This sign-in was not started in this browser, so it cannot finish here. "
-                              "Start again from the sign-in page.")
+    assert notice(answer) == ("This sign-in was not started in this browser (or another was started since), "
+                              "so it cannot finish here. Start again from the sign-in page.")
     assert 'id="login"' in answer.text
 
     assert back_from_provider(browser, callback).status_code == 302  # its own browser: in
@@ -170,6 +178,16 @@ def test_an_id_token_that_is_not_for_us_is_refused(signin_server, oidc_provider,
     assert said == ("The answer from Proxy could not be trusted, so you are not signed in. Start again from the "
                     "sign-in page; if it happens again, tell your teacher.")
     assert proxy.alter is None  # the spoiled token was the one the server got
+
+
+def test_a_provider_that_rotates_its_key_is_still_trusted(signin_server, oidc_provider, rotating):
+    """The server keeps the provider's keys, and fetches them again when a
+    token names a key id it has not seen (a proxy of the tests' own rotates)."""
+    first = oidc_provider.person("before")
+    assert signed_in_as(signin_server, sign_in(signin_server, "rotating", first)[0])["username"] == first
+    rotating.rotate()
+    later = oidc_provider.person("after")
+    assert signed_in_as(signin_server, sign_in(signin_server, "rotating", later)[0])["username"] == later
 
 
 def test_an_id_token_replayed_from_an_earlier_sign_in_is_refused(signin_server, oidc_provider, proxy):

@@ -96,8 +96,8 @@ def _one(item: object, where: str) -> Issuer:
         raise ValueError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(sorted(FIELDS))})")
     name = _text(item, "name", where, 60)
     where = f"issuer {name!r}"
-    if not issuer_id(name):
-        raise ValueError(f"{where}: expected a name with letters or digits")
+    if not issuer_id(name) or issuer_id(name) == "callback":  # /signin/callback is the providers' return
+        raise ValueError(f"{where}: expected a name with letters or digits (and not \"callback\")")
     url = _text(item, "issuer", where).rstrip("/")
     parts = urlsplit(url)
     # http only on this computer (a provider started for a test or a trial)

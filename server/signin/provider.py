@@ -5,8 +5,8 @@ Everything is fetched with Tornado's AsyncHTTPClient under the OIDC_TIMEOUT
 deadline, never on a thread and never blocking the IOLoop. The discovery
 document and the key set are kept for an hour; a token signed with a key id
 the set does not have makes it fetch the keys again (a provider rotating
-its keys), at most once every KEYS_MIN_AGE seconds, so a stream of forged
-key ids cannot make us hammer the provider.
+its keys), at most once every REFRESH_SECONDS, so a stream of forged key
+ids cannot make us hammer the provider.
 
 Tokens are checked by joserfc (Authlib's token library): the signature
 against the provider's keys, then `iss`, `aud` (and `azp`), `exp`, `iat`,
@@ -31,7 +31,7 @@ from .issuers import Issuer
 log = logging.getLogger(__name__)
 
 KEEP = 3600  # seconds a discovery document or key set is kept
-KEYS_MIN_AGE = 60  # seconds before an unknown key id may fetch the keys again
+REFRESH_SECONDS = 60  # between two fetches of the keys for an unknown key id
 LEEWAY = 60  # seconds of clock difference allowed on exp and iat
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 MAX_ANSWER = 1 << 20  # bytes of a provider's answer read
@@ -66,6 +66,7 @@ class Provider:
         self._metadata_at = 0.0
         self._keys: KeySet | None = None
         self._keys_at = 0.0
+        self._refreshed_at = -float(REFRESH_SECONDS)  # the last fetch for an unknown key id
         self._http: httpclient.AsyncHTTPClient | None = None
         self._lock = asyncio.Lock()  # one fetch at a time: a class signing in at once asks once
 
@@ -111,14 +112,15 @@ class Provider:
         return self._metadata
 
     async def keys(self, refresh: bool = False) -> KeySet:
-        """The provider's signing keys; `refresh`: fetch again (rate-limited)."""
-        age = time.monotonic() - self._keys_at
-        if self._keys is not None and age < KEEP and not (refresh and age >= KEYS_MIN_AGE):
+        """The provider's signing keys; `refresh`: a token named a key id
+        they lack, fetch them again (unless that was done a moment ago)."""
+        if self._keys is not None and not self._stale(refresh):
             return self._keys
         metadata = await self.metadata()
         async with self._lock:
-            age = time.monotonic() - self._keys_at
-            if self._keys is None or age >= KEEP or (refresh and age >= KEYS_MIN_AGE):
+            if self._keys is None or self._stale(refresh):
+                if refresh:
+                    self._refreshed_at = time.monotonic()
                 found = await self._get_json(metadata["jwks_uri"])
                 try:
                     self._keys = KeySet.import_key_set(found)
@@ -128,6 +130,10 @@ class Provider:
                 self._keys_at = time.monotonic()
         assert self._keys is not None
         return self._keys
+
+    def _stale(self, refresh: bool) -> bool:
+        now = time.monotonic()
+        return now - self._keys_at >= KEEP or (refresh and now - self._refreshed_at >= REFRESH_SECONDS)
 
     async def exchange(self, code: str, redirect_uri: str, verifier: str) -> dict[str, Any]:
         """The token endpoint's answer to the authorization code (with PKCE's verifier)."""

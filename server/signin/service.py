@@ -97,8 +97,8 @@ class SignIn:
         the page to go to)."""
         state = params.get("state", "")
         if not state or not browser_state or not hmac.compare_digest(state.encode(), browser_state.encode()):
-            raise Refused(400, "signin_other_browser", "This sign-in was not started in this browser, so it "
-                          "cannot finish here. " + START_AGAIN)
+            raise Refused(400, "signin_other_browser", "This sign-in was not started in this browser (or "
+                          "another was started since), so it cannot finish here. " + START_AGAIN)
         flow = await self.pool.fetchrow(
             """DELETE FROM signin_flows WHERE state_hash = $1
                RETURNING issuer, nonce, verifier, redirect_uri, next,
