@@ -12,6 +12,7 @@ import threading
 import pytest
 import requests
 
+from loadtest.harness import ADMIN_PASSWORD
 from tests.conftest import PASSWORD, People, running_server
 from tests.helpers import sql
 from tests.oidc_support import (HTTP_TIMEOUT, TokenProxy, back_from_provider, dead_ends, expired, issuer_setting,
@@ -243,3 +244,17 @@ def test_a_class_list_names_the_school_address_instead_of_a_password(signin_serv
     again = admin.post("/api/admin/users/import", json={"csv": f"other-{username},Other,student,{login}@school.test\n"})
     assert again.status_code == 400
     assert again.json()["rows"][0]["problem"] == f"the address {login}@school.test is already the account {username}'s"
+
+
+def test_with_the_password_form_turned_off_only_the_school_accounts_sign_in(start_server, oidc_provider2):
+    server = start_server(PASSWORD_SIGN_IN=0, OIDC_ISSUERS=json.dumps(
+        [issuer_setting("District", oidc_provider2.issuer, "create_students")]))
+    page = requests.get(server.url + "/", timeout=HTTP_TIMEOUT).text
+    assert re.search(r'<form id="login"[^>]*\shidden>', page) and "Sign in with District" in page
+    refused = server.client().login("admin", ADMIN_PASSWORD)
+    assert refused.status_code == 403 and refused.json()["message"] == (
+        "Signing in with a password is turned off on this server. Sign in with your school account's button "
+        "instead.")
+    login = oidc_provider2.person("only")
+    browser, _ = sign_in(server, "district", login)
+    assert signed_in_as(server, browser)["username"] == login

@@ -253,11 +253,12 @@ class Accounts:
             if r.username in plain:
                 hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
-            # ON CONFLICT: an account made since the look above is skipped too.
+            # ON CONFLICT: an account made since the look above (its username,
+            # or its school address) is skipped too.
             created = {rec["username"]: rec["id"] for rec in await conn.fetch(
                 """INSERT INTO users (username, display_name, role, password_hash, email)
                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-                   ON CONFLICT (username) DO NOTHING RETURNING username, id""",
+                   ON CONFLICT DO NOTHING RETURNING username, id""",
                 [r.username for r in new], [r.name for r in new], [r.role for r in new],
                 [hashes[r.username] for r in new], [r.email for r in new])}
             members: dict[str, list[int]] = {}
