@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 
-.PHONY: start test test-fast typecheck server-deps system-deps
+.PHONY: start test test-fast typecheck server-deps system-deps oidc-provider
 
 $(PY):
 	@echo "==> Making the virtualenv $(VENV)/ (once)"
@@ -61,7 +61,14 @@ typecheck: $(VENV)/.installed-test
 # caches go under the virtualenv, not beside the sources.
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 
-test: typecheck system-deps $(VENV)/.installed-test $(AXE)
+# The sign-in tests' OpenID provider (tests/oidc_provider/, Go): built once
+# from the Go module proxy into ~/.cache/pyclassroom and reused while its
+# sources are unchanged; built here, before the test processes start.
+oidc-provider: $(VENV)/.installed-test
+	@echo "==> Building the sign-in tests' OpenID provider (Go, once; then cached)"
+	$(PY) -c "from tests.oidc_support import provider_binary; print(provider_binary())"
+
+test: oidc-provider typecheck system-deps $(VENV)/.installed-test $(AXE)
 	$(PYCACHE) $(PY) -m pytest
 
 # The tests that need no server process, PostgreSQL, root, Docker, Chromium,

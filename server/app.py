@@ -21,6 +21,7 @@ from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, Lo
                     TeacherPage)
 from .placement.handlers import HeartbeatHandler
 from .runs.handlers import RunSocket
+from .signin.handlers import CallbackHandler as SignInCallback, StartHandler as SignInStart
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler,
                                 ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
                                 RosterHandler, StarterHandler, TalkHandler)
@@ -37,6 +38,8 @@ ROUTES = [
     (r"/teacher", TeacherPage),
     (r"/admin", AdminPage),
     (r"/class/([0-9]{1,18})", ClassPage),
+    (r"/signin/callback", SignInCallback),
+    (r"/signin/([a-z0-9-]{1,40})", SignInStart),
     (r"/static/dist/([A-Za-z0-9._-]+)", AssetHandler),
     (r"/favicon\.(?:svg|ico)", IconHandler),
     (r"/healthz", HealthzHandler),

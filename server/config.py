@@ -14,6 +14,7 @@ from typing import Any, Callable, Generic, Mapping, TypeVar
 from urllib.parse import urlsplit
 
 from . import public_url
+from .signin import issuers
 
 T = TypeVar("T")
 
@@ -221,6 +222,16 @@ SETTINGS = [
     Setting("TRUST_PROXY", _bool, "0", "behind a load balancer or nginx: take the client's address and "
             "scheme from the last X-Forwarded-For/-Proto entry"),
     Setting("MAX_BODY_BYTES", _int(1024, 64 << 20), str(1 << 20), "largest JSON request body accepted"),
+    Setting("PASSWORD_SIGN_IN", _bool, "1",
+            "the sign-in page's username and password form (0: only the school accounts of OIDC_ISSUERS; "
+            "`python -m server.manage` still works)"),
+    Setting("OIDC_ISSUERS", Parser(issuers.parse, "JSON list, or empty"), "",
+            "school accounts to sign in with (OpenID Connect: Google, Microsoft, Keycloak ...), each with its "
+            "name, issuer address, client id and secret, policy and allowed domains (docs/operators.md)",
+            secret=True),
+    Setting("OIDC_TIMEOUT", _int(1, 60), "5",
+            "seconds a school account's provider may take to answer before the person is told it is not "
+            "answering (the password form still works)"),
     Setting("LOGIN_FAILURES_PER_USER", _int(1, 1000), "5",
             "failed logins in a row one username gets before each further attempt waits twice as long "
             "as the last (2, 4, 8 ... s, at most LOGIN_THROTTLE_WINDOW)"),
@@ -355,6 +366,9 @@ class Config:
     REQUEST_QUEUE: int
     TRUST_PROXY: bool
     MAX_BODY_BYTES: int
+    PASSWORD_SIGN_IN: bool
+    OIDC_ISSUERS: tuple[issuers.Issuer, ...]
+    OIDC_TIMEOUT: int
     LOGIN_FAILURES_PER_USER: int
     LOGIN_FAILURES_PER_ADDRESS: int
     LOGIN_THROTTLE_WINDOW: int

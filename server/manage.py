@@ -154,6 +154,8 @@ async def cmd_import_users(accounts, args):
         note = f" ({r.role}{', class ' + r.class_name if r.class_name else ''})" if r.created else ""
         if r.password and not out:
             note += f"  password: {r.password}"
+        if r.email and r.created:
+            note += f"  signs in with the school account {r.email}"
         print(f"line {r.line}: {r.username:<20} {'created' if r.created else 'skipped: already exists'}{note}")
     generated = [r for r in report if r.password]
     if out:

@@ -30,7 +30,7 @@ import urllib.parse
 from . import web
 from .db import DatabaseUnavailable
 from .errors import Refused
-from .exams import seb
+from . import seb
 from .web import SESSION_COOKIE, ApiError, BaseHandler
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
        "form-action 'self'")
 
+PER_REQUEST = ("session", "notice", "signin", "password")  # the sign-in page's (LoginPage)
 # path -> (template, title, view, which bundle)
 PAGES = {
     "/": ("login.html", "Sign in", "", "login"),
@@ -95,7 +96,7 @@ def load(dist=DIST, templates=TEMPLATES):
             + [f'<script type="module" src="/static/dist/{html.escape(page["script"])}"></script>'])
         text = _read(os.path.join(templates, template)).decode("utf-8")
         values = {"head": head, "title": html.escape(title), "view": html.escape(view),
-                  "session": "{{session}}"}  # filled in per request (LoginPage)
+                  **{name: "{{%s}}" % name for name in PER_REQUEST}}  # filled in per request (LoginPage)
         pages[path] = re.sub(r"\{\{(\w+)\}\}", lambda m: values[m.group(1)], text).encode("utf-8")
     # The not-found page: the sign-in page's style, no script; its
     # {{path}} and {{back}} are filled in per request.
@@ -160,14 +161,39 @@ class AssetHandler(BaseHandler):
     head = get
 
 
+SIGNED_OUT = ("You have signed out of PyClassroom. Your school account is still signed in on this browser: "
+              "on a shared computer, sign out of it too, on your school account's own page.")
+
+
 class LoginPage(PageHandler):
-    """The sign-in page; with a session cookie its script asks /api/me
-    whether the session still holds (without one, it would only log a 401)."""
+    """The sign-in page: a button per school account (OIDC_ISSUERS), the
+    password form unless PASSWORD_SIGN_IN is off, and `notice`, a sentence
+    for the person (a school sign-in refused; else, for the script to show
+    after signing out, that the school account stays signed in). With a session cookie its script asks
+    /api/me whether the session still holds (without one, it would only log
+    a 401)."""
 
     path = "/"
+    notice = ""
 
     def page(self):
-        return PAGE_BODIES[self.path].replace(b"{{session}}", b"1" if self.get_cookie(SESSION_COOKIE) else b"")
+        buttons = self.ctx.cfg.OIDC_ISSUERS
+        notice = self.notice
+        next_page = self.get_argument("next", "")
+        query = "?" + urllib.parse.urlencode({"next": next_page}) if next_page else ""
+        links = "".join(f'<li><a class="btn wide" href="/signin/{i.id}{html.escape(query)}">'
+                        f'Sign in with {html.escape(i.name)}</a></li>' for i in buttons)
+        values = {
+            "session": "1" if self.get_cookie(SESSION_COOKIE) else "",
+            "notice": f'<p id="notice" class="message" role="alert">{html.escape(notice)}</p>' if notice
+                      # shown by the page's script right after signing out
+                      else f'<p id="signed-out" class="message" data-kind="info" role="status" hidden>{SIGNED_OUT}</p>'
+                      if buttons else "",
+            "signin": f'<ul class="school-accounts" aria-label="School accounts">{links}</ul>' if links else "",
+            "password": "" if self.ctx.cfg.PASSWORD_SIGN_IN else "hidden",
+        }
+        return re.sub(rb"\{\{(%s)\}\}" % "|".join(PER_REQUEST).encode(),
+                      lambda m: values[m.group(1).decode()].encode("utf-8"), PAGE_BODIES[self.path])
 
 
 class IconHandler(BaseHandler):
@@ -190,7 +216,7 @@ SEB_PAGE = ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta 
 
 class IdePage(PageHandler):
     """The IDE; while an exam that requires Safe Exam Browser runs for the
-    student, only in it (the request's header: exams/seb.py), else a page
+    student, only in it (the request's header: seb.py), else a page
     that says what to open."""
 
     path = "/ide"

@@ -29,6 +29,7 @@ from .assist.service import Assist
 from .checks.checkers import CheckerSandboxes
 from .checks.grader import Grader
 from .accounts.sessions import Sessions
+from .signin.service import SignIn
 from .executor import BoundedExecutor
 from .fifo import FifoGate
 from .inbox import Inbox
@@ -70,6 +71,7 @@ class Context:
     notify: notify.Listener
     accounts: Accounts
     sessions: Sessions
+    signin: SignIn
     files: Files
     inbox: Inbox
     teaching: Teaching
@@ -116,6 +118,7 @@ async def open_database(ctx: Context, dsn: str) -> None:
     ctx.notify = notify.Listener(dsn)
     ctx.accounts = Accounts(ctx.pool, ctx.hasher, ctx.cfg, ctx.cookie_secret)
     ctx.sessions = sessions.Sessions(ctx.pool, ctx.cfg.SESSION_TTL, ctx.cfg.SESSION_CACHE_SECONDS, ctx.notify)
+    ctx.signin = SignIn(ctx.pool, ctx.cfg, ctx.accounts)
     classes = Classes(ctx.pool)
     # Threads of the files' own: a call stuck in a hung storage holds one of
     # these, never one that /metrics or /api/status need.
@@ -204,6 +207,7 @@ async def periodic(ctx: Context) -> None:
             try:
                 await sessions.prune(ctx.pool)
                 await throttle.prune(ctx.pool)
+                await ctx.signin.prune()
             except Exception as e:
                 if not db.unavailable(e):
                     log.exception("pruning failed")

@@ -34,7 +34,7 @@ from tests.helpers import password_hash, sql, wait_for_editing_help
 from tests.runs_support import LIMITS as RUN_LIMITS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytest_plugins = ["tests.browser"]  # the browser tests' fixtures: browser, new_page
+pytest_plugins = ["tests.browser", "tests.oidc_support"]  # fixtures: browser, new_page; oidc_provider
 # Editing help's processes warm up for seconds of CPU at every server start:
 # servers the tests start are without them unless a test asks (the shared
 # `server`, as users meet it, the editor's browser tests and the fuzzing).

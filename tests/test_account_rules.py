@@ -119,6 +119,15 @@ def test_a_username_twice_names_the_line_it_is_on_first():
     assert [r.problem for r in rows] == [None, None, "username 'ada' is also on line 1"]
 
 
+def test_a_school_address_in_the_password_column_is_the_accounts_address_not_a_password():
+    rows = class_list.parse_csv("ada,Ada,student,Ada.Lovelace@School.org,Maths 1\n"
+                                "alan,Alan,student,not-an-address@\n"
+                                "grace,Grace,teacher,ada.lovelace@school.org\n")
+    assert rows[0] == class_list.Row(1, "ada", "Ada", "student", None, None, "Maths 1", "ada.lovelace@school.org")
+    assert rows[1].problem == "'not-an-address@' is not an e-mail address such as ada@school.org"
+    assert rows[2].problem == "address 'ada.lovelace@school.org' is also on line 1"
+
+
 def test_a_field_over_the_csv_limit_is_one_wrong_line_and_the_next_are_read():
     rows = class_list.parse_csv('ada,"' + "x" * 200000 + '",student\nalan,Alan,student\n')
     assert rows[0].problem.startswith("not readable as CSV: ") and rows[-1].username == "alan"

@@ -1,4 +1,4 @@
-"""Safe Exam Browser (server/exams/seb.py): an exam that requires it takes,
+"""Safe Exam Browser (server/seb.py): an exam that requires it takes,
 from its students while it runs for them, only requests whose
 X-SafeExamBrowser-ConfigKeyHash is SHA-256(the request's own URL + the
 Config Key the teacher gave): right, wrong, replayed from another URL, and

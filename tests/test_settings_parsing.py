@@ -40,7 +40,7 @@ def test_the_table_sorts_every_setting_into_a_kind_tested_here():
     others = {s.name for s in config.SETTINGS if s not in kinds}
     assert others == {"HOST", "PUBLIC_URL", "DATABASE_URL", "DATA_DIR", "STORAGE_ROOT", "COOKIE_SECRET",
                       "ADMIN_PASSWORD", "SANDBOX_PYTHON", "SANDBOX_IMAGE", "RUNNERS", "RUNNER_SECRET",
-                      "RUNNER_FLEET", "RUNNER_FLEET_KEY", "CLOUDWATCH_NAMESPACE"}
+                      "RUNNER_FLEET", "RUNNER_FLEET_KEY", "CLOUDWATCH_NAMESPACE", "OIDC_ISSUERS"}
     assert len(INTEGERS) > 40
 
 

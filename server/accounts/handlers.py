@@ -13,6 +13,13 @@ def public_user(user):
     return {"username": user["username"], "display_name": user["display_name"], "role": user["role"]}
 
 
+def set_device_cookie(handler, device):
+    """The browser's device cookie after a sign-in (devices.py); sent back
+    only to /api/login: nothing else needs it."""
+    handler.set_cookie(devices.COOKIE, device, path="/api/login", expires_days=devices.DAYS,
+                       httponly=True, samesite="Lax", secure=is_https(handler))
+
+
 class LoginHandler(ApiHandler):
     async def post(self):
         body = self.json_body()
@@ -28,9 +35,7 @@ class LoginHandler(ApiHandler):
         # the storage is read-only or hangs (the first file call makes the home then).
         await self.ctx.files.prepare_home(user)
         set_session_cookie(self, token, expires)
-        # Sent back only to this URL: nothing else needs it.
-        self.set_cookie(devices.COOKIE, device, path="/api/login", expires_days=devices.DAYS,
-                        httponly=True, samesite="Lax", secure=is_https(self))
+        set_device_cookie(self, device)
         self.finish_json({"user": public_user(user), "expires": expires.isoformat()})
 
 

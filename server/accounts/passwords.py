@@ -19,6 +19,9 @@ HASHER = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1,
 # Easy to read aloud in a classroom: no 0/o, 1/l/i.
 _ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 _dummy_hash = None
+# The hash of an account that signs in with a school account (server/signin/):
+# no password matches it; an admin's password reset gives it one.
+NO_PASSWORD = "!school-account"
 
 
 def hash_password(password):

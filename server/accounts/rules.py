@@ -65,6 +65,16 @@ def name_problem(name: object, what: str, max_len: int) -> str | None:
     return None
 
 
+EMAIL_RE = re.compile(r"^[^@\s,;<>\"]{1,64}@[a-z0-9.-]{1,253}\.[a-z]{2,63}\Z")
+
+
+def email_problem(email: object) -> str | None:
+    """Why `email` (lowercased) cannot be an account's school address, or None."""
+    if not isinstance(email, str) or not EMAIL_RE.match(email):
+        return f"{email!r} is not an e-mail address such as ada@school.org"
+    return None
+
+
 def role_problem(role: object) -> str | None:
     if role not in ROLES:
         return f"unknown role {role!r} (expected {', '.join(ROLES)})"

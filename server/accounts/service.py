@@ -59,6 +59,7 @@ class Imported:
     created: bool
     password: str | None = None  # generated (shown once, never stored); None if given in the file or skipped
     class_name: str | None = None  # the class the row named
+    email: str | None = None  # the school address it signs in with (then no password)
 
 
 def _public(row):
@@ -86,6 +87,9 @@ class Accounts:
         """Check the credentials and open a session: (user, token, expires,
         the browser's new device cookie). `device_cookie`: the one it sent."""
         cfg, pool = self.cfg, self.pool
+        if not cfg.PASSWORD_SIGN_IN:
+            raise Refused(403, "password_sign_in_off", "Signing in with a password is turned off on this "
+                          "server. Sign in with your school account's button instead.")
         username = rules.normalize_username(username)
         if rules.username_problem(username):
             raise Refused(*WRONG_CREDENTIALS)  # no such account can exist: nothing to verify or count
@@ -112,13 +116,29 @@ class Accounts:
             raise Refused(403, "account_deactivated", "This account is deactivated. Ask your teacher.")
         async with pool.transaction() as conn:
             await throttle.succeeded(conn, username, address, device)
-            token, expires = await sessions.create(conn, row["id"], cfg.SESSION_TTL, address)
-            await audit(conn, username, "login", address=address)
+            token, expires = await self._open_session(conn, row, address)
         if passwords.needs_rehash(row["password_hash"]):
             await pool.execute("UPDATE users SET password_hash = $2 WHERE id = $1", row["id"],
                                await self._hash(password))
         user = {k: row[k] for k in ("id", "username", "display_name", "role")}
-        return user, token, expires, self.devices.issue(device_cookie, username) if self.devices else None
+        return user, token, expires, self._device_cookie(device_cookie, username)
+
+    async def sign_in_as(self, user: dict, address: str, device_cookie: str | None,
+                         **detail) -> tuple[str, datetime, str | None]:
+        """A session for someone another service vouched for (a school
+        account, signin/): (token, expires, the browser's new device
+        cookie), as a password sign-in gives."""
+        async with self.pool.transaction() as conn:
+            token, expires = await self._open_session(conn, user, address, **detail)
+        return token, expires, self._device_cookie(device_cookie, user["username"])
+
+    async def _open_session(self, conn, user, address, **detail):
+        token, expires = await sessions.create(conn, user["id"], self.cfg.SESSION_TTL, address)
+        await audit(conn, user["username"], "login", address=address, **detail)
+        return token, expires
+
+    def _device_cookie(self, cookie, username):
+        return self.devices.issue(cookie, username) if self.devices else None
 
     async def _timed_verify(self, verify, *args):
         """A password verification in the hasher; how long they take is kept (a
@@ -217,18 +237,30 @@ class Accounts:
         existing = {r["username"] for r in await self.pool.fetch(
             "SELECT username FROM users WHERE username = ANY($1::text[])", [r.username for r in rows])}
         new = [r for r in rows if r.username not in existing]
-        plain = {r.username: r.password or passwords.generate_password() for r in new}
-        hashes = {}
+        owners = {rec["email"]: rec["username"] for rec in await self.pool.fetch(
+            "SELECT lower(email) AS email, username FROM users WHERE lower(email) = ANY($1::text[])",
+            [r.email for r in new if r.email])}
+        taken = [{"line": r.line, "username": r.username,
+                  "problem": f"the address {r.email} is already the account {owners[r.email]}'s"}
+                 for r in new if r.email in owners]
+        if taken:
+            raise Refused(400, "invalid_rows", f"{len(taken)} of {len(rows)} rows are invalid; "
+                          "nothing was created.", rows=taken)
+        # A row with a school address signs in with that account (signin/): no password.
+        plain = {r.username: r.password or passwords.generate_password() for r in new if not r.email}
+        hashes = {r.username: passwords.NO_PASSWORD for r in new if r.email}
         for r in new:  # one at a time through the bounded hasher: logins keep their turn
-            hashes[r.username] = await self._hash(plain[r.username])
+            if r.username in plain:
+                hashes[r.username] = await self._hash(plain[r.username])
         async with self.pool.transaction() as conn:
-            # ON CONFLICT: an account made since the look above is skipped too.
+            # ON CONFLICT: an account made since the look above (its username,
+            # or its school address) is skipped too.
             created = {rec["username"]: rec["id"] for rec in await conn.fetch(
-                """INSERT INTO users (username, display_name, role, password_hash)
-                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-                   ON CONFLICT (username) DO NOTHING RETURNING username, id""",
+                """INSERT INTO users (username, display_name, role, password_hash, email)
+                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+                   ON CONFLICT DO NOTHING RETURNING username, id""",
                 [r.username for r in new], [r.name for r in new], [r.role for r in new],
-                [hashes[r.username] for r in new])}
+                [hashes[r.username] for r in new], [r.email for r in new])}
             members: dict[str, list[int]] = {}
             for r in new:
                 if r.username in created:
@@ -237,8 +269,8 @@ class Accounts:
                         members.setdefault(r.class_name, []).append(created[r.username])
             await memberships.join_by_name(conn, actor, members)
         return [Imported(r.line, r.username, r.name, r.role, r.username in created,
-                         plain[r.username] if r.username in created and r.password is None else None,
-                         r.class_name)
+                         plain.get(r.username) if r.username in created and r.password is None else None,
+                         r.class_name, r.email)
                 for r in rows]
 
     async def import_csv(self, actor: str, text: str) -> dict:
@@ -250,6 +282,8 @@ class Accounts:
                      "class": r.class_name, "outcome": "created" if r.created else "skipped: already exists"}
             if r.password:
                 entry["password"] = r.password
+            if r.email:
+                entry["email"] = r.email  # signs in with the school account
             rows.append(entry)
         created = sum(r.created for r in report)
         return {"created": created, "skipped": len(report) - created, "rows": rows}

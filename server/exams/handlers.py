@@ -4,7 +4,7 @@ exam one is taking (students). Parse, authorize, call the service
 other: /api/files/exam/<id>/... (files/handlers.py)."""
 from ..accounts import rules, sessions
 from ..web import ApiError, ApiHandler
-from . import seb
+from .. import seb
 from .grading import Grading
 from .service import Exams
 

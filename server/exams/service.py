@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from ..db import Pool
 from ..errors import Refused
 from ..files.area import Area
-from . import seb
+from .. import seb
 from . import proctor
 
 GRACE = timedelta(seconds=5)  # after a student's end: saves on their way still land (README, "Exams")

@@ -9,7 +9,7 @@ from urllib.parse import quote
 from tornado import httputil, iostream
 from tornado.http1connection import HTTP1Connection
 
-from ..exams import seb
+from .. import seb
 from ..web import ApiError, ApiHandler
 from . import paths
 from .area import Area

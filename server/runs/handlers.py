@@ -18,7 +18,7 @@ from tornado import websocket
 
 from ..accounts import sessions
 from ..errors import Refused
-from ..exams import seb
+from .. import seb
 from ..files import paths
 from ..files.area import Area
 from ..sockets import answering, message_of

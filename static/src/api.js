@@ -184,6 +184,8 @@ export async function logout() {
   try {
     await post("/api/logout");
   } finally {
+    // The sign-in page then says that a school account stays signed in.
+    sessionStorage.setItem("signedOut", "1");
     location.href = "/";
   }
 }

@@ -81,6 +81,20 @@ form.addEventListener("submit", async (e) => {
   }
 });
 
+// Just signed out: where school accounts are offered, the page says that
+// theirs stays signed in (the server wrote the sentence, hidden).
+const signedOut = $("#signed-out");
+if (sessionStorage.getItem("signedOut")) {
+  sessionStorage.removeItem("signedOut");
+  if (signedOut) signedOut.hidden = false;
+}
+
+// A school sign-in that was refused shows its sentence on this page, at
+// the provider's return address: reloading it could only fail again.
+if (location.pathname.startsWith("/signin/")) {
+  history.replaceState(null, "", "/");
+}
+
 // Already signed in: straight on. Asked only when a session cookie came with
 // the page (the server says so), so a visit without one logs no 401.
 if (document.body.dataset.session) {

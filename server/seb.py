@@ -21,8 +21,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Config
-from ..web import is_https
+from .config import Config
+from .web import is_https
 
 HEADER = "X-SafeExamBrowser-ConfigKeyHash"
 KEY = re.compile(r"[0-9a-fA-F]{64}")

@@ -1,0 +1,1 @@
+"""Sign-in with the school's accounts: OpenID Connect (issue 34)."""

@@ -1,0 +1,1 @@
+import{d as a,e as b}from"./chunk.2ORC4A6F.js";import"./chunk.UWDSCVGP.js";import"./chunk.6CDQOV7B.js";import"./chunk.AFKO4GQN.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};

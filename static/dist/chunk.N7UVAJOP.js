@@ -1,1 +1,0 @@
-import{d as a,e as b}from"./chunk.N44Q4KUW.js";import"./chunk.UWDSCVGP.js";import"./chunk.HVHTVRIF.js";import"./chunk.FQT6DJEJ.js";import"./chunk.7BSUWVTF.js";import"./chunk.73S35ZUP.js";export{b as Editor,a as commonExtensions};
