@@ -151,6 +151,7 @@ class Taker:
         self.typist = Typist(PROGRAM)
         self.acknowledged = None  # (text, time) of the last save the server took
         self.refused_at = None  # time.time() of the first save refused for the exam's end
+        self.inbox = asyncio.Queue(maxsize=1000)  # what the socket said, for `answer` (reading)
         self.errors = {}
 
     def error(self, kind):
@@ -158,9 +159,32 @@ class Taker:
 
     async def take(self):
         writing = time.time() < self.ends
-        await asyncio.gather(self.typing(), self.saving(), self.trying(),
-                             self.pasting() if self.role == "paster" and writing else asyncio.sleep(0),
-                             self.leaving() if self.role == "leaver" and writing else asyncio.sleep(0))
+        reader = asyncio.ensure_future(self.reading())
+        try:
+            await asyncio.gather(self.typing(), self.saving(), self.trying(),
+                                 self.pasting() if self.role == "paster" and writing else asyncio.sleep(0),
+                                 self.leaving() if self.role == "leaver" and writing else asyncio.sleep(0))
+        finally:
+            reader.cancel()
+
+    async def reading(self):
+        """Read the socket all the time, as a browser does: its pings are
+        answered as they come (a socket left unread for the server's ping
+        timeout is closed), and what comes waits in `inbox` for `answer`."""
+        from .client import CheckFailed
+        while True:
+            ws = self.ide.ws
+            try:
+                message = await self.ide.receive(timeout=1.0)
+            except asyncio.TimeoutError:
+                continue
+            except CheckFailed as e:  # closed: `answer` is told, and the socket opened again reads on
+                message = {"type": "_closed", "why": f"{e.kind}_{ws.close_code}"}
+                while self.ide.ws is ws:
+                    await asyncio.sleep(0.2)
+            if self.inbox.full():
+                self.inbox.get_nowait()
+            self.inbox.put_nowait(message)
 
     async def typing(self):
         while time.time() < self.ends:
@@ -211,7 +235,7 @@ class Taker:
                 self.proctor.cause(kind, self.user.username, at)
             else:
                 self.proctor.failed(kind, outcome)
-                if outcome in ("no_answer", "socket"):
+                if outcome == "no_answer" or outcome.startswith("socket"):
                     with contextlib.suppress(Exception):
                         await self.ide.reopen()
                     self.typist.based = False  # a new socket is a new stream
@@ -220,12 +244,15 @@ class Taker:
     async def answer(self, ask, done, timeout=60):
         """Send `ask`, then read messages until `done(message)` says it is the one: None, or why not."""
         import aiohttp
-        from .client import CheckFailed
         deadline = time.monotonic() + timeout
+        while not self.inbox.empty():  # (answers to what went before: none is awaited now)
+            self.inbox.get_nowait()
         try:
             await self.ide.send(**ask)
             while True:
-                message = await self.ide.receive(deadline - time.monotonic())
+                message = await asyncio.wait_for(self.inbox.get(), max(0.0, deadline - time.monotonic()))
+                if message["type"] == "_closed":
+                    return message["why"]
                 if message.get("type") == "error" and message.get("error") not in ("not_running", "edits_out_of_step"):
                     return "refused_" + str(message.get("error"))
                 if message.get("type") == "error" and message.get("error") == "edits_out_of_step":
@@ -236,7 +263,7 @@ class Taker:
                     return verdict
         except asyncio.TimeoutError:
             return "no_answer"
-        except (CheckFailed, ConnectionError, aiohttp.ClientError):
+        except (ConnectionError, aiohttp.ClientError):
             return "socket"
 
     async def run(self):

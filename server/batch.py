@@ -1,10 +1,10 @@
-"""Database writes that may wait a second, written together.
+"""Database writes that may wait a moment, written together.
 
 Bookkeeping that no request has to wait for (when a student last saved,
 how long a session lives on) must not cost each request a commit and its
 WAL flush. A `Batch` gathers such writes by key, the newest value of a key
 winning, and `flush` hands all that is pending to one `write(items)`
-statement; the worker flushes every batch once a second and once more as
+statement; the worker flushes every batch twice a second and once more as
 it drains (worker.py), so nothing acknowledged is lost at a shutdown.
 
 What is pending is bounded by the number of keys (users, sessions), never

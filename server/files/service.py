@@ -243,7 +243,7 @@ class Files:
         area is told (changes.py), as done by "you" in one's own home and by
         "teacher" anywhere else (a push, the course folder). One's own save
         is also when one last saved, for the teacher's roster: written with
-        the worker's next flush of `save_times` (within a second), never by
+        the worker's next flush of `save_times` (within half a second), never by
         the save itself, which is done and must neither wait for a commit
         nor fail because of one. `kept`: the save replaced the owner's own
         text, kept as this version in its history ("" when its name is not

@@ -11,7 +11,7 @@ again from its text). Several streams of one file (a page reloaded, a
 second device) interleave by time.
 
 Each worker holds its streams' edits and writes them with the other
-batched writes (every second, and as it drains): a row per stream and
+batched writes (twice a second, and as it drains): a row per stream and
 file for up to HOLD_SECONDS of typing, compressed. What is held is bounded
 (per stream per minute, per worker); what is kept too: each student's
 rows outside exams up to REPLAY_KEEP_BYTES, the oldest removed first,
@@ -109,7 +109,7 @@ class Row:
 
 
 class Replays:
-    name = "replay log"  # as worker.py's batches: flushed every second, and as the worker drains
+    name = "replay log"  # as worker.py's batches: flushed twice a second, and as the worker drains
 
     def __init__(self, pool: Pool, folders: Folders, keep_bytes: int, draining: Callable[[], bool]) -> None:
         self.pool = pool
