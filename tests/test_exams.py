@@ -299,6 +299,10 @@ def test_a_student_checks_the_file_of_her_exam_folder_when_the_exam_lets_her(ser
     assert exam_check(server, ann, spec, number, slug="other")["error"] == "no_such_exercise"
     assert exam_check(server, ann, f"exams/{made['id']}/{ann.username}", number)["error"] == "not_checkable_here"
     assert exam_check(server, people.student("out"), spec, number)["error"] == "no_such_exam"
+    # Each press the exam took is a signal for the teacher, with its exercise; a refused one is not.
+    pressed = [(s["username"], s["exercise"]) for s in teacher.request(
+        "GET", f"/api/exams/{made['id']}/signals").json()["signals"] if s["kind"] == "check"]
+    assert pressed == [(ann.username, "average"), (ben.username, "average")], pressed
 
 
 def test_during_an_exam_without_their_own_files_a_student_reaches_only_its_folder(server, people):

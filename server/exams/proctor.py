@@ -19,6 +19,7 @@ SELECT u.username, e.starts_at, e.ends_at + make_interval(secs => coalesce(x.sec
        count(s.id) FILTER (WHERE s.kind = 'offline') AS offline,
        count(s.id) FILTER (WHERE s.kind = 'second_session') AS second_session,
        max(s.at) FILTER (WHERE s.kind = 'run') AS last_run_at,
+       max(s.at) FILTER (WHERE s.kind = 'check') AS last_check_at,
        (array_agg(s.kind ORDER BY s.id DESC) FILTER (WHERE s.id IS NOT NULL))[1] AS latest_kind,
        (array_agg(s.detail ORDER BY s.id DESC) FILTER (WHERE s.id IS NOT NULL))[1] AS latest_detail,
        max(s.at) AS latest_at
@@ -37,7 +38,7 @@ def _iso(when: datetime | None) -> str | None:
 async def fields(pool: Pool, exam_id: int, usernames: list[str]) -> dict[str, dict[str, Any]]:
     """{username: their exam fields} of these students in the exam: starts,
     ends (the exam's end plus their extra time), flags (counts of FLAGS),
-    last_run_at (their last Run press) and latest (the latest signal:
+    last_run_at and last_check_at (their last Run and Check presses) and latest (the latest signal:
     kind, at and its detail, or None)."""
     if not usernames:
         return {}
@@ -45,6 +46,7 @@ async def fields(pool: Pool, exam_id: int, usernames: list[str]) -> dict[str, di
     return {r["username"]: {
         "starts": _iso(r["starts_at"]), "ends": _iso(r["ends"]),
         "flags": {name: r[name] for name in FLAGS}, "last_run_at": _iso(r["last_run_at"]),
+        "last_check_at": _iso(r["last_check_at"]),
         "latest": r["latest_kind"] and {"kind": r["latest_kind"], "at": _iso(r["latest_at"]),
                                         **json.loads(r["latest_detail"])},
     } for r in rows}

@@ -393,6 +393,7 @@ class Exams:
             raise Refused(403, "check_off", "Check is turned off in this exam: your teacher chose so.")
         if row["class_id"] != class_id or slug not in row["exercises"]:
             raise Refused(404, "no_such_exercise", "This exercise is not in your exam.")
+        await self._record(row["id"], user["id"], "check", {"exercise": slug})
         return area
 
     async def writable(self, area: Area) -> None:

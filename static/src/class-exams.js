@@ -16,6 +16,7 @@ const SIGNAL_WORDS = {
   paste: (s) => `pasted ${s.chars} characters${s.outside ? ", from outside the IDE" : ""}`,
   focus_lost: () => "left the page", focus_back: (s) => `came back after ${s.away_seconds} s`,
   offline: () => "lost the network", online: (s) => `was back online after ${s.away_seconds} s`, run: () => "pressed Run",
+  check: (s) => `pressed Check (${s.exercise})`,
   ide_opened: () => "opened the IDE", second_session: () => "opened the IDE in another session (another device, or signed in again)",
 };
 

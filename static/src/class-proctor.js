@@ -41,15 +41,13 @@ const flagCount = (s) => FLAG_WORDS.reduce((n, [key]) => n + (s.exam?.flags?.[ke
 const flagWords = (s) => FLAG_WORDS.filter(([key]) => s.exam?.flags?.[key]).map(([key, words]) => words(s.exam.flags[key]));
 const over = (s, now) => s.exam && now >= Date.parse(s.exam.starts) && !secondsLeft(s, now);
 
-/** The student's last Check since the exam's start, or null. */
-const examCheck = (s) => (s.last_check && s.exam && s.last_check.at >= s.exam.starts ? s.last_check : null);
-
-/** The student's last Run press or Check in the exam: {words, at} or null. */
+/** The student's last Run or Check press in the exam: {words, at} or null (a check with its score once it is in). */
 function lastTry(s) {
   const run = s.exam?.last_run_at;
-  const check = examCheck(s);
-  if (check && (!run || Date.parse(check.at) >= Date.parse(run))) {
-    return { words: `checked ${check.exercise} ${check.score}/${check.max_score}`, at: check.at };
+  const pressed = s.exam?.last_check_at;
+  if (pressed && (!run || Date.parse(pressed) >= Date.parse(run))) {
+    const done = s.last_check && Date.parse(s.last_check.at) >= Date.parse(pressed) ? s.last_check : null;
+    return { words: done ? `checked ${done.exercise} ${done.score}/${done.max_score}` : "pressed Check", at: pressed };
   }
   return run ? { words: "ran", at: run } : null;
 }
@@ -104,7 +102,7 @@ export const EXAM_FACE = {
     // The server's times, unformatted, for tools that time the view (as the class's tiles have them).
     set(li.dataset, "savedAt", s.last_save_at || "");
     set(li.dataset, "runAt", s.exam?.last_run_at || "");
-    set(li.dataset, "checkAt", examCheck(s)?.at || "");
+    set(li.dataset, "checkAt", s.exam?.last_check_at || "");
     set(li.dataset, "signalAt", s.exam?.latest?.at || "");
     li.classList.toggle("idle", idle(s, now));
     parts.presence.classList.toggle("on", s.online);
