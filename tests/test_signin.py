@@ -14,6 +14,7 @@ import requests
 
 from loadtest.harness import ADMIN_PASSWORD
 from tests.conftest import PASSWORD, People, running_server
+from server.signin.service import FLOWS_PER_ADDRESS
 from tests.helpers import sql
 from tests.oidc_support import (HTTP_TIMEOUT, TokenProxy, back_from_provider, dead_ends, expired, issuer_setting,
                                 notice, other_audience, other_key, signed_in_as, to_provider, unknown_key)
@@ -161,6 +162,27 @@ def test_a_return_to_another_browser_or_a_second_time_is_refused(signin_server, 
 def test_the_return_address_never_leads_off_the_site_or_to_another_role(signin_server, oidc_provider2, next_page):
     browser, answer = sign_in(signin_server, "district", oidc_provider2.person("bob"), next_page=next_page)
     assert answer.status_code == 302 and answer.headers["Location"] == "/ide"
+
+
+def test_sign_ins_started_and_never_finished_are_bounded_per_network(signin_server):
+    """Each start writes a row: a script starting them in a loop from one
+    address is told to wait once FLOWS_PER_ADDRESS are under way (made here
+    in the database at once), and the others' sign-ins go on."""
+    dsn = signin_server.env["DATABASE_URL"]
+    sql(dsn, "INSERT INTO signin_flows (state_hash, issuer, nonce, verifier, redirect_uri, address) "
+             "SELECT sha256(('flood ' || i)::bytea), 'school', 'flood', 'v', 'r', '127.0.0.1' "
+             "FROM generate_series(1, %s) i", FLOWS_PER_ADDRESS)
+    try:
+        answer = requests.get(signin_server.url + "/signin/school", allow_redirects=False, timeout=30)
+        assert answer.status_code == 429 and 'id="login"' in answer.text, answer.text[:300]
+        assert notice(answer) == ("Too many sign-ins were started from your network and not finished in the last "
+                                  "minutes: wait a minute, then try again.")
+        assert sql(dsn, "SELECT count(*) FROM signin_flows WHERE address = '127.0.0.1'") == [(FLOWS_PER_ADDRESS,)]
+        sql(dsn, "UPDATE signin_flows SET address = '203.0.113.9' WHERE nonce = 'flood'")  # another network's
+        answer = requests.get(signin_server.url + "/signin/school", allow_redirects=False, timeout=30)
+        assert answer.status_code == 302, answer.text[:300]  # off to the provider
+    finally:
+        sql(dsn, "DELETE FROM signin_flows WHERE nonce = 'flood'")
 
 
 def test_the_token_proxy_itself_is_trusted(signin_server, oidc_provider):

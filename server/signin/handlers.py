@@ -43,7 +43,8 @@ class SignInPage(LoginPage):
 class StartHandler(SignInPage):
     async def get(self, issuer_id):
         try:
-            url, state = await self.ctx.signin.start(issuer_id, self.redirect_uri(), self.get_argument("next", ""))
+            url, state = await self.ctx.signin.start(issuer_id, self.redirect_uri(), self.get_argument("next", ""),
+                                                     self.client_address())
         except Refused as e:
             return self.refused(e)
         # Lax: sent with the provider's redirect back (a top-level GET).

@@ -36,6 +36,10 @@ from .issuers import ROLES, Issuer
 from .provider import Provider
 
 FLOW_SECONDS = 600  # how long a sign-in may take at the provider
+# Sign-ins started and not yet finished, at most: from one client address (a school's
+# network is one: a whole school signing in at 8:00 stays far below), and in all.
+FLOWS_PER_ADDRESS = 1000
+FLOWS_AT_MOST = 100_000
 SCOPES = "openid email profile"
 HOMES = {"student": "/ide", "teacher": "/teacher", "admin": "/admin"}
 PAGES_OF = {"student": ("/ide",), "teacher": ("/ide", "/teacher"), "admin": ("/ide", "/teacher", "/admin")}
@@ -69,17 +73,30 @@ class SignIn:
                           + START_AGAIN)
         return issuer
 
-    async def start(self, issuer_id: str, redirect_uri: str, next_page: str) -> tuple[str, str]:
+    async def start(self, issuer_id: str, redirect_uri: str, next_page: str, address: str) -> tuple[str, str]:
         """(the provider's address to send the browser to, the flow's state,
-        which the browser must bring back in its cookie)."""
+        which the browser must bring back in its cookie); refused while too
+        many sign-ins are under way from `address` (the client's), or in all."""
         issuer = self._issuer(issuer_id)
         metadata = await self.providers[issuer.id].metadata()
         state, nonce, verifier = generate_token(43), generate_token(43), generate_token(64)
         next_page = next_page if any(next_page in pages for pages in PAGES_OF.values()) else ""
-        async with self.pool.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO signin_flows (state_hash, issuer, nonce, verifier, redirect_uri, next) "
-                "VALUES ($1, $2, $3, $4, $5, $6)", _hash(state), issuer.id, nonce, verifier, redirect_uri, next_page)
+        room = await self.pool.fetchrow(
+            """SELECT (SELECT count(*) FROM signin_flows WHERE address = $1
+                       AND created_at > now() - make_interval(secs => $2)) < $3 AS here,
+                      (SELECT count(*) FROM signin_flows) < $4 AS anywhere""",
+            address, FLOW_SECONDS, FLOWS_PER_ADDRESS, FLOWS_AT_MOST)
+        assert room is not None  # (a SELECT of two values has its row)
+        if not room["here"]:
+            raise Refused(429, "too_many_signins", "Too many sign-ins were started from your network and not "
+                          "finished in the last minutes: wait a minute, then try again.", retry_after=60)
+        if not room["anywhere"]:
+            raise Refused(503, "signin_busy", "Too many sign-ins are under way right now: wait a minute, "
+                          "then try again.", retry_after=60)
+        await self.pool.execute(
+            "INSERT INTO signin_flows (state_hash, issuer, nonce, verifier, redirect_uri, next, address) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7)", _hash(state), issuer.id, nonce, verifier, redirect_uri, next_page,
+            address)
         url = prepare_grant_uri(metadata["authorization_endpoint"], issuer.client_id, "code", redirect_uri,
                                 SCOPES, state, nonce=nonce, code_challenge=create_s256_code_challenge(verifier),
                                 code_challenge_method="S256")
