@@ -21,7 +21,7 @@ from .pages import (AdminPage, AssetHandler, ClassPage, IconHandler, IdePage, Lo
                     TeacherPage)
 from .placement.handlers import HeartbeatHandler
 from .runs.handlers import RunSocket
-from .signin.handlers import CallbackHandler as SignInCallback, StartHandler as SignInStart
+from .signin.handlers import BindingHandler, CallbackHandler as SignInCallback, StartHandler as SignInStart
 from .teaching.handlers import (ClassesHandler, ClassHandler, ClassMembersHandler, ClassMessagesHandler,
                                 ClassPasswordsHandler, ClassSocket, HandHandler, HandsHandler, PushHandler,
                                 RosterHandler, StarterHandler, TalkHandler)
@@ -88,6 +88,7 @@ ROUTES = [
     (r"/api/admin/users/import", ImportUsersHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/password", UserPasswordHandler),
     (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/active", UserActiveHandler),
+    (r"/api/admin/users/([a-z0-9][a-z0-9._-]{0,63})/school/([a-z0-9-]{1,40})", BindingHandler),
     (rf"/api/assist/{ASSIST_OP}", AssistHandler),
     (r"/ws/run", RunSocket),
     (r"/ws/class/([0-9]{1,18})", ClassSocket),

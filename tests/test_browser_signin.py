@@ -63,6 +63,17 @@ def test_a_student_a_teacher_and_an_admin_sign_in_with_their_school_accounts(
         assert me(page)["username"] == username and me(page)["role"] == lands.strip("/").replace("ide", "student")
         assert page.errors == []
 
+    # On the admin page (where the admin landed): the teacher's school account, unbound with a confirmation.
+    row = page.locator(f'tr[data-username="{teacher_account}"]')
+    expect(row.locator(".user-school")).to_contain_text(f"{teacher}@school.test")
+    assert_accessible(page, "the accounts with their school accounts")
+    row.get_by_role("button", name=f"Unbind {teacher_account} from school").click()
+    page.get_by_role("dialog").get_by_role("button", name="Unbind").click()
+    expect(page.locator(".toast")).to_contain_text(f"{teacher_account} is no longer bound to school")
+    expect(page.locator(f'tr[data-username="{teacher_account}"]').get_by_role("button", name="Unbind")).to_have_count(0)
+    assert sql(signin_server.env["DATABASE_URL"], "SELECT count(*) FROM signin_bindings b JOIN users u "
+               "ON u.id = b.user_id WHERE u.username = %s", teacher_account) == [(0,)]
+
 
 def test_the_sign_in_page_offers_each_school_account_accessibly_and_by_keyboard(signin_server, oidc_provider2,
                                                                                  new_page):

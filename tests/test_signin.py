@@ -103,6 +103,28 @@ def test_an_existing_account_is_matched_once_by_its_address_then_by_subject(sign
     assert bound == [(f"ada.lovelace-{login}@school.test",)]
 
 
+def test_an_admin_sees_a_binding_and_unbinds_it(signin_server, oidc_provider):
+    """A student given a new school account: the admin unbinds the old one
+    (a student may not), and her next sign-in binds again as a first one does."""
+    login = oidc_provider.person("ada")
+    username = account(signin_server, "student", f"{login}@school.test")
+    sign_in(signin_server, "school", login)
+    admin = signin_server.client()
+    admin.login_ok("admin", ADMIN_PASSWORD)
+    [listed] = admin.get("/api/admin/users", params={"q": username}).json()["users"]
+    assert (listed["school_accounts"], listed["email"]) == (["school"], f"{login}@school.test"), listed
+    nosy = People(signin_server).student("nosy")
+    assert nosy.request("DELETE", f"/api/admin/users/{username}/school/school").status_code == 403
+    assert admin.request("DELETE", f"/api/admin/users/{username}/school/school").status_code == 200
+    bound = "SELECT count(*) FROM signin_bindings b JOIN users u ON u.id = b.user_id WHERE u.username = %s"
+    assert sql(signin_server.env["DATABASE_URL"], bound, username) == [(0,)]
+    again = admin.request("DELETE", f"/api/admin/users/{username}/school/school")
+    assert (again.status_code, again.json()["error"]) == (404, "not_bound")
+    browser, _ = sign_in(signin_server, "school", login)
+    assert signed_in_as(signin_server, browser)["username"] == username
+    assert sql(signin_server.env["DATABASE_URL"], bound, username) == [(1,)]
+
+
 def test_no_account_yet_and_a_domain_not_allowed_are_each_told(signin_server, oidc_provider):
     said = refused(signin_server, "school", oidc_provider.person("stranger"))
     assert said.startswith("There is no PyClassroom account for stranger-") and "Ask your teacher" in said

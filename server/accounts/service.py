@@ -192,18 +192,24 @@ class Accounts:
                          limit: int | None = LIST_LIMIT) -> list[dict]:
         """Accounts whose username or display name contains `query`, with
         `role`, in the class `class_id`; each with the names of its classes
-        (an account in no class is in the default one; admins are in none)."""
+        (an account in no class is in the default one; admins are in none),
+        its school address and the school accounts it is bound to (their
+        issuers' ids, or URLs for an issuer no longer configured: server/signin/)."""
         rows = await self.pool.fetch(
-            """SELECT u.username, u.display_name, u.role, u.active, u.created_at, u.last_save_at,
+            """SELECT u.username, u.display_name, u.role, u.active, u.created_at, u.last_save_at, u.email,
                       ARRAY(SELECT c.name FROM class_membership m JOIN classes c ON c.id = m.class_id
-                            WHERE m.user_id = u.id ORDER BY c.is_default DESC, lower(c.name)) AS classes
+                            WHERE m.user_id = u.id ORDER BY c.is_default DESC, lower(c.name)) AS classes,
+                      ARRAY(SELECT b.issuer FROM signin_bindings b WHERE b.user_id = u.id ORDER BY b.issuer)
+                          AS school_accounts
                FROM users u
                WHERE ($1 = '' OR u.username ILIKE '%' || $1 || '%' OR u.display_name ILIKE '%' || $1 || '%')
                  AND ($2::text IS NULL OR u.role = $2)
                  AND ($3::bigint IS NULL OR u.id IN (SELECT user_id FROM class_membership WHERE class_id = $3))
                ORDER BY u.username LIMIT $4""",
             query, role, class_id, limit)
-        return [{**_public(r), "classes": list(r["classes"])} for r in rows]
+        named = {i.url: i.id for i in self.cfg.OIDC_ISSUERS}  # (a binding names its issuer by its URL)
+        return [{**_public(r), "classes": list(r["classes"]), "email": r["email"],
+                 "school_accounts": [named.get(url, url) for url in r["school_accounts"]]} for r in rows]
 
     async def create_user(self, actor: str, username: str, display_name: str, role: str,
                           password: str | None = None) -> tuple[dict, str]:

@@ -14,7 +14,8 @@ from ..accounts import devices
 from ..accounts.handlers import set_device_cookie
 from ..errors import Refused
 from ..pages import LoginPage
-from ..web import is_https, set_session_cookie
+from ..accounts import rules
+from ..web import ApiError, ApiHandler, is_https, set_session_cookie
 
 FLOW_COOKIE = "pyclassroom_signin"
 CALLBACK = "/signin/callback"
@@ -69,3 +70,14 @@ class CallbackHandler(SignInPage):
         set_session_cookie(self, token, expires)
         set_device_cookie(self, device)
         self.redirect(page)
+
+
+class BindingHandler(ApiHandler):
+    """DELETE /api/admin/users/<username>/school/<issuer>: unbind (admins)."""
+
+    async def delete(self, username: str, issuer_id: str) -> None:
+        admin = await self.require_user("admin")
+        if rules.username_problem(username):
+            raise ApiError(404, "not_bound", "There is no such account.")
+        await self.ctx.signin.unbind(admin["username"], username, issuer_id)
+        self.finish_json({"username": username, "unbound": issuer_id})

@@ -102,6 +102,20 @@ class SignIn:
                                 code_challenge_method="S256")
         return url, state
 
+    async def unbind(self, admin: str, username: str, issuer_id: str) -> None:
+        """Forget that `username` is the person of that issuer (a student given
+        a new school account, a binding made by mistake): their next sign-in
+        with it is matched as a first one is."""
+        issuer = self._issuer(issuer_id)
+        async with self.pool.transaction() as conn:
+            gone = await conn.fetchrow(
+                """DELETE FROM signin_bindings b USING users u
+                   WHERE b.user_id = u.id AND u.username = $1 AND b.issuer = $2 RETURNING b.email""",
+                username, issuer.url)
+            if gone is None:
+                raise Refused(404, "not_bound", f"{username} is not bound to a school account of '{issuer_id}'.")
+            await audit(conn, admin, "unbind_school_account", username, issuer=issuer_id, email=gone["email"])
+
     async def prune(self) -> None:
         """Forget sign-ins never finished (they are refused anyway)."""
         await self.pool.execute("DELETE FROM signin_flows WHERE created_at < now() - make_interval(secs => $1)",

@@ -2,7 +2,7 @@
 // deactivate), classes (admin-classes.js) and the server's status
 // (admin-status.js). New passwords can be downloaded and printed (passwords.js).
 import { h, $, $$, clear, ago, debounce, toast } from "./dom.js";
-import { get, post, meWhenReachable, ApiError } from "./api.js";
+import { get, post, request, meWhenReachable, ApiError } from "./api.js";
 import { openDialog, confirmDialog, secretDialog, alertDialog } from "./dialog.js";
 import { userMenu } from "./account.js";
 import { ClassesTab } from "./admin-classes.js";
@@ -99,13 +99,17 @@ async function loadAccounts() {
   count.textContent = `${data.users.length} account${data.users.length === 1 ? "" : "s"}`
     + (data.users.length >= data.limit ? ` (the first ${data.limit}: search to narrow)` : "");
   clear(table,
-    h("thead", {}, h("tr", {}, ["Username", "Name", "Role", "Classes", "Status", "Created", "Last save", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+    h("thead", {}, h("tr", {}, ["Username", "Name", "Role", "Classes", "Status", "School account", "Created", "Last save", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, data.users.map((u) => h("tr", { dataset: { username: u.username }, class: u.active ? "" : "inactive" },
       h("td", {}, h("code", {}, u.username)),
       h("td", { class: "user-name" }, u.display_name),
       h("td", {}, h("span", { class: `role ${u.role}` }, u.role)),
       h("td", { class: "user-classes" }, u.role === "admin" ? "all (admin)" : u.classes.join(", ") || "—"),
       h("td", {}, u.active ? "Active" : "Deactivated"),
+      h("td", { class: "user-school" }, u.email || (u.school_accounts.length ? "" : "—"),
+        u.school_accounts.map((issuer) => h("span", { class: "school-account" }, ` ${issuer} `,
+          h("button", { class: "btn small ghost", type: "button", "aria-label": `Unbind ${u.username} from ${issuer}`,
+            onclick: () => unbind(u, issuer) }, "Unbind")))),
       h("td", {}, new Date(u.created_at).toLocaleDateString()),
       h("td", {}, u.last_save_at ? ago(u.last_save_at) : "—"),
       h("td", { class: "actions" },
@@ -157,6 +161,21 @@ async function resetPassword(u) {
   } catch (e) {
     alertDialog("Could not reset the password", e.message);
   }
+}
+
+async function unbind(u, issuer) {
+  const ok = await confirmDialog(`Unbind ${u.username} from ${issuer}?`,
+    `${u.display_name}'s next sign-in with ${issuer} is matched as a first one is: by a verified school address, `
+    + "or it makes a new account if that school account may. Do this when a student got a new school account.",
+    { ok: "Unbind", danger: true });
+  if (!ok) return;
+  try {
+    await request("DELETE", `/api/admin/users/${encodeURIComponent(u.username)}/school/${encodeURIComponent(issuer)}`);
+    toast(`${u.username} is no longer bound to ${issuer}.`);
+  } catch (e) {
+    toast(e.message, "error");
+  }
+  loadAccounts();
 }
 
 async function setActive(u, active) {
