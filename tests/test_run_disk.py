@@ -17,7 +17,8 @@ from tests.runs_support import LIMITS, assert_all_released, run, student
 
 QUOTA_MB = 32
 FILE_MB = 8
-SLACK_MB = 16  # what the server writes on while it is late to look, on a busy machine (disk_guard.py)
+SLACK_MB = 24  # what the server writes on while it is late to look, on a busy machine (disk_guard.py): 16 writers
+# went 16 MB and 551 bytes past one file once, in a clean-clone run of the whole suite on 2 cores
 SETTINGS = dict(LIMITS, QUOTA_BYTES=QUOTA_MB << 20, RUN_FILE_MB=FILE_MB, RUN_CPU_SECONDS=60)
 
 # The attack: 100 files of the largest size a run may write, as fast as it can.
