@@ -93,7 +93,9 @@ def login(page, username, password, lands_on=None):
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
     if lands_on:
-        page.wait_for_url(re.compile(re.escape(lands_on) + "$"))
+        # At the address, then ready (the page's script done, which is after "load"): two hang guards
+        # in turn, where waiting for "load" first spent the whole of one on a busy machine.
+        page.wait_for_url(re.compile(re.escape(lands_on) + "$"), wait_until="commit")
         wait_ready(page)
 
 
