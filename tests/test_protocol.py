@@ -4,8 +4,9 @@ import asyncio
 import struct
 
 import pytest
+from hypothesis import given, strategies as st
 
-from server.runs.protocol import BadFrame, ImageParser, frame, read_frame
+from server.runs.protocol import HEADER, LAUNCHER_KINDS, BadFrame, FrameKinds, ImageParser, frame, read_frame
 
 IMAGE = b"\x1b]7011;image;QUJD\x07"
 
@@ -95,3 +96,19 @@ def test_frames_are_read_whole_however_the_bytes_arrive():
 def test_a_broken_launcher_is_noticed(data):
     with pytest.raises(BadFrame):
         read_all(data)
+
+
+
+@given(st.lists(st.tuples(st.sampled_from(sorted(LAUNCHER_KINDS)), st.binary(max_size=40)), max_size=8),
+       st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_a_relay_sees_each_frame_in_the_chunk_that_completes_its_header(frames, cuts):
+    # A runner relays the launcher's output a chunk at a time, and sends a
+    # run's final counts before the chunk in which its `X` can first be read.
+    data, ends = b"", []
+    for kind, payload in frames:
+        ends.append((len(data) + HEADER - 1, kind))  # where its header's last byte is
+        data += frame(kind, payload)
+    bounds = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
+    kinds = FrameKinds()
+    for start, end in zip(bounds, bounds[1:]):
+        assert kinds.begun(data[start:end]) == {kind for at, kind in ends if start <= at < end}

@@ -70,6 +70,22 @@ def test_a_program_runs_on_the_runner_with_its_input_files_and_exit(remote_serve
     assert r.status_code == 200 and r.json()["content"] == "hello Ada", r.text
 
 
+def test_a_silent_program_of_many_busy_processes_is_stopped_on_the_cpu_the_runner_counts(remote_server):
+    # Each process stays under its own CPU limit (2 s) long after the run's
+    # processes together pass it: only the runner's counts, sent while the
+    # run goes (it prints nothing), can stop it before they end themselves.
+    client = student(remote_server, "ada")
+    code = ("import os\n"
+            "for _ in range(10):\n"
+            "    if os.fork() == 0:\n"
+            "        while True: pass\n"
+            "for _ in range(10): os.wait()\n"
+            "print('every child ended on its own')\n")
+    exit_, rc = run(remote_server, client, code, timeout=TIMEOUT)
+    assert exit_["reason"] == "cpu_limit", exit_
+    assert "every child ended on its own" not in rc.output()
+
+
 def test_the_runner_holds_no_secret_and_refuses_to_start_with_one(remote_server, tmp_path):
     environ = open(f"/proc/{remote_server.runner.proc.pid}/environ", "rb").read().split(b"\0")
     names = {item.split(b"=", 1)[0].decode() for item in environ if item}

@@ -27,8 +27,8 @@ for this runner, expired, forged or seen before is refused with close code
                             knew of it, less what changed since
     runner -> web   text   {"type": "prepared", "proof", "defences"} | {"type": "error", "message"}
                     binary  the launcher's stdout, as it comes (its frames)
-                    text   {"type": "counts", "oom_kills", "cpu_seconds"}, sent before
-                            any output that follows a change of them
+                    text   {"type": "counts", "oom_kills", "cpu_seconds"}: the kernel's, as they change:
+                            every COUNTS_SECONDS while a run goes, and before the output that holds its end
                     text   {"type": "exit", "code", "signal", "oom_killed"}: the kernel's exit,
                             after the last output
 
@@ -62,6 +62,7 @@ from ..runs.sandbox import Exit, SandboxError, SandboxKind, StartedSandbox
 from ..errors import Refused as Declined
 from ..runs.cgroups import worker_tag
 from ..runs.disk_guard import DiskGuard
+from ..runs.protocol import FrameKinds
 from ..runs.sandbox.tickets import Refused, Tickets, heartbeat, proof
 from ..runs.scratch import make_folder, remove_folder, remove_orphans
 from ..runs.shipping import as_pieces
@@ -78,6 +79,7 @@ PREPARE_TIMEOUT = 60.0  # a sandbox that has not started by then will not
 KEEP_WAIT = 3.0  # seconds a sandbox waits for the copy its predecessor is ending with
 KEPT_SECONDS = 900.0  # a home kept for its next sandbox that none took by then goes
 KEY = re.compile(r"[0-9a-f]{32}")
+COUNTS_SECONDS = 0.25  # as often as the web tier's watchdog looks at a run's CPU (runs/run.py)
 
 
 class Runner:
@@ -202,6 +204,7 @@ class SandboxSocket(websocket.WebSocketHandler):
         self.ops: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=8)  # in order
         self.worker: asyncio.Task[None] | None = None
         self.counts: tuple[int, float | None] | None = None
+        self.counting: asyncio.Task[None] | None = None  # sends the counts of the run that goes
         self.home: HomeCopy | None = None
         self.keep_key: str | None = None  # the key its home is kept under, if the web tier asked for that
         self.adopted = False
@@ -236,6 +239,8 @@ class SandboxSocket(websocket.WebSocketHandler):
             return
         if isinstance(message, bytes):
             if self.sandbox is not None:
+                if message[:1] == b"g" and (self.counting is None or self.counting.done()):  # a run's `go`
+                    self.counting = asyncio.ensure_future(self._count(self.sandbox))
                 self.sandbox.send(message)
             return
         try:
@@ -294,17 +299,29 @@ class SandboxSocket(websocket.WebSocketHandler):
     async def _relay(self, sandbox: StartedSandbox) -> None:
         """The launcher's output to the web tier, as it comes (each write
         awaited: a web tier that reads slowly slows the launcher, never a
-        buffer here), its counts before output that follows their change,
-        then the kernel's exit."""
-        while True:
-            chunk = await sandbox.stdout.read(CHUNK)
-            await self._send_counts(sandbox)
-            if not chunk:
-                break
+        buffer here), the run's final counts before the output that holds
+        its end (the web tier reads them at once), then the kernel's exit.
+        (Not before every chunk: two reads of the cgroup and a message
+        cost a run's first output a third of a millisecond.)"""
+        frames = FrameKinds()
+        while chunk := await sandbox.stdout.read(CHUNK):
+            if b"X" in frames.begun(chunk):
+                self._stop_counting()
+                await self._send_counts(sandbox)
             await self._send(chunk)
+        self._stop_counting()
         exit_: Exit = await sandbox.wait()
         await self._send_counts(sandbox)
         await self._send({"type": "exit", "code": exit_.code, "signal": exit_.signal, "oom_killed": exit_.oom_killed})
+
+    async def _count(self, sandbox: StartedSandbox) -> None:
+        while True:
+            await asyncio.sleep(COUNTS_SECONDS)
+            await self._send_counts(sandbox)
+
+    def _stop_counting(self) -> None:
+        if self.counting is not None:
+            self.counting.cancel()
 
     async def _send_counts(self, sandbox: StartedSandbox) -> None:
         counts = (sandbox.oom_kills(), sandbox.cpu_seconds())
@@ -457,7 +474,7 @@ class SandboxSocket(websocket.WebSocketHandler):
     def on_close(self) -> None:
         self._ending()
         self.runner.sandboxes.discard(self)
-        for task in (self.worker, self.guarding):
+        for task in (self.worker, self.guarding, self.counting):
             if task is not None:
                 task.cancel()
         asyncio.ensure_future(self._closed())

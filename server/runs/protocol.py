@@ -40,6 +40,31 @@ def frame(kind: bytes, payload: bytes = b"") -> bytes:
     return kind + struct.pack(">I", len(payload)) + payload
 
 
+class FrameKinds:
+    """The kinds of the frames that begin in a stream of them, read a chunk
+    at a time (frames may be cut anywhere): for a relay that passes the
+    chunks on whole (runner/service.py) and only needs to see a run's end
+    (`X`) coming."""
+
+    def __init__(self) -> None:
+        self.header = b""  # the part of a header read so far
+        self.left = 0  # bytes of the current frame's payload still to come
+
+    def begun(self, chunk: bytes) -> set[bytes]:
+        kinds, at = set(), 0
+        while at < len(chunk):
+            if self.left:
+                step = min(self.left, len(chunk) - at)
+                self.left, at = self.left - step, at + step
+                continue
+            take = HEADER - len(self.header)
+            self.header, at = self.header + chunk[at:at + take], at + take
+            if len(self.header) == HEADER:
+                kinds.add(self.header[:1])
+                self.left, self.header = struct.unpack(">I", self.header[1:])[0], b""
+        return kinds
+
+
 async def read_frame(stream: asyncio.StreamReader) -> tuple[bytes, bytes] | None:
     """The next (kind, payload) from the launcher, None at the end of its output."""
     try:
