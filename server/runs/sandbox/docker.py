@@ -37,14 +37,14 @@ import signal
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...config import Config
 from ..disk_guard import GroupWrites
 
 if TYPE_CHECKING:
     from . import HomeCopy
-from .launch import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, environment,
+from .launch import (SANDBOX_HOME, SHM_BYTES, STDERR_TAIL, STREAM_LIMIT, TMP_BYTES, Exit, OutputGate, environment,
                       group_limits, launcher_argv, seccomp_program)
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class LauncherContainer:
         self._cgroup = cgroup_dirs  # {controller: the container's cgroup folder}, as far as found
         self.writes = _group_writes(cgroup_dirs)  # what the run wrote to files, for its disk guard
         self.copy: "HomeCopy | None" = None  # its programs write the home itself
-        self._gate = _Gate()
+        self._gate = OutputGate()
         self.stdout = self._gate.reader()
         self._stderr: collections.deque[int] = collections.deque(maxlen=STDERR_TAIL)
         self._pump_task = asyncio.ensure_future(self._pump())
@@ -378,37 +378,6 @@ class LauncherContainer:
     def _close(self) -> None:
         if not self._writer.is_closing():
             self._writer.close()
-
-
-class _Gate:
-    """Open while the output reader may take more. The reader gets a valve
-    for its transport: asyncio calls its pause_reading() when the reader
-    holds more than twice its limit and resume_reading() once it is down to
-    the limit; the pump reads the socket only while the gate is open."""
-
-    def __init__(self) -> None:
-        self.open = asyncio.Event()
-        self.open.set()
-        self.paused: set[_Valve] = set()
-
-    def reader(self) -> asyncio.StreamReader:
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT // 2)  # pauses above STREAM_LIMIT
-        reader.set_transport(cast(asyncio.ReadTransport, _Valve(self)))  # (it calls only these two)
-        return reader
-
-
-class _Valve:
-    def __init__(self, gate: _Gate) -> None:
-        self.gate = gate
-
-    def pause_reading(self) -> None:
-        self.gate.paused.add(self)
-        self.gate.open.clear()
-
-    def resume_reading(self) -> None:
-        self.gate.paused.discard(self)
-        if not self.gate.paused:
-            self.gate.open.set()
 
 
 def _exit_from(state: dict[str, Any] | None) -> Exit:

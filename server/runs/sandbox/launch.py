@@ -14,7 +14,7 @@ import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ...config import Config
 from .. import cgroups
@@ -203,6 +203,39 @@ class LauncherProcess:
         """After the end: remove the cgroup."""
         if self.group is not None:
             await asyncio.get_running_loop().run_in_executor(self._pool, self.group.remove)
+
+
+class OutputGate:
+    """Open while the output reader may take more: for a launcher's output
+    that comes over a connection of its own (docker.py, remote.py) rather
+    than a pipe, with a pipe's back-pressure. The reader gets a valve
+    for its transport: asyncio calls its pause_reading() when the reader
+    holds more than twice its limit and resume_reading() once it is down to
+    the limit; the pump reads the socket only while the gate is open."""
+
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.open.set()
+        self.paused: set[_Valve] = set()
+
+    def reader(self) -> asyncio.StreamReader:
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT // 2)  # pauses above STREAM_LIMIT
+        reader.set_transport(cast(asyncio.ReadTransport, _Valve(self)))  # (it calls only these two)
+        return reader
+
+
+class _Valve:
+    def __init__(self, gate: OutputGate) -> None:
+        self.gate = gate
+
+    def pause_reading(self) -> None:
+        self.gate.paused.add(self)
+        self.gate.open.clear()
+
+    def resume_reading(self) -> None:
+        self.gate.paused.discard(self)
+        if not self.gate.paused:
+            self.gate.open.set()
 
 
 def lower_group(pid: int, nice: int) -> None:

@@ -26,7 +26,6 @@ import logging
 import os
 import re
 import secrets
-import socket
 import sys
 import time
 from typing import Any, AsyncIterator, Callable, Protocol, Sequence
@@ -38,7 +37,7 @@ from ...config import Config
 from ..disk_guard import GroupWrites
 from .tickets import home_key, issue, proof_holds, runner_key
 from . import Held, HomeCopy
-from .launch import STREAM_LIMIT, Exit, SandboxError
+from .launch import STREAM_LIMIT, Exit, OutputGate, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -275,13 +274,13 @@ class RemoteSandbox:
 
     writes: GroupWrites | None = None  # the runner's cgroup is not reachable from here: it guards (`guard`)
 
-    def __init__(self, kind: RemoteKind, runner: str, ws: websocket.WebSocketClientConnection,
-                 feed: asyncio.StreamWriter, stdout: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    def __init__(self, kind: RemoteKind, runner: str, ws: websocket.WebSocketClientConnection) -> None:
         self.kind = kind
         self.runner = runner
         self.ws = ws
-        self.feed = feed  # our end of the pair whose other end is `stdout`: drained, so bounded
-        self.stdout, self._stdout_end = stdout
+        self._gate = OutputGate()  # the runner's socket is read only while `stdout` has room: bounded
+        self.stdout = self._gate.reader()
+        self.output_ended = False
         self.counts: tuple[int, float | None] | None = None
         self.last_counts: tuple[int, float | None] = (0, None)
         self.exit: asyncio.Future[Exit] = asyncio.get_running_loop().create_future()
@@ -320,7 +319,9 @@ class RemoteSandbox:
         """The sandbox is over as far as we can tell: its output ends, its end is `lost`."""
         if not self.exit.done():
             self.exit.set_result(Exit(lost=True))
-        self.feed.close()
+        if not self.output_ended:
+            self.output_ended = True
+            self.stdout.feed_eof()
         self.ws.close()
 
     @classmethod
@@ -360,10 +361,7 @@ class RemoteSandbox:
             raise SandboxError("it did not prove it is that runner")
         if isinstance(said.get("defences"), dict):
             kind.seen_defences[runner] = said["defences"]
-        mine, theirs = socket.socketpair()
-        stdout = await asyncio.open_connection(sock=mine, limit=STREAM_LIMIT)
-        _, feed = await asyncio.open_connection(sock=theirs)
-        sandbox = cls(kind, runner, ws, feed, stdout)
+        sandbox = cls(kind, runner, ws)
         sandbox.home = home
         sandbox.reader = asyncio.ensure_future(sandbox._read())
         sandbox.watch = asyncio.ensure_future(sandbox._watch())
@@ -374,13 +372,14 @@ class RemoteSandbox:
         slows the runner's socket, never a buffer), counts, the exit."""
         try:
             while True:
+                await self._gate.open.wait()
                 message = await self.ws.read_message()
                 if message is None:
                     break
                 self._heard()
                 if isinstance(message, bytes):
-                    self.feed.write(message)
-                    await self.feed.drain()
+                    if not self.output_ended:  # (once lost, what comes late is dropped)
+                        self.stdout.feed_data(message)
                     continue
                 said = json.loads(message)
                 if said.get("type") in ("put", "file", "collected", "adopted", "kept"):
@@ -509,7 +508,6 @@ class RemoteSandbox:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-        self._stdout_end.close()
 
     def diagnostics(self) -> str:
         return f"runner {self.runner}" + (f": {self.said}" if self.said else "")
