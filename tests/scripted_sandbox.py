@@ -53,6 +53,7 @@ class ScriptedKind:
 
     name = "scripted"
     reusable = True
+    copies_home = False
 
     def __init__(self) -> None:
         self.started = 0

@@ -33,6 +33,7 @@ class Sink:
 class Sandboxes:
     """A source of sandboxes: gives `sandboxed` (None: the start failed twice)."""
     holds_home = True
+    copies_home = False
 
     def __init__(self, sandboxed="a sandbox"):
         self.sandboxed = sandboxed
@@ -143,12 +144,13 @@ def test_an_ended_session_is_refused_and_remembered(lock):
     assert job.session_ended and lock.released == []
 
 
-def test_a_file_that_cannot_run_is_refused_before_the_lock_is_claimed(lock):
+def test_a_file_that_cannot_run_is_refused_and_the_lock_it_claimed_given_back(lock):
+    # (The file is looked at under the lock: the home is then as the student's last run left it.)
     files = Files(refusal=Refused(404, "not_found", "There is no file main.py in your folder."))
     jobs, sink = make_jobs(files), Sink()
     life(jobs, request(sandboxes=Sandboxes()), sink)
     assert sink.messages == [{"type": "error", "error": "not_found", "message": "There is no file main.py in your folder."}]
-    assert lock.claimed == []
+    assert lock.claimed == lock.released and len(lock.claimed) == 1
     assert files.usage.forgotten == ["ada"]  # nobody has an IDE open here: nothing kept for them
 
 

@@ -41,7 +41,7 @@ class Sandbox:
 class Kind:
     """Each start takes the next of `script`: bytes its launcher writes, an
     exception prepare raises, or None (it never says anything)."""
-    name, reusable = "scripted", True
+    name, reusable, copies_home = "scripted", True, False
 
     def __init__(self, *script):
         self.script = list(script)

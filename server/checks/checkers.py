@@ -118,6 +118,7 @@ class CheckerPlace:
     emptied once the run is over."""
 
     holds_home = False  # a folder of its own: no student's home
+    copies_home = False
 
     def __init__(self, checkers: CheckerSandboxes, files: dict[str, bytes]) -> None:
         self.checkers = checkers

@@ -94,6 +94,7 @@ class SandboxSource(Protocol):
     ready sandbox (warm.WarmSandboxes), or an attempt's own (scratch.py)."""
 
     holds_home: bool  # its programs can write the user's home (its quota is watched, its changes announced)
+    copies_home: bool  # they run on a copy of it, brought in step before each run (shipping.py)
 
     async def take(self, user: dict[str, Any], notify: Notify) -> Sandboxed | None:
         """A ready sandbox; None if none could start, twice. `notify(position)`
@@ -314,17 +315,21 @@ class Job:
         when nobody waits for it any more)."""
         jobs, request, spec = self.jobs, self.request, self.request.spec
         user, area = request.user, Area.home(request.user["username"])
-        copy, used = None, None
-        if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
-            used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
-        elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
-            used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
         if request.claim is None:
             try:
                 self.claim = await jobs.claim(user, request.session)
             except SessionEnded:
                 self.session_ended = True
                 raise
+        # (After the run lock: the home is then as the student's last run left it.)
+        copy, used, listed = None, None, None
+        if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
+            used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
+        elif spec.files is None and spec.mode is not Mode.TEST and self.sandboxes.copies_home:
+            # a file, within its quota, and the home's tree to bring the copy in step with: one call
+            used, listed = await jobs.files.runnable_listed(user["username"], area, spec.parts)
+        elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
+            used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
         self.sandboxed = await self.sandboxes.take(user, self._waiting_for_sandbox)
         if self.sandboxed is None:
             return SANDBOX_FAILED
@@ -356,7 +361,7 @@ class Job:
         copied = sandbox.copy if home else None  # it runs elsewhere, on a copy of the home
         if copied is not None:
             try:
-                await shipping.send(jobs.files, user["username"], copied, jobs.cfg.MAX_FILE_BYTES)
+                await shipping.send(jobs.files, user["username"], copied, jobs.cfg.MAX_FILE_BYTES, listed)
             except SandboxError as e:
                 log.warning("could not send %s's files to their sandbox: %s", user["username"], e)
                 sandboxed, self.sandboxed = self.sandboxed, None
@@ -376,19 +381,22 @@ class Job:
         await self._send_teed({"type": "started", "run_id": self.run.id})
         message = await self.run.go(copy)
         if copied is not None:
-            await self._take_back(copied)
+            await self._take_back(copied, used)
         metrics.RUN_DURATION.observe(message["duration"])
         if not request.placed:  # (the line's estimates are of the runs that wait in it)
             jobs.took.append(message["duration"])
         metrics.RUN_EXITS.labels(message["reason"]).inc()
         return message
 
-    async def _take_back(self, copy: HomeCopy) -> None:
+    async def _take_back(self, copy: HomeCopy, used: int | None) -> None:
         """What the program changed in the copy of the home it ran on, kept
-        in the home (shipping.py), before the sandbox serves another run."""
+        in the home (shipping.py), before the sandbox serves another run
+        (`used`: the bytes the home held as it started, if known)."""
         username = self.request.user["username"]
+        room = None if used is None else max(0, self.request.spec.limits.quota_bytes - used)
         try:
-            self.not_kept = await shipping.take_back(self.jobs.files, username, copy, self.jobs.cfg.MAX_FILE_BYTES)
+            self.not_kept = await shipping.take_back(self.jobs.files, username, copy, self.jobs.cfg.MAX_FILE_BYTES,
+                                                     room)
         except SandboxError as e:
             log.warning("could not take back what %s's program wrote: %s", username, e)
             self.not_kept = ["What your program wrote to files could not be kept: the computer running it "

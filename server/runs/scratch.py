@@ -38,6 +38,7 @@ class ScratchSandbox:
     """One attempt's sandbox (see the module docstring)."""
 
     holds_home = False  # its programs never see the student's home: no quota, no change to announce
+    copies_home = False
 
     def __init__(self, starts: Starts, uid: int | None):
         self.starts, self.cfg, self.uid = starts, starts.cfg, uid

@@ -25,6 +25,7 @@ from .sandbox import HomeCopy, SandboxError
 
 if TYPE_CHECKING:  # the files service is the worker's; only its type is needed here
     from ..files.service import Files
+    from ..files.store import Meta
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,14 @@ BATCH = (4 << 20) // 3  # bytes of pieces (in base64) per put: with one piece pa
 TOLD = 4  # sentences about files not taken back, at most, per run
 
 
-async def send(files: "Files", username: str, copy: HomeCopy, max_file: int) -> None:
-    """Bring the copy in step with the home: Refused when the storage fails,
-    SandboxError when the runner does."""
+async def send(files: "Files", username: str, copy: HomeCopy, max_file: int,
+               tree: "list[Meta] | None" = None) -> None:
+    """Bring the copy in step with the home (`tree`: its entries, listed
+    since the run lock was taken, or None to list them here): Refused when
+    the storage fails, SandboxError when the runner does."""
     home = Area.home(username)
     await copy.adopt()
-    present = await _files_in(files, username)
+    present = _files(tree) if tree is not None else await _files_in(files, username)
     deleted = [path for path in copy.held if path not in present]
     for path in deleted:
         del copy.held[path]
@@ -76,12 +79,16 @@ def as_pieces(path: str, data: bytes, etag: str) -> list[dict[str, Any]]:
              **({"etag": etag} if at + PIECE >= len(data) else {})} for at in range(0, max(len(data), 1), PIECE)]
 
 
-async def take_back(files: "Files", username: str, copy: HomeCopy, max_file: int) -> list[str]:
+async def take_back(files: "Files", username: str, copy: HomeCopy, max_file: int, room: int | None = None) -> list[str]:
     """Keep in the home what the last run changed in the copy: sentences
     for the student about what could not be kept. SandboxError when the
-    runner is lost or says what makes no sense."""
+    runner is lost or says what makes no sense. `room`: what the home's
+    quota left as the run started (nothing of the run is in the home
+    yet), or None to measure it; either way each file is saved as any
+    save is, within the quota."""
     home = Area.home(username)
-    room = await files.room_left(username, home) or 0
+    if room is None:
+        room = await files.room_left(username, home) or 0
     told: list[str] = []
     data, path = bytearray(), ""
     async for said in copy.collect(room, max_file):
@@ -161,4 +168,8 @@ async def _deleted(files: "Files", username: str, copy: HomeCopy, deleted: list[
 async def _files_in(files: "Files", username: str) -> dict[str, tuple[int, float]]:
     """path -> (size, modified) of each file of the home, as its tree lists them."""
     entries, _ = await files.tree(username, Area.home(username), ())
+    return _files(entries)
+
+
+def _files(entries: "list[Meta]") -> dict[str, tuple[int, float]]:
     return {entry["path"]: (entry["size"], entry["modified"]) for entry in entries if entry["kind"] == "file"}

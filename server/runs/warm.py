@@ -29,6 +29,7 @@ class WarmSandboxes:
                  uid_of: Callable[[dict[str, Any]], int | None], draining: Callable[[], bool]):
         self.starts = starts  # every sandbox start of the worker goes through its line
         self.kind = starts.kind
+        self.copies_home = self.kind.copies_home
         self.home_of = home_of  # async (user) -> the path of their home, made if need be
         self.uid_of = uid_of  # (user) -> the uid their programs run as
         self.draining = draining  # () -> True once the worker shuts down: no new sandboxes

@@ -29,6 +29,7 @@ class Op(enum.Enum):
     TRASH_LIST = enum.auto()
     TRASH_RESTORE = enum.auto()
     RUNNABLE_SIZE = enum.auto()
+    RUNNABLE_LISTED = enum.auto()
     QUOTA_PROBLEM = enum.auto()
     MEASURE = enum.auto()
     COURSE_COPY = enum.auto()
@@ -52,6 +53,7 @@ OPERATIONS = {
     Op.TRASH_LIST: Store.trash_list,
     Op.TRASH_RESTORE: Store.trash_restore,
     Op.RUNNABLE_SIZE: Store.runnable_size,
+    Op.RUNNABLE_LISTED: Store.runnable_listed,
     Op.QUOTA_PROBLEM: Store.quota_problem,
     Op.MEASURE: Store.measure,
     Op.COURSE_COPY: Store.course_copy,

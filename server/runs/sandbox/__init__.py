@@ -104,6 +104,7 @@ class SandboxKind(Protocol):
 
     name: str  # local, process, docker
     reusable: bool  # a sandbox serves several runs (its launcher clears up after each)
+    copies_home: bool  # its programs run on a copy of their home, not on the home (remote.py: a runner's)
 
     async def prepare(self, home: str, uid: int | None, settings: dict[str, Any]) -> StartedSandbox:
         """Start a sandbox for `home` whose programs run as `uid`;

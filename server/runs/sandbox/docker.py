@@ -70,6 +70,7 @@ class DockerKind:
 
     name = "docker"
     reusable = True
+    copies_home = False
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg

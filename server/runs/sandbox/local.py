@@ -39,6 +39,7 @@ class ProcessKind:
 
     name = "process"
     reusable = False  # the launcher is not PID 1 of a namespace: it cannot clear up after a run
+    copies_home = False
     hides_host_paths = False
 
     def __init__(self, cfg: Config) -> None:
@@ -122,6 +123,7 @@ class LocalKind(ProcessKind):
 
     name = "local"
     reusable = True
+    copies_home = False
     hides_host_paths = True
     # Read-only system files Python, numpy and matplotlib need; nothing else of /etc.
     ETC = ("alternatives", "fonts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",

@@ -165,6 +165,7 @@ class ChildRunner:
 class RemoteKind:
     name = "remote"
     reusable = True  # runners run local or docker sandboxes
+    copies_home = True
     hides_host_paths = True
 
     def __init__(self, cfg: Config) -> None:
