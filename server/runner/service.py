@@ -306,10 +306,10 @@ class SandboxSocket(websocket.WebSocketHandler):
         frames = FrameKinds()
         while chunk := await sandbox.stdout.read(CHUNK):
             if b"X" in frames.begun(chunk):
-                self._stop_counting()
+                self._run_over()
                 await self._send_counts(sandbox)
             await self._send(chunk)
-        self._stop_counting()
+        self._run_over()
         exit_: Exit = await sandbox.wait()
         await self._send_counts(sandbox)
         await self._send({"type": "exit", "code": exit_.code, "signal": exit_.signal, "oom_killed": exit_.oom_killed})
@@ -319,9 +319,13 @@ class SandboxSocket(websocket.WebSocketHandler):
             await asyncio.sleep(COUNTS_SECONDS)
             await self._send_counts(sandbox)
 
-    def _stop_counting(self) -> None:
-        if self.counting is not None:
-            self.counting.cancel()
+    def _run_over(self) -> None:
+        """Its run has ended: nothing watches the sandbox until the next
+        (its counts, its writes: a guard left on read each idle sandbox's
+        cgroup every 25 ms until its next run, as the web tier's does not)."""
+        for task in (self.counting, self.guarding):
+            if task is not None:
+                task.cancel()
 
     async def _send_counts(self, sandbox: StartedSandbox) -> None:
         counts = (sandbox.oom_kills(), sandbox.cpu_seconds())
