@@ -57,7 +57,7 @@ from .cli import bounds, int_list, run_benchmark, say, server_root_option
 from .harness import each_load, insert_users, make_credentials, run_async
 from .machine import CpuWatch, describe
 from .pages import launch, signed_in_page
-from .recording import Recorder, error_lines, fmt, pct
+from .recording import Recorder, error_lines, fmt, page_lines, pct
 
 SAVED = "work.py"
 ERROR_LINE = 3
@@ -383,17 +383,8 @@ def report(settings, info, results):
                      "(its workers), "
                      f"the machine was {pct(r['machine_busy'])} busy; load average (1, 5, 15 min) "
                      f"{r['load_average_before']} before, {r['load_average_after']} after")
-        if r["page_errors"]:
-            lines.append(f"the page's errors, {r['processes']} process(es): {r['page_errors']}")
-        if r["page_records_dropped"]:
-            lines.append(f"the page dropped {r['page_records_dropped']} records (over its bound)")
-        lines.append(f"the teacher's page, {r['processes']} process(es) ({r['online']} of {r['students']} "
-                     "students online), after a garbage collection:")
-        lines.append(f"  {'at s':>6}  {'JS heap MiB':>11}  {'DOM nodes':>9}  {'listeners':>9}  "
-                     f"{'renderer RSS MiB':>16}")
-        for m in r["memory"]:
-            lines.append(f"  {m['at_s']:>6.0f}  {m['js_heap_used_mib']:>11.1f}  {m['dom_nodes']:>9}  "
-                         f"{m['js_event_listeners']:>9}  {m['renderer_rss_mib']:>16.1f}")
+        lines += page_lines(r, f"{r['processes']} process(es)", f"the teacher's page, {r['processes']} process(es) "
+                            f"({r['online']} of {r['students']} students online)")
     lines.append(describe(info))
     lines.append("the students, Chromium and the server share this machine")
     return "\n".join(lines)

@@ -50,7 +50,7 @@ from .cli import bounds, int_list, run_benchmark, say, server_root_option
 from .harness import each_load, insert_users, make_credentials, run_async
 from .machine import CpuWatch, describe
 from .pages import launch, signed_in_page
-from .recording import Recorder, error_lines, fmt, pct
+from .recording import Recorder, error_lines, fmt, page_lines, pct
 from .typist import Typist
 
 GRACE = 5.0  # server/exams/service.py: saves on their way at the end still land
@@ -462,17 +462,7 @@ def report(settings, info, results):
                      f"({replay['typed_per_student_hour']} characters typed per student-hour)")
         lines.append(f"{p}: the server used {fmt(r['server_cpu'], '.2f')} of a core (its workers and file "
                      f"processes), the machine was {pct(r['machine_busy'])} busy")
-        if r["page_errors"]:
-            lines.append(f"the page's errors, {p}: {r['page_errors']}")
-        if r["page_records_dropped"]:
-            lines.append(f"the page dropped {r['page_records_dropped']} records (over its bound)")
-        lines.append(f"the proctor's page, {p} ({r['taking']} of {r['students']} students taking it), "
-                     "after a garbage collection:")
-        lines.append(f"  {'at s':>6}  {'JS heap MiB':>11}  {'DOM nodes':>9}  {'listeners':>9}  "
-                     f"{'renderer RSS MiB':>16}")
-        for m in r["memory"]:
-            lines.append(f"  {m['at_s']:>6.0f}  {m['js_heap_used_mib']:>11.1f}  {m['dom_nodes']:>9}  "
-                         f"{m['js_event_listeners']:>9}  {m['renderer_rss_mib']:>16.1f}")
+        lines += page_lines(r, p, f"the proctor's page, {p} ({r['taking']} of {r['students']} students taking it)")
     lines.append(describe(info))
     lines.append("the students, Chromium and the server share this machine")
     return "\n".join(lines)

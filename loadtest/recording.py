@@ -99,6 +99,21 @@ def error_lines(where, kinds):
     return [f"errors, {where}: " + ", ".join(f"{k} {n}" for k, n in kinds.items())] if kinds else []
 
 
+def page_lines(result, where, page):
+    """The report's lines on the page Chromium kept open through a
+    measurement (`where` it was, `page`: whose, and what it showed): its
+    errors, the records it dropped over its bound, and its memory."""
+    lines = [f"the page's errors, {where}: {result['page_errors']}"] if result["page_errors"] else []
+    if result["page_records_dropped"]:
+        lines.append(f"the page dropped {result['page_records_dropped']} records (over its bound)")
+    lines.append(f"{page}, after a garbage collection:")
+    lines.append(f"  {'at s':>6}  {'JS heap MiB':>11}  {'DOM nodes':>9}  {'listeners':>9}  {'renderer RSS MiB':>16}")
+    for m in result["memory"]:
+        lines.append(f"  {m['at_s']:>6.0f}  {m['js_heap_used_mib']:>11.1f}  {m['dom_nodes']:>9}  "
+                     f"{m['js_event_listeners']:>9}  {m['renderer_rss_mib']:>16.1f}")
+    return lines
+
+
 def pct(share):
     """A share (0.25) as a percentage ("25%"), "-" when there is none."""
     return fmt(share, ".0%")

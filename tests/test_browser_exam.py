@@ -28,17 +28,33 @@ def a_class_with_an_exercise(server):
     return number, teacher
 
 
-def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page):
-    server = start_server(**LIMITS)
+def an_exam_with_extra_time_for_ada(server, title):
+    """Grace's exam of Average, ending in LENGTH seconds, with 10 minutes
+    more for Ada (the story takes its time; setting them to 0 ends it):
+    (Grace's API client, the exam, its end, the URL of Ada's extra time)."""
     number, teacher = a_class_with_an_exercise(server)
     ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
-    r = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 1", "exercises": ["average"],
+    r = teacher.post(f"/api/classes/{number}/exams", json={"title": title, "exercises": ["average"],
                                                            "ends": ends.isoformat()})
     assert r.status_code == 201, r.text
     exam = r.json()["exam"]
-    area = f"exam/{exam['id']}"
     extra = f"/api/exams/{exam['id']}/students/ada/extra"
-    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200  # (the story takes its time)
+    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200
+    return teacher, exam, ends, extra
+
+
+def open_answer(page, exam):
+    """Ada opens her answer from the exam's folder in the file tree."""
+    tree = page.locator(f'.tree-section[data-area="exam/{exam["id"]}"]')
+    tree.locator('.tree-row[data-path="average"]').click()
+    tree.locator('.tree-row[data-path="average/average.py"]').click()
+    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+
+
+def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page):
+    server = start_server(**LIMITS)
+    teacher, exam, _, extra = an_exam_with_extra_time_for_ada(server, "Test 1")
+    area = f"exam/{exam['id']}"
 
     page = new_page(server)
     login(page, "ada", "ada-password", lands_on="/ide")
@@ -50,9 +66,7 @@ def test_a_student_takes_an_exam_and_it_locks_at_her_end(start_server, new_page)
     mine = page.locator('.tree-section[data-area="home"]')
     expect(mine).to_be_hidden()  # the exam does not allow her own files: its folder alone
     expect(page.get_by_role("button", name="Ask for help")).to_be_visible()  # it allows asking
-    tree.locator('.tree-row[data-path="average"]').click()
-    tree.locator('.tree-row[data-path="average/average.py"]').click()
-    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    open_answer(page, exam)
     replace_text(page, "numbers = [4, 6]\nprint('Average:', sum(numbers) / len(numbers))\n")
     expect_saved(page)
     saved = teacher.get(f"/api/files/exams/{exam['id']}/ada/average/average.py").json()["content"]
@@ -176,20 +190,12 @@ def test_what_a_student_types_offline_is_handed_in_when_the_network_returns_befo
     saved when the network returns, and she is told; typed offline past her
     end, it is not handed in, and she is told that too."""
     server = start_server(**LIMITS)
-    number, teacher = a_class_with_an_exercise(server)
-    ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
-    exam = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 2", "exercises": ["average"],
-                                                              "ends": ends.isoformat()}).json()["exam"]
-    extra = f"/api/exams/{exam['id']}/students/ada/extra"
-    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200
+    teacher, exam, ends, extra = an_exam_with_extra_time_for_ada(server, "Test 2")
     answer = f"/api/files/exams/{exam['id']}/ada/average/average.py"
 
     page = new_page(server)
     login(page, "ada", "ada-password", lands_on="/ide")
-    tree = page.locator(f'.tree-section[data-area="exam/{exam["id"]}"]')
-    tree.locator('.tree-row[data-path="average"]').click()
-    tree.locator('.tree-row[data-path="average/average.py"]').click()
-    expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    open_answer(page, exam)
 
     page.context.set_offline(True)
     replace_text(page, "print('typed offline')\n")
@@ -217,26 +223,15 @@ def test_a_second_tab_follows_the_first_and_both_lock_at_her_end(start_server, n
     """The exam in two tabs of one browser: what one saves shows in the
     other, and at her end both turn read-only (the server refuses either)."""
     server = start_server(**LIMITS)
-    number, teacher = a_class_with_an_exercise(server)
-    ends = datetime.now(timezone.utc) + timedelta(seconds=LENGTH)
-    exam = teacher.post(f"/api/classes/{number}/exams", json={"title": "Test 3", "exercises": ["average"],
-                                                              "ends": ends.isoformat()}).json()["exam"]
-    extra = f"/api/exams/{exam['id']}/students/ada/extra"
-    assert teacher.request("PUT", extra, json={"minutes": 10}).status_code == 200
-
-    def open_answer(page):
-        tree = page.locator(f'.tree-section[data-area="exam/{exam["id"]}"]')
-        tree.locator('.tree-row[data-path="average"]').click()
-        tree.locator('.tree-row[data-path="average/average.py"]').click()
-        expect(page.locator(".tab.selected")).to_contain_text("average.py")
+    teacher, exam, ends, extra = an_exam_with_extra_time_for_ada(server, "Test 3")
 
     first = new_page(server)
     login(first, "ada", "ada-password", lands_on="/ide")
-    open_answer(first)
+    open_answer(first, exam)
     second = first.context.new_page()
     second.goto("/ide")
     second.wait_for_selector("body[data-ready=true]")
-    open_answer(second)
+    open_answer(second, exam)
     replace_text(second, "print('from the second tab')\n")
     expect_saved(second)
     expect(editor(first)).to_contain_text("from the second tab", timeout=30_000)  # hang guard

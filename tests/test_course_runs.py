@@ -6,8 +6,6 @@ WebSocket against the real server; the attacks where isolation is promised
 import asyncio
 import os
 
-import pytest
-
 from loadtest.run_client import RunClient
 from tests.conftest import People
 from tests.live_support import a_class
