@@ -403,10 +403,11 @@ class Files:
         result: int = await self._in_process(username, "run", Op.RUNNABLE_SIZE, area, parts)
         return result
 
-    async def runnable_listed(self, username: str, area: Area, parts: Parts) -> tuple[int, builtins.list[Meta]]:
-        """runnable_size, and the home's tree (its entries), in one call."""
-        result: tuple[int, builtins.list[Meta]] = await self._in_process(username, "run", Op.RUNNABLE_LISTED, area,
-                                                                         parts)
+    async def runnable_listed(self, username: str, area: Area,
+                              parts: Parts) -> tuple[int, tuple[builtins.list[Meta], bool]]:
+        """runnable_size, and the home's tree (as `tree`), in one call."""
+        result: tuple[int, tuple[builtins.list[Meta], bool]] = await self._in_process(
+            username, "run", Op.RUNNABLE_LISTED, area, parts)
         return result
 
     async def course_copy(self, username: str, course: Area, parts: Parts) -> tuple[int, dict[str, bytes]]:

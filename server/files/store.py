@@ -491,10 +491,10 @@ class Store:
             raise Refused(400, "not_a_file", "Only a file can be run.")
         return self.room_to_run(area)
 
-    def runnable_listed(self, area: Area, parts: Parts) -> "tuple[int, builtins.list[Meta]]":
-        """runnable_size, and the home's tree: what a run on a copy of the
-        home needs before it starts (runs/shipping.py), in one call."""
-        return self.runnable_size(area, parts), self.tree(area)[0]
+    def runnable_listed(self, area: Area, parts: Parts) -> "tuple[int, tuple[builtins.list[Meta], bool]]":
+        """runnable_size, and the home's tree (as `tree`): what a run on a
+        copy of the home needs before it starts (runs/shipping.py), in one call."""
+        return self.runnable_size(area, parts), self.tree(area)
 
     def course_copy(self, course: Area, parts: Parts, home: Area) -> tuple[int, dict[str, bytes]]:
         """What running the course file `parts` from the home `home` is

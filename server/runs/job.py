@@ -322,12 +322,12 @@ class Job:
                 self.session_ended = True
                 raise
         # (After the run lock: the home is then as the student's last run left it.)
-        copy, used, listed = None, None, None
+        copy, used, tree = None, None, None
         if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
             used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
         elif spec.files is None and spec.mode is not Mode.TEST and self.sandboxes.copies_home:
             # a file, within its quota, and the home's tree to bring the copy in step with: one call
-            used, listed = await jobs.files.runnable_listed(user["username"], area, spec.parts)
+            used, tree = await jobs.files.runnable_listed(user["username"], area, spec.parts)
         elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
             used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
         self.sandboxed = await self.sandboxes.take(user, self._waiting_for_sandbox)
@@ -361,7 +361,7 @@ class Job:
         copied = sandbox.copy if home else None  # it runs elsewhere, on a copy of the home
         if copied is not None:
             try:
-                await shipping.send(jobs.files, user["username"], copied, jobs.cfg.MAX_FILE_BYTES, listed)
+                await shipping.send(jobs.files, user["username"], copied, jobs.cfg.MAX_FILE_BYTES, tree)
             except SandboxError as e:
                 log.warning("could not send %s's files to their sandbox: %s", user["username"], e)
                 sandboxed, self.sandboxed = self.sandboxed, None

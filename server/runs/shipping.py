@@ -35,14 +35,17 @@ TOLD = 4  # sentences about files not taken back, at most, per run
 
 
 async def send(files: "Files", username: str, copy: HomeCopy, max_file: int,
-               tree: "list[Meta] | None" = None) -> None:
-    """Bring the copy in step with the home (`tree`: its entries, listed
-    since the run lock was taken, or None to list them here): Refused when
-    the storage fails, SandboxError when the runner does."""
+               tree: "tuple[list[Meta], bool] | None" = None) -> None:
+    """Bring the copy in step with the home (`tree`: its tree as Files.tree
+    lists it since the run lock was taken, or None to list it here):
+    Refused when the storage fails, SandboxError when the runner does. A
+    tree cut short (too many entries) deletes nothing from the copy: what
+    it left out may still be in the home."""
     home = Area.home(username)
     await copy.adopt()
-    present = _files(tree) if tree is not None else await _files_in(files, username)
-    deleted = [path for path in copy.held if path not in present]
+    entries, truncated = tree if tree is not None else await files.tree(username, home, ())
+    present = _files(entries)
+    deleted = [] if truncated else [path for path in copy.held if path not in present]
     for path in deleted:
         del copy.held[path]
     pieces: list[dict[str, Any]] = []
@@ -172,4 +175,5 @@ async def _files_in(files: "Files", username: str) -> dict[str, tuple[int, float
 
 
 def _files(entries: "list[Meta]") -> dict[str, tuple[int, float]]:
+    """path -> (size, modified) of each file among a tree's entries."""
     return {entry["path"]: (entry["size"], entry["modified"]) for entry in entries if entry["kind"] == "file"}
