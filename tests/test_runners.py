@@ -376,10 +376,18 @@ def test_with_no_runners_named_each_worker_runs_its_programs_on_a_child_runner_i
 
 
 def children_runners(server):
-    """The pids of the server's child runners (python -m server.runner under its workers)."""
+    """The pids of the server's child runners (python -m server.runner under
+    its workers). Other children come and go meanwhile (a sandbox that just
+    ended is a zombie until it is reaped): they are passed over."""
     import psutil
-    return [p.pid for p in psutil.Process(server.proc.pid).children(recursive=True)
-            if p.cmdline()[1:3] == ["-m", "server.runner"]]
+    found = []
+    for child in psutil.Process(server.proc.pid).children(recursive=True):
+        try:
+            if child.cmdline()[1:3] == ["-m", "server.runner"]:
+                found.append(child.pid)
+        except psutil.Error:  # gone, or a zombie
+            continue
+    return found
 
 
 def lose_a_runner(start_server, runners, data_dir, students, how):
