@@ -239,7 +239,7 @@ class SandboxSocket(websocket.WebSocketHandler):
             return
         if isinstance(message, bytes):
             if self.sandbox is not None:
-                if message[:1] == b"g" and (self.counting is None or self.counting.done()):  # a run's `go`
+                if message[:1] == b"g" and self.counting is None:  # a run's `go`
                     self.counting = asyncio.ensure_future(self._count(self.sandbox))
                 self.sandbox.send(message)
             return
@@ -321,11 +321,12 @@ class SandboxSocket(websocket.WebSocketHandler):
 
     def _run_over(self) -> None:
         """Its run has ended: nothing watches the sandbox until the next
-        (its counts, its writes: a guard left on read each idle sandbox's
-        cgroup every 25 ms until its next run, as the web tier's does not)."""
+        (its counts, its writes: as the web tier's own guard, which ends with
+        its run; one left on read an idle sandbox's cgroup every 25 ms)."""
         for task in (self.counting, self.guarding):
             if task is not None:
                 task.cancel()
+        self.counting = self.guarding = None
 
     async def _send_counts(self, sandbox: StartedSandbox) -> None:
         counts = (sandbox.oom_kills(), sandbox.cpu_seconds())

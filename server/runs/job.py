@@ -325,11 +325,11 @@ class Job:
         copy, used, tree = None, None, None
         if spec.course is not None:  # the course file and those beside it, run as a copy in the user's own sandbox
             used, copy = await jobs.files.course_copy(user["username"], Area.of_key(spec.course), spec.parts)
-        elif spec.files is None and spec.mode is not Mode.TEST and self.sandboxes.copies_home:
-            # a file, within its quota, and the home's tree to bring the copy in step with: one call
-            used, tree = await jobs.files.runnable_listed(user["username"], area, spec.parts)
         elif spec.files is None and spec.mode is not Mode.TEST:  # (a snapshot, a checker: the files are given)
-            used = await jobs.files.runnable_size(user["username"], area, spec.parts)  # a file, within its quota
+            if self.sandboxes.copies_home:  # and the home's tree to bring the copy in step with: one call
+                used, tree = await jobs.files.runnable_listed(user["username"], area, spec.parts)
+            else:  # a file, within its quota
+                used = await jobs.files.runnable_size(user["username"], area, spec.parts)
         self.sandboxed = await self.sandboxes.take(user, self._waiting_for_sandbox)
         if self.sandboxed is None:
             return SANDBOX_FAILED

@@ -10,11 +10,10 @@ of its own, so a return to another browser is refused. Each handler
 translates HTTP and calls the SignIn service (service.py).
 """
 from .. import metrics
-from ..accounts import devices
+from ..accounts import devices, rules
 from ..accounts.handlers import set_device_cookie
 from ..errors import Refused
 from ..pages import LoginPage
-from ..accounts import rules
 from ..web import ApiError, ApiHandler, is_https, set_session_cookie
 
 FLOW_COOKIE = "pyclassroom_signin"
