@@ -71,13 +71,19 @@ def disk_server(request, shared_servers):
 
 
 def used_bytes(server, username):
-    """What the quota counts: the home and the versions kept of its files."""
+    """What the quota counts: the home and the versions kept of its files
+    (the server may still be dropping old versions after the run: one gone
+    between the listing and its size counts no more)."""
     storage = os.path.join(server.env["DATA_DIR"], "storage")
     total = 0
     for top in (os.path.join(storage, "home", username),
                 os.path.join(storage, ".system", "history", "home--" + username)):
         for folder, _, names in os.walk(top):
-            total += sum(os.lstat(os.path.join(folder, name)).st_size for name in names)
+            for name in names:
+                try:
+                    total += os.lstat(os.path.join(folder, name)).st_size
+                except FileNotFoundError:
+                    continue
     return total
 
 
